@@ -1,0 +1,119 @@
+"""Merge per-file scans into flows: one table per host (its capture's view), then one global table.
+
+A flow seen in two captures (sender's and receiver's) is reported once: the sender's view is used
+(what the host actually put on its link), else the receiver's, else the largest. Every host still
+keeps its own counts in `flow_views` for its link utilization.
+"""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from analyze import layouts as L
+from analyze.scan import FileScan
+
+IPV4_MAPPED_HI = 0
+IPV4_MAPPED_TAG = 0x0000FFFF00000000
+PROTO_NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6"}
+SUMMED = [L.AGG_PACKETS, L.AGG_IP_BYTES, L.AGG_WIRE_BYTES, L.AGG_PAYLOAD_BYTES, L.AGG_RETRANS_BYTES]
+
+
+@dataclass
+class HostFlows:
+    """One host's capture after merging its files: unique flow keys, totals and series cells."""
+
+    host: str
+    keys: np.ndarray  # uint64[n, 5]
+    agg: np.ndarray  # int64[n, N_AGG]; only the summed columns and first/last are meaningful
+    cell_flow: np.ndarray
+    cell_bin: np.ndarray
+    cell_bytes: np.ndarray
+
+
+def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unique rows of a uint64 key matrix and the inverse index (exact, sort-based)."""
+    if len(keys) == 0:
+        return keys.reshape(0, keys.shape[1] if keys.ndim == 2 else 5), np.zeros(0, dtype=np.int64)
+    view = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
+    _, first, inverse = np.unique(view.ravel(), return_index=True, return_inverse=True)
+    return keys[first], inverse.ravel()
+
+
+def sum_cells(flow: np.ndarray, bins: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Add up cells that share (flow, bin); out-of-order packets and file boundaries create such twins."""
+    if len(flow) == 0:
+        return flow.astype(np.int64), bins, values
+    order = np.lexsort((bins, flow))
+    f, b, v = flow[order], bins[order], values[order]
+    start = np.ones(len(f), dtype=bool)
+    start[1:] = (f[1:] != f[:-1]) | (b[1:] != b[:-1])
+    idx = np.nonzero(start)[0]
+    return f[idx].astype(np.int64), b[idx], np.add.reduceat(v, idx)
+
+
+def merge_host(host: str, scans: list[FileScan]) -> HostFlows:
+    """Fold the files of one capture stream (rotated set) into one flow table."""
+    keys = np.concatenate([s.keys for s in scans]) if scans else np.zeros((0, 5), np.uint64)
+    agg = np.concatenate([s.agg for s in scans]) if scans else np.zeros((0, L.N_AGG), np.int64)
+    ukeys, inv = unique_rows(keys)
+    n = len(ukeys)
+    out = np.zeros((n, L.N_AGG), dtype=np.int64)
+    for col in SUMMED:
+        out[:, col] = np.bincount(inv, weights=agg[:, col], minlength=n).astype(np.int64) if n else 0
+    out[:, L.AGG_FIRST_NS] = np.iinfo(np.int64).max
+    np.minimum.at(out[:, L.AGG_FIRST_NS], inv, agg[:, L.AGG_FIRST_NS])
+    np.maximum.at(out[:, L.AGG_LAST_NS], inv, agg[:, L.AGG_LAST_NS])
+    offsets = np.cumsum([0] + [len(s.keys) for s in scans[:-1]]) if scans else []
+    cf = np.concatenate([inv[o + s.cell_flow] for o, s in zip(offsets, scans)]) if scans else np.zeros(0, np.int64)
+    cb = np.concatenate([s.cell_bin for s in scans]) if scans else np.zeros(0, np.int64)
+    cv = np.concatenate([s.cell_bytes for s in scans]) if scans else np.zeros(0, np.int64)
+    cf, cb, cv = sum_cells(cf, cb, cv)
+    return HostFlows(host=host, keys=ukeys, agg=out, cell_flow=cf, cell_bin=cb, cell_bytes=cv)
+
+
+@lru_cache(maxsize=65536)
+def address_text(hi: int, lo: int) -> str:
+    """Text form of a 128-bit key address; IPv4-mapped keys print as dotted quads."""
+    if hi == IPV4_MAPPED_HI and (lo >> 32) == 0xFFFF:
+        return str(ipaddress.IPv4Address(lo & 0xFFFFFFFF))
+    if hi == 0 and lo == 0:
+        return "0.0.0.0"
+    return str(ipaddress.IPv6Address((hi << 64) | lo))
+
+
+def address_key(text: str) -> tuple[int, int]:
+    """Inverse of address_text; accepts 'addr' or 'addr/prefix'."""
+    ip = ipaddress.ip_address(text.split("/")[0].split("%")[0])
+    if ip.version == 4:
+        return IPV4_MAPPED_HI, IPV4_MAPPED_TAG | int(ip)
+    value = int(ip)
+    return value >> 64, value & 0xFFFFFFFFFFFFFFFF
+
+
+def proto_name(proto: int) -> str:
+    """'tcp', 'udp', 'icmp', ... or 'ip-N' for the rest."""
+    return PROTO_NAMES.get(proto, f"ip-{proto}")
+
+
+def infer_local(hf: HostFlows) -> list[tuple[int, int]]:
+    """A host's own address when no meta.json says: the one address present in the most packets."""
+    if len(hf.keys) == 0:
+        return []
+    pk = hf.agg[:, L.AGG_PACKETS]
+    both = np.concatenate([hf.keys[:, 0:2], hf.keys[:, 2:4]])
+    addrs, inv = unique_rows(both)
+    counts = np.bincount(inv, weights=np.concatenate([pk, pk]), minlength=len(addrs))
+    top = int(np.argmax(counts))
+    return [(int(addrs[top, 0]), int(addrs[top, 1]))]
+
+
+def local_mask(keys: np.ndarray, local: list[tuple[int, int]], src: bool) -> np.ndarray:
+    """Rows whose source (or destination) address is one of the host's own."""
+    c = 0 if src else 2
+    mask = np.zeros(len(keys), dtype=bool)
+    for hi, lo in local:
+        mask |= (keys[:, c] == np.uint64(hi)) & (keys[:, c + 1] == np.uint64(lo))
+    return mask

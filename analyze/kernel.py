@@ -1,0 +1,507 @@
+"""The compiled read path: walk pcap/pcapng records and aggregate flows and series in one pass.
+
+Why one fused pass: reading the file is the physical limit, so every packet is touched exactly once,
+decoded from link layer to TCP/UDP in registers, and folded into a flow hash table and a sparse
+(flow, time bin) series. Nothing per packet is materialised. The tables are preallocated by the
+caller; when one fills up the kernel returns a status and the caller grows it and calls again
+(re-binding arrays inside the loop would make numba reference-count every packet).
+
+This module imports numba; import it lazily (it costs ~1-2 s) and only where packets are read.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from analyze.layouts import (
+    AGG_CUR_BIN, AGG_CUR_BYTES, AGG_FIRST_NS, AGG_IP_BYTES, AGG_LAST_NS, AGG_PACKETS,
+    AGG_PAYLOAD_BYTES, AGG_RETRANS_BYTES, AGG_SEQ_END, AGG_WIRE_BYTES, BYTES_IP, BYTES_PAYLOAD,
+    ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES, KIND_ARP, KIND_BAD_IP, KIND_FRAGMENT,
+    KIND_ICMP, KIND_OTHER_ETHERTYPE, KIND_OTHER_IP, KIND_TCP, KIND_TRUNCATED, KIND_UDP,
+    KIND_UNKNOWN_LINKTYPE, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_RAW_BSD, MAX_IFACES, ST_FIRST_NS,
+    ST_IFACE_BASE, ST_LAST_NS, ST_MAX_NS, ST_NCELLS, ST_NFLOWS, ST_NIFACE, ST_PACKET_BYTES, ST_POS,
+    ST_RECORDS, ST_STATUS, ST_SWAP, STATUS_BUDGET, STATUS_CELLS_FULL, STATUS_CORRUPT, STATUS_END,
+    STATUS_FLOWS_FULL, STATUS_TOO_MANY_IFACES, STATUS_TRUNCATED,
+)
+
+MAX_RECORD_BYTES = 1 << 20  # a record larger than this is corrupt (tcpdump's maximum snaplen is 256 KiB)
+IPV4_MAPPED = np.uint64(0x0000FFFF00000000)
+FRAG_SLOTS = 4096
+
+_CACHE = True
+
+
+@njit(inline="always", cache=_CACHE)
+def _be16(b, o):
+    return (np.int64(b[o]) << 8) | np.int64(b[o + 1])
+
+
+@njit(inline="always", cache=_CACHE)
+def _be32(b, o):
+    return (np.int64(b[o]) << 24) | (np.int64(b[o + 1]) << 16) | (np.int64(b[o + 2]) << 8) | np.int64(b[o + 3])
+
+
+@njit(inline="always", cache=_CACHE)
+def _be64(b, o):
+    return (np.uint64(_be32(b, o)) << np.uint64(32)) | np.uint64(_be32(b, o + 4))
+
+
+@njit(inline="always", cache=_CACHE)
+def _rd16(b, o, swap):
+    if swap:
+        return _be16(b, o)
+    return np.int64(b[o]) | (np.int64(b[o + 1]) << 8)
+
+
+@njit(inline="always", cache=_CACHE)
+def _rd32(b, o, swap):
+    if swap:
+        return _be32(b, o)
+    return np.int64(b[o]) | (np.int64(b[o + 1]) << 8) | (np.int64(b[o + 2]) << 16) | (np.int64(b[o + 3]) << 24)
+
+
+@njit(inline="always", cache=_CACHE)
+def _mix(h, v):
+    h ^= v
+    h *= np.uint64(0x9E3779B97F4A7C15)
+    return h ^ (h >> np.uint64(29))
+
+
+@njit(cache=_CACHE)
+def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
+    """Find or insert the directed 5-tuple; returns its row in the flow table."""
+    h = _mix(_mix(_mix(_mix(_mix(np.uint64(proto) + np.uint64(1), a0), a1), a2), a3), np.uint64(ports))
+    mask = slots.shape[0] - 1
+    s = np.int64(h & np.uint64(mask))
+    while True:
+        f = slots[s]
+        if f < 0:
+            f = st[ST_NFLOWS]
+            st[ST_NFLOWS] = f + 1
+            slots[s] = f
+            keys[f, 0] = a0
+            keys[f, 1] = a1
+            keys[f, 2] = a2
+            keys[f, 3] = a3
+            keys[f, 4] = (np.uint64(ports) << np.uint64(8)) | np.uint64(proto)
+            agg[f, :] = 0
+            agg[f, AGG_FIRST_NS] = ts
+            agg[f, AGG_SEQ_END] = -1
+            agg[f, AGG_CUR_BIN] = -1
+            return f
+        if (keys[f, 0] == a0 and keys[f, 1] == a1 and keys[f, 2] == a2 and keys[f, 3] == a3
+                and keys[f, 4] == ((np.uint64(ports) << np.uint64(8)) | np.uint64(proto))):
+            return f
+        s = (s + 1) & mask
+
+
+@njit(inline="always", cache=_CACHE)
+def _wire_bytes(ip_len, hdr_len, mtu):
+    """Bytes on an Ethernet wire for an IP packet that TSO/GRO may have merged from several frames."""
+    frames = (ip_len + mtu - 1) // mtu if ip_len > 0 else 1
+    total = ip_len + (frames - 1) * hdr_len
+    per_frame_min = ETHERNET_MIN_FRAME_BYTES - 18  # IP bytes below this are padded
+    if frames == 1 and ip_len < per_frame_min:
+        total = per_frame_min
+    return total + frames * ETHERNET_OVERHEAD_BYTES
+
+
+@njit(cache=_CACHE)
+def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
+            keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st):
+    """Decode one record and fold it into the flow table and the series cells."""
+    end = o + caplen
+    # ---- link layer -> (l3 offset, ethertype or 0 for "look at the IP version")
+    ethertype = np.int64(0)
+    p = o
+    if linktype == LINKTYPE_ETHERNET:
+        if caplen < 14:
+            kinds[KIND_TRUNCATED] += 1
+            return
+        ethertype = _be16(b, o + 12)
+        p = o + 14
+        while (ethertype == 0x8100 or ethertype == 0x88A8 or ethertype == 0x9100) and p + 4 <= end:
+            ethertype = _be16(b, p + 2)
+            p += 4
+    elif linktype == LINKTYPE_LINUX_SLL:
+        if caplen < 16:
+            kinds[KIND_TRUNCATED] += 1
+            return
+        ethertype = _be16(b, o + 14)
+        p = o + 16
+    elif linktype == LINKTYPE_LINUX_SLL2:
+        if caplen < 20:
+            kinds[KIND_TRUNCATED] += 1
+            return
+        ethertype = _be16(b, o)
+        p = o + 20
+    elif linktype == LINKTYPE_RAW or linktype == LINKTYPE_RAW_BSD or linktype == LINKTYPE_IPV4 or linktype == LINKTYPE_IPV6:
+        p = o
+    elif linktype == LINKTYPE_NULL:
+        if caplen < 4:
+            kinds[KIND_TRUNCATED] += 1
+            return
+        p = o + 4
+    else:
+        kinds[KIND_UNKNOWN_LINKTYPE] += 1
+        return
+    if ethertype == 0x0806:
+        kinds[KIND_ARP] += 1
+        return
+    if ethertype != 0 and ethertype != 0x0800 and ethertype != 0x86DD:
+        kinds[KIND_OTHER_ETHERTYPE] += 1
+        return
+    if p >= end:
+        kinds[KIND_TRUNCATED] += 1
+        return
+    version = np.int64(b[p]) >> 4
+    frame_ip = wirelen - (p - o)  # IP bytes implied by the frame, when the header says 0 (TSO)
+
+    # ---- network layer
+    a0 = np.uint64(0)
+    a1 = np.uint64(0)
+    a2 = np.uint64(0)
+    a3 = np.uint64(0)
+    frag_id = np.int64(-1)  # >= 0: this is the first fragment; remember its flow
+    later_fragment = False
+    if version == 4:
+        if p + 20 > end:
+            kinds[KIND_TRUNCATED] += 1
+            return
+        ihl = (np.int64(b[p]) & 15) * 4
+        ip_len = _be16(b, p + 2)
+        if ihl < 20:
+            kinds[KIND_BAD_IP] += 1
+            return
+        if ip_len == 0:
+            ip_len = frame_ip
+        proto = np.int64(b[p + 9])
+        a1 = IPV4_MAPPED | np.uint64(_be32(b, p + 12))
+        a3 = IPV4_MAPPED | np.uint64(_be32(b, p + 16))
+        fl = _be16(b, p + 6)
+        if (fl & 0x1FFF) != 0:
+            later_fragment = True
+            frag_id = _be16(b, p + 4)
+        elif (fl & 0x2000) != 0:
+            frag_id = _be16(b, p + 4)
+        l4 = p + ihl
+        hdr = ihl
+    elif version == 6:
+        if p + 40 > end:
+            kinds[KIND_TRUNCATED] += 1
+            return
+        ip_len = 40 + _be16(b, p + 4)
+        if ip_len == 40 and frame_ip > 40:
+            ip_len = frame_ip
+        proto = np.int64(b[p + 6])
+        a0 = _be64(b, p + 8)
+        a1 = _be64(b, p + 16)
+        a2 = _be64(b, p + 24)
+        a3 = _be64(b, p + 32)
+        l4 = p + 40
+        # walk the extension headers that may precede TCP/UDP
+        while l4 + 8 <= end and (proto == 0 or proto == 43 or proto == 60 or proto == 44):
+            if proto == 44:
+                if (_be16(b, l4 + 2) & 0xFFF8) != 0:
+                    later_fragment = True
+                frag_id = _be32(b, l4 + 4)
+                proto = np.int64(b[l4])
+                l4 += 8
+            else:
+                nxt = np.int64(b[l4])
+                l4 += (np.int64(b[l4 + 1]) + 1) * 8
+                proto = nxt
+        hdr = l4 - p
+    else:
+        kinds[KIND_BAD_IP] += 1
+        return
+
+    # ---- transport layer
+    sport = np.int64(0)
+    dport = np.int64(0)
+    l4hdr = np.int64(0)
+    seq = np.int64(-1)
+    if later_fragment:
+        kinds[KIND_FRAGMENT] += 1
+    elif proto == 6:
+        kinds[KIND_TCP] += 1
+        if l4 + 4 <= end:
+            sport = _be16(b, l4)
+            dport = _be16(b, l4 + 2)
+        l4hdr = 20
+        if l4 + 13 <= end:
+            seq = _be32(b, l4 + 4)
+            l4hdr = (np.int64(b[l4 + 12]) >> 4) * 4
+    elif proto == 17:
+        kinds[KIND_UDP] += 1
+        if l4 + 4 <= end:
+            sport = _be16(b, l4)
+            dport = _be16(b, l4 + 2)
+        l4hdr = 8
+    elif proto == 1 or proto == 58:
+        kinds[KIND_ICMP] += 1
+    else:
+        kinds[KIND_OTHER_IP] += 1
+    payload = ip_len - hdr - l4hdr
+    if payload < 0:
+        payload = 0
+
+    # ---- flow: later fragments join the flow of their first fragment
+    fslot = np.int64(-1)
+    if frag_id >= 0:
+        fh = _mix(_mix(_mix(np.uint64(frag_id), a1), a3), np.uint64(proto))
+        fslot = np.int64(fh & np.uint64(FRAG_SLOTS - 1))
+    f = np.int64(-1)
+    if later_fragment:
+        if (frag_keys[fslot, 0] == a1 and frag_keys[fslot, 1] == a3
+                and frag_keys[fslot, 2] == np.uint64((frag_id << 8) | proto) and frag_flow[fslot] >= 0):
+            f = frag_flow[fslot]
+    if f < 0:
+        # an orphan fragment (its first fragment unseen) is counted as a datagram of its own
+        f = _flow_index(keys, slots, agg, st, a0, a1, a2, a3, (sport << 16) | dport, proto, ts)
+        agg[f, AGG_PACKETS] += 1
+    if frag_id >= 0 and not later_fragment:
+        frag_keys[fslot, 0] = a1
+        frag_keys[fslot, 1] = a3
+        frag_keys[fslot, 2] = np.uint64((frag_id << 8) | proto)
+        frag_flow[fslot] = f
+
+    wire = _wire_bytes(ip_len, hdr + l4hdr, mtu)
+    agg[f, AGG_IP_BYTES] += ip_len
+    agg[f, AGG_WIRE_BYTES] += wire
+    agg[f, AGG_PAYLOAD_BYTES] += payload
+    if ts < agg[f, AGG_FIRST_NS]:
+        agg[f, AGG_FIRST_NS] = ts
+    if ts > agg[f, AGG_LAST_NS]:
+        agg[f, AGG_LAST_NS] = ts
+
+    # ---- retransmitted payload from TCP sequence numbers (modulo 2^32)
+    if seq >= 0 and payload > 0:
+        seq_end = (seq + payload) & 0xFFFFFFFF
+        top = agg[f, AGG_SEQ_END]
+        if top < 0:
+            agg[f, AGG_SEQ_END] = seq_end
+        else:
+            behind = (top - seq) & 0xFFFFFFFF  # bytes of this segment at or below the highest seen
+            if behind < 0x80000000 and behind > 0:
+                agg[f, AGG_RETRANS_BYTES] += behind if behind < payload else payload
+            ahead = (seq_end - top) & 0xFFFFFFFF
+            if ahead != 0 and ahead < 0x80000000:
+                agg[f, AGG_SEQ_END] = seq_end
+
+    # ---- sparse series: one cell per (flow, bin) run
+    if byte_mode == BYTES_IP:
+        counted = ip_len
+    elif byte_mode == BYTES_PAYLOAD:
+        counted = payload
+    else:
+        counted = wire
+    bn = ts // bin_ns
+    cur = agg[f, AGG_CUR_BIN]
+    if cur != bn:
+        if cur >= 0:
+            c = st[ST_NCELLS]
+            cell_flow[c] = f
+            cell_bin[c] = cur
+            cell_bytes[c] = agg[f, AGG_CUR_BYTES]
+            st[ST_NCELLS] = c + 1
+        agg[f, AGG_CUR_BIN] = bn
+        agg[f, AGG_CUR_BYTES] = counted
+    else:
+        agg[f, AGG_CUR_BYTES] += counted
+
+
+@njit(inline="always", cache=_CACHE)
+def _note_time(st, ts):
+    st[ST_LAST_NS] = ts
+    if st[ST_RECORDS] == 0 or ts < st[ST_FIRST_NS]:
+        st[ST_FIRST_NS] = ts
+    if ts > st[ST_MAX_NS]:
+        st[ST_MAX_NS] = ts
+    st[ST_RECORDS] += 1
+
+
+@njit(inline="always", cache=_CACHE)
+def _room(st, keys, cell_flow):
+    """Status code when a table may not take one more packet, else -1."""
+    if st[ST_NFLOWS] + 1 >= keys.shape[0]:
+        return STATUS_FLOWS_FULL
+    if st[ST_NCELLS] + 1 >= cell_flow.shape[0]:
+        return STATUS_CELLS_FULL
+    return -1
+
+
+@njit(cache=_CACHE)
+def scan_pcap(b, end, swap, nano, linktype, budget, mtu, bin_ns, byte_mode,
+              keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st):
+    """Walk classic pcap records from st[ST_POS]; stop at end of data, a full table or the budget."""
+    pos = st[ST_POS]
+    frac_ns = 1 if nano else 1000
+    done = 0
+    while True:
+        if pos == end:
+            st[ST_STATUS] = STATUS_END
+            break
+        if pos + 16 > end:
+            st[ST_STATUS] = STATUS_TRUNCATED
+            break
+        caplen = _rd32(b, pos + 8, swap)
+        if caplen > MAX_RECORD_BYTES:
+            st[ST_STATUS] = STATUS_CORRUPT
+            break
+        if pos + 16 + caplen > end:
+            st[ST_STATUS] = STATUS_TRUNCATED
+            break
+        full = _room(st, keys, cell_flow)
+        if full >= 0:
+            st[ST_STATUS] = full
+            break
+        if done == budget:
+            st[ST_STATUS] = STATUS_BUDGET
+            break
+        ts = _rd32(b, pos, swap) * 1000000000 + _rd32(b, pos + 4, swap) * frac_ns
+        wirelen = _rd32(b, pos + 12, swap)
+        if wirelen < caplen:
+            wirelen = caplen
+        _note_time(st, ts)
+        st[ST_PACKET_BYTES] += caplen
+        _packet(b, pos + 16, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
+                keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st)
+        pos += 16 + caplen
+        done += 1
+    st[ST_POS] = pos
+
+
+@njit(cache=_CACHE)
+def _ts_to_ns(raw, resol, offset_s):
+    """Convert a pcapng timestamp in an interface's units (if_tsresol) to integer ns."""
+    if resol & 0x80:
+        shift = np.uint64(resol & 0x7F)
+        whole = raw >> shift
+        part = raw & ((np.uint64(1) << shift) - np.uint64(1))
+        ns = np.int64(whole) * 1000000000 + np.int64((part * np.uint64(1000000000)) >> shift)
+    else:
+        e = resol
+        if e <= 9:
+            ns = np.int64(raw) * np.int64(10 ** (9 - e))
+        else:
+            ns = np.int64(raw // np.uint64(10 ** (e - 9)))
+    return ns + offset_s * 1000000000
+
+
+@njit(cache=_CACHE)
+def _read_idb(b, pos, blen, swap, st, if_link, if_resol, if_offset):
+    """Register an Interface Description Block: its link type, if_tsresol and if_tsoffset."""
+    idx = st[ST_NIFACE]
+    if idx >= MAX_IFACES:
+        return False
+    if_link[idx] = _rd16(b, pos + 8, swap)
+    if_resol[idx] = 6
+    if_offset[idx] = 0
+    o = pos + 16
+    stop = pos + blen - 4
+    while o + 4 <= stop:
+        code = _rd16(b, o, swap)
+        ln = _rd16(b, o + 2, swap)
+        if code == 0:
+            break
+        if code == 9 and ln >= 1:
+            if_resol[idx] = np.int64(b[o + 4])
+        elif code == 14 and ln >= 8:
+            w0 = _rd32(b, o + 4, swap)
+            w1 = _rd32(b, o + 8, swap)
+            if_offset[idx] = (w0 << 32) | w1 if swap else (w1 << 32) | w0
+        o += 4 + ((ln + 3) // 4) * 4
+    st[ST_NIFACE] = idx + 1
+    return True
+
+
+@njit(cache=_CACHE)
+def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
+                keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st):
+    """Walk pcapng blocks from st[ST_POS]; packets of every interface, unknown blocks skipped."""
+    pos = st[ST_POS]
+    done = 0
+    while True:
+        if pos == end:
+            st[ST_STATUS] = STATUS_END
+            break
+        if pos + 12 > end:
+            st[ST_STATUS] = STATUS_TRUNCATED
+            break
+        btype = _rd32(b, pos, 0)
+        if btype == 0x0A0D0D0A:  # Section Header Block: byte order may change here
+            bom = _rd32(b, pos + 8, 0)
+            if bom == 0x1A2B3C4D:
+                st[ST_SWAP] = 0
+            elif bom == 0x4D3C2B1A:
+                st[ST_SWAP] = 1
+            else:
+                st[ST_STATUS] = STATUS_CORRUPT
+                break
+            st[ST_IFACE_BASE] = st[ST_NIFACE]
+        swap = st[ST_SWAP]
+        if btype != 0x0A0D0D0A:
+            btype = _rd32(b, pos, swap)
+        blen = _rd32(b, pos + 4, swap)
+        if blen < 12 or (blen & 3) != 0 or blen > MAX_RECORD_BYTES + 64:
+            st[ST_STATUS] = STATUS_CORRUPT
+            break
+        if pos + blen > end:
+            st[ST_STATUS] = STATUS_TRUNCATED
+            break
+        if btype == 6 or btype == 3 or btype == 2:
+            full = _room(st, keys, cell_flow)
+            if full >= 0:
+                st[ST_STATUS] = full
+                break
+            if done == budget:
+                st[ST_STATUS] = STATUS_BUDGET
+                break
+            if btype == 3:  # Simple Packet Block: interface 0, no timestamp
+                iface = st[ST_IFACE_BASE]
+                wirelen = _rd32(b, pos + 8, swap)
+                caplen = min(wirelen, blen - 16)
+                data = pos + 12
+                ts = st[ST_LAST_NS]
+            else:
+                if btype == 6:
+                    iface = st[ST_IFACE_BASE] + _rd32(b, pos + 8, swap)
+                else:
+                    iface = st[ST_IFACE_BASE] + _rd16(b, pos + 8, swap)
+                raw = (np.uint64(_rd32(b, pos + 12, swap)) << np.uint64(32)) | np.uint64(_rd32(b, pos + 16, swap))
+                caplen = _rd32(b, pos + 20, swap)
+                wirelen = _rd32(b, pos + 24, swap)
+                data = pos + 28
+                if iface >= st[ST_NIFACE] or caplen > blen - 28:
+                    st[ST_STATUS] = STATUS_CORRUPT
+                    break
+                ts = _ts_to_ns(raw, if_resol[iface], if_offset[iface])
+            if wirelen < caplen:
+                wirelen = caplen
+            _note_time(st, ts)
+            st[ST_PACKET_BYTES] += caplen
+            _packet(b, data, caplen, wirelen, ts, if_link[iface], mtu, bin_ns, byte_mode,
+                    keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st)
+            done += 1
+        elif btype == 1:
+            if not _read_idb(b, pos, blen, swap, st, if_link, if_resol, if_offset):
+                st[ST_STATUS] = STATUS_TOO_MANY_IFACES
+                break
+        pos += blen
+    st[ST_POS] = pos
+
+
+@njit(cache=_CACHE)
+def rehash(keys, n, slots):
+    """Rebuild the open-addressing slots after the flow table grew."""
+    mask = slots.shape[0] - 1
+    for f in range(n):
+        proto = keys[f, 4] & np.uint64(0xFF)
+        ports = keys[f, 4] >> np.uint64(8)
+        h = _mix(_mix(_mix(_mix(_mix(proto + np.uint64(1), keys[f, 0]), keys[f, 1]), keys[f, 2]), keys[f, 3]), ports)
+        s = np.int64(h & np.uint64(mask))
+        while slots[s] >= 0:
+            s = (s + 1) & mask
+        slots[s] = f

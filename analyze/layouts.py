@@ -1,0 +1,98 @@
+"""Constants shared by the compiled reader and the Python side: link types, frame kinds, table columns.
+
+Declared once here so the numba kernel, the merge code and the JSON result agree on every index.
+"""
+from __future__ import annotations
+
+# Link types (https://www.tcpdump.org/linktypes.html) the reader decodes.
+LINKTYPE_NULL = 0
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW_BSD = 12  # DLT_RAW on most BSD-derived systems
+LINKTYPE_RAW = 101
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+LINKTYPE_LINUX_SLL2 = 276
+
+LINKTYPE_NAMES = {
+    LINKTYPE_NULL: "null",
+    LINKTYPE_ETHERNET: "ethernet",
+    LINKTYPE_RAW_BSD: "raw",
+    LINKTYPE_RAW: "raw",
+    LINKTYPE_LINUX_SLL: "linux_sll",
+    LINKTYPE_IPV4: "ipv4",
+    LINKTYPE_IPV6: "ipv6",
+    LINKTYPE_LINUX_SLL2: "linux_sll2",
+}
+
+
+def linktype_name(linktype: int) -> str:
+    """Readable name of a link type; unknown ones keep their number."""
+    return LINKTYPE_NAMES.get(linktype, f"linktype_{linktype}")
+
+
+# Frame kinds: every record lands in exactly one, so nothing is dropped silently.
+KIND_TCP = 0
+KIND_UDP = 1
+KIND_ICMP = 2
+KIND_OTHER_IP = 3  # IP with another protocol (e.g. GRE, SCTP): still a flow with ports 0
+KIND_FRAGMENT = 4  # IP fragment after the first: bytes join the first fragment's flow
+KIND_ARP = 5
+KIND_OTHER_ETHERTYPE = 6  # non-IP frame (LLDP, STP, ...)
+KIND_UNKNOWN_LINKTYPE = 7
+KIND_TRUNCATED = 8  # captured too short to reach the IP header
+KIND_BAD_IP = 9  # IP header that does not parse (version, header length)
+N_KINDS = 10
+KIND_NAMES = (
+    "tcp", "udp", "icmp", "other_ip", "ip_fragment", "arp", "other_ethertype",
+    "unknown_linktype", "truncated", "bad_ip_header",
+)
+
+# Columns of the per-flow int64 aggregate table filled by the kernel.
+AGG_PACKETS = 0
+AGG_IP_BYTES = 1
+AGG_WIRE_BYTES = 2
+AGG_PAYLOAD_BYTES = 3
+AGG_FIRST_NS = 4
+AGG_LAST_NS = 5
+AGG_RETRANS_BYTES = 6
+AGG_SEQ_END = 7  # highest TCP sequence end seen (mod 2^32), -1 before the first data segment
+AGG_CUR_BIN = 8  # series bin being accumulated
+AGG_CUR_BYTES = 9
+N_AGG = 10
+
+# Kernel state vector (int64) carried between calls so a file can be read in bounded windows.
+ST_POS = 0
+ST_NFLOWS = 1
+ST_NCELLS = 2
+ST_STATUS = 3
+ST_SWAP = 4  # pcapng: current section is byte-swapped
+ST_IFACE_BASE = 5  # pcapng: index of the current section's interface 0
+ST_NIFACE = 6
+ST_LAST_NS = 7
+ST_RECORDS = 8
+ST_FIRST_NS = 9
+ST_MAX_NS = 10
+ST_PACKET_BYTES = 11  # sum of captured lengths, for health reports
+N_ST = 12
+
+# Kernel return status.
+STATUS_END = 0
+STATUS_FLOWS_FULL = 1
+STATUS_CELLS_FULL = 2
+STATUS_TRUNCATED = 3  # last record cut short (tcpdump killed mid-write)
+STATUS_CORRUPT = 4  # a record header that cannot be right
+STATUS_BUDGET = 5  # processed the records asked for; call again
+STATUS_TOO_MANY_IFACES = 6
+
+# Byte accounting modes.
+BYTES_IP = 0
+BYTES_WIRE = 1
+BYTES_PAYLOAD = 2
+BYTE_MODES = {"ip": BYTES_IP, "wire": BYTES_WIRE, "payload": BYTES_PAYLOAD}
+
+# Ethernet framing added per frame in "wire" mode: header 14 + FCS 4 + preamble/SFD 8 + inter-frame gap 12.
+ETHERNET_OVERHEAD_BYTES = 38
+ETHERNET_MIN_FRAME_BYTES = 64  # header + payload + FCS, padded
+
+MAX_IFACES = 4096

@@ -1,0 +1,139 @@
+"""The analyzer's one result object and its versioned JSON form (schema 1).
+
+Reports and `--json` both render this object; later features add keys (topology, iterations,
+scaling) but never change the ones here. The JSON Schema lives beside it in result.schema.json.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pandas is imported lazily by the code that builds tables
+    import pandas as pd
+
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("result.schema.json")
+
+
+@dataclass
+class Utilization:
+    """One link direction as fractions of link speed, from the binned rate series."""
+
+    mean: float  # bytes over the whole capture span / capacity
+    busy_fraction: float  # share of bins at or above the busy threshold
+    while_busy: float  # mean utilization over busy bins only: how well the job fills the link when it talks
+    peak: float
+    p50: float
+    p99: float
+
+
+@dataclass
+class HostSummary:
+    """A captured host's link: how much it sent and received and how full the link was."""
+
+    name: str
+    addresses: list[str]
+    link_speed_bps: float
+    link_speed_source: str  # "meta" | "cli" | "assumed"
+    tx_bytes: int
+    rx_bytes: int
+    tx_packets: int
+    rx_packets: int
+    first_ns: int
+    last_ns: int
+    tx_utilization: Utilization
+    rx_utilization: Utilization
+    drops: dict[str, int | None] = field(default_factory=dict)
+
+
+@dataclass
+class FlowRecord:
+    """A directed 5-tuple, counted once from one capture's view (`view`), seen by `seen_by`."""
+
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    proto: str
+    packets: int
+    bytes: int
+    payload_bytes: int
+    start_ns: int
+    end_ns: int
+    mean_bps: float
+    retransmitted_bytes: int
+    seen_by: list[str]
+    view: str
+
+
+@dataclass
+class CaptureSummary:
+    """One file read: what it was and how healthy."""
+
+    path: str
+    host: str
+    format: str
+    linktypes: list[str]
+    packets: int
+    bytes: int
+    first_ns: int
+    last_ns: int
+    frame_kinds: dict[str, int]
+    warnings: list[str]
+
+
+@dataclass
+class Tables:
+    """The pandas tables behind the summary, for notebooks, `--out` and the report."""
+
+    flows: "pd.DataFrame"
+    flow_views: "pd.DataFrame"
+    flow_series: "pd.DataFrame"
+    host_series: "pd.DataFrame"
+
+
+@dataclass
+class Result:
+    """Everything `ringscope analyze` found; `to_json()` is the stable, versioned form."""
+
+    byte_mode: str
+    bin_ns: int
+    busy_threshold: float
+    hosts: list[HostSummary]
+    flows: list[FlowRecord]
+    captures: list[CaptureSummary]
+    warnings: list[str]
+    assumptions: list[str]
+    run: dict[str, Any] | None = None
+    tables: Tables | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # keys added by later analyses (topology, ...)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form: plain types only, schema version first."""
+        from analyze import __version__
+
+        out: dict[str, Any] = {
+            "schema": SCHEMA_VERSION,
+            "ringscope_version": __version__,
+            "byte_mode": self.byte_mode,
+            "bin_ns": self.bin_ns,
+            "busy_threshold": self.busy_threshold,
+            "run": self.run,
+            "hosts": [asdict(h) for h in self.hosts],
+            "flows": [asdict(f) for f in self.flows],
+            "captures": [asdict(c) for c in self.captures],
+            "warnings": list(self.warnings),
+            "assumptions": list(self.assumptions),
+        }
+        out.update(self.extra)
+        return out
+
+    def write_json(self, path: Path) -> None:
+        """Write the JSON form; '-' means stdout."""
+        text = json.dumps(self.to_json(), indent=2, allow_nan=False)
+        if str(path) == "-":
+            print(text)
+        else:
+            path.write_text(text + "\n")
