@@ -16,6 +16,7 @@ from analyze.flows import (
     HostFlows, address_key, address_text, infer_local, local_mask, merge_host, proto_name, unique_rows,
 )
 from analyze.inputs import HostInput, RunInput, discover
+from analyze.markers_table import load_markers
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
 from analyze.scan import FileScan
 from analyze.utilization import utilization
@@ -81,6 +82,7 @@ def build_result(run_input: RunInput, scans: dict[Path, FileScan], *, link_speed
     flow_series = _flow_series(host_flows, views, flows_df, bin_ns)
     hosts, host_series = _hosts(run_input.hosts, host_flows, locals_, scans, col, bin_ns, link_speed_bps,
                                 busy_threshold, warnings, assumptions)
+    markers = load_markers(run_input.hosts, warnings)
     flow_records = [
         FlowRecord(src=r.src, dst=r.dst, sport=int(r.sport), dport=int(r.dport), proto=r.proto,
                    packets=int(r.packets), bytes=int(r.bytes), payload_bytes=int(r.payload_bytes),
@@ -91,7 +93,8 @@ def build_result(run_input: RunInput, scans: dict[Path, FileScan], *, link_speed
     return Result(byte_mode=byte_mode, bin_ns=bin_ns, busy_threshold=busy_threshold, hosts=hosts,
                   flows=flow_records, captures=captures, warnings=warnings, assumptions=assumptions,
                   run=run_input.run,
-                  tables=Tables(flows=flows_df, flow_views=views, flow_series=flow_series, host_series=host_series))
+                  tables=Tables(flows=flows_df, flow_views=views, flow_series=flow_series, host_series=host_series,
+                                markers=markers))
 
 
 def _capture_summary(host: str, s: FileScan) -> CaptureSummary:

@@ -92,6 +92,7 @@ class Tables:
     flow_views: "pd.DataFrame"
     flow_series: "pd.DataFrame"
     host_series: "pd.DataFrame"
+    markers: "pd.DataFrame"  # iteration markers from markers.jsonl (empty when none)
 
 
 @dataclass
