@@ -46,6 +46,56 @@ def analyze(
 
 # ---- capture (issue 4) ------------------------------------------------------------------------
 # ---- whatif / profile (issue 5) ---------------------------------------------------------------
+
+_LISTS = "Several values: repeat the option or give a comma list."
+
+
+@app.command()
+def whatif(
+    source: Optional[Path] = typer.Argument(None, help="Optional run directory or result JSON (from `ringscope analyze --json`): gives N, link speed, iteration time, gradient bytes and measured transport efficiency."),
+    model: str = typer.Option("ringscope", "--model", help="paper (the paper's model, exactly) or ringscope (with the refinements below)."),
+    profile: Optional[Path] = typer.Option(None, "--profile", help="Backward profile: .bk.log (the paper's), JSON or CSV (from `ringscope profile`)."),
+    single_iteration_time: Optional[str] = typer.Option(None, "--single-iteration-time", help="Single-GPU iteration time T: seconds (0.128) or with unit (128ms)."),
+    reduce_cost: Optional[Path] = typer.Option(None, "--reduce-cost", help="Reduction-cost table, 'bytes,seconds' lines (the paper's cuda_vec_add.log); without it the reduction is free."),
+    workers: Optional[List[str]] = typer.Option(None, "--workers", help=f"Worker counts N. {_LISTS} (--workers 8 --workers 64 is --workers 8,64)"),
+    bandwidth: Optional[List[str]] = typer.Option(None, "--bandwidth", help=f"Link rates, e.g. 10G, 25Gbit, 100Gbps, 1e9. {_LISTS}"),
+    compression: Optional[List[str]] = typer.Option(None, "--compression", help=f"Gradient compression ratios (1 = none). {_LISTS}"),
+    latency: str = typer.Option("10us", "--latency", help="ringscope model: per-step latency α (2(N−1) steps per all-reduce); 0 to drop."),
+    gpus_per_server: int = typer.Option(1, "--gpus-per-server", help="ringscope model: G GPUs per server for a hierarchical all-reduce (bandwidth is then the server NIC's)."),
+    intra_bandwidth: str = typer.Option("1.2Tbit", "--intra-bandwidth", help="ringscope model: bandwidth inside a server (NVLink/PCIe) when G > 1."),
+    buckets: str = typer.Option("horovod", "--buckets", help="ringscope model: horovod (64 MiB fusion, 5 ms cycle) or ddp (25 MiB buckets, first 1 MiB)."),
+    fp16: bool = typer.Option(False, "--fp16/--fp32", help="ringscope model: gradients communicated in half precision."),
+    efficiency: Optional[float] = typer.Option(None, "--efficiency", help="ringscope model: transport efficiency in (0, 1] (rate while communicating ÷ line rate)."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write {\"scaling\": ...} as JSON to FILE; '-' for stdout."),
+) -> None:
+    """Full-utilization scaling what-if: would training scale if the network ran at line rate?"""
+    from analyze.cli_whatif import run_whatif
+
+    try:
+        run_whatif(source, model=model, profile=profile, single_iteration_time=single_iteration_time,
+                   reduce_cost=reduce_cost, workers=workers or (), bandwidth=bandwidth or (), compression=compression or (),
+                   latency=latency, gpus_per_server=gpus_per_server, intra_bandwidth=intra_bandwidth, buckets=buckets,
+                   fp16=fp16, efficiency=efficiency, json_out=json_out)
+    except ValueError as exc:
+        raise fail(str(exc))
+
+
+@app.command()
+def profile(
+    spec: str = typer.Argument(..., metavar="MODULE:FACTORY", help="Factory returning (module, make_input[, loss_fn]); MODULE may be a dotted name or a .py path."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Batch size passed to make_input."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
+    steps: int = typer.Option(5, "--steps", help="Measured steps (after one warm-up), averaged."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the profile: .json, .csv, or the paper's .bk.log format; '-' for JSON on stdout."),
+) -> None:
+    """Record per-parameter gradient-ready times and sizes of a torch model (a backward profile for whatif)."""
+    from analyze.cli_whatif import run_profile
+
+    try:
+        run_profile(spec, batch_size=batch_size, device=device, steps=steps, out=out)
+    except ValueError as exc:
+        raise fail(str(exc))
+
 # ---- report (issue 6) -------------------------------------------------------------------------
 
 

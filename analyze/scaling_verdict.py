@@ -1,0 +1,112 @@
+"""The what-if in words: the verdict paragraph and the plain-text summary `ringscope whatif` prints.
+
+The verdict answers two questions for the largest N asked: is the network the bottleneck (the
+full-utilization scaling factor at the link's speed is below ``BOTTLENECK_SF``), and if the capture measured
+how well the transport used its link, whether a faster link would help or the transport must first fill the
+link it has.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from analyze.units import format_rate
+
+if TYPE_CHECKING:
+    from analyze.scaling import Replay, WhatIfResult
+
+__all__ = ["verdict_text", "render_text", "BOTTLENECK_SF"]
+
+BOTTLENECK_SF = 0.95
+_NOTABLE_GAP = 0.02
+
+
+def _needed(replay: "Replay", t: float, workers: int, bandwidth: float, target: float) -> str:
+    """'3.1× compression' / 'no compression' / 'no compression ratio' needed to reach ``target``."""
+    c = float(replay.needed_compression(t, workers, bandwidth, target)[0])
+    return "no compression ratio" if c != c else ("no compression" if c <= 1 else f"{c:.2g}× compression")
+
+
+def verdict_text(result: "WhatIfResult", replay: "Replay") -> str:
+    """One paragraph: is the network the bottleneck, and would a faster link or a better transport help."""
+    t = result.single_iteration_time_s
+    n = max(p.workers for p in result.points)
+    hide = result.hide_bandwidth_bps or float("nan")
+    sf_hide = float(replay.scaling_factor(t, n, hide)[0])
+    sf_inf = float(replay.scaling_factor(t, n, 1e18)[0])
+    m = result.measured or {}
+    link = m.get("link_speed_bps") if m.get("workers") == n else None
+    parts: list[str] = []
+    if link:
+        sf = float(replay.scaling_factor(t, n, link)[0])
+        parts.append(f"With {n} workers and the {format_rate(link)} link fully used, the model ({result.model}) gives "
+                     f"scaling factor {sf:.3f}.")
+        if sf < BOTTLENECK_SF:
+            parts.append(f"The network is the bottleneck: communication hides behind backward only from about "
+                         f"{format_rate(hide)} (scaling factor {sf_hide:.3f}); a faster link helps up to there, or "
+                         f"{_needed(replay, t, n, link, BOTTLENECK_SF)} would reach {BOTTLENECK_SF} on this link.")
+        else:
+            how = "already hides" if link >= hide else "is nearly hidden at this speed (fully"
+            parts.append(f"The link's capacity is not the bottleneck: communication {how} behind backward from about "
+                         f"{format_rate(hide)}{')' if link < hide else ''}, so a faster link would gain at most "
+                         f"{sf_inf - sf:.3f}.")
+        eff = m.get("transport_efficiency")
+        sf_eff = m.get("scaling_factor_at_measured_efficiency")
+        if eff and sf_eff is not None and sf_eff < sf - _NOTABLE_GAP:
+            parts.append(f"But while communicating the transport reached only {eff:.0%} of line rate, which costs "
+                         f"scaling factor {sf - sf_eff:.3f} ({sf_eff:.3f} at the measured efficiency): the transport needs to use the "
+                         f"link it has (more sockets/threads per peer, larger buckets, fewer stalls) before a faster "
+                         f"link would pay off.")
+        elif eff:
+            parts.append(f"The transport used {eff:.0%} of line rate while communicating, close enough that it is not "
+                         f"what limits scaling.")
+        msf = m.get("measured_scaling_factor")
+        if msf is not None and msf < min(sf, sf_eff if sf_eff is not None else sf) - 0.05:
+            parts.append(f"The measured scaling factor ({msf:.3f}) is well below both, so time is lost outside the "
+                         f"link (stragglers, input pipeline, synchronization) as well.")
+    else:
+        rows = sorted((p for p in result.points if p.workers == n and p.compression == 1.0), key=lambda p: p.bandwidth_bps)
+        if rows:
+            parts.append(f"With {n} workers and full use of the link, the model ({result.model}) gives scaling factor "
+                         + ", ".join(f"{p.scaling_factor:.3f} at {format_rate(p.bandwidth_bps)}" for p in rows) + ".")
+            slow = [p for p in rows if p.scaling_factor < BOTTLENECK_SF]
+            if slow:
+                parts.append(f"The network is the bottleneck at {', '.join(format_rate(p.bandwidth_bps) for p in slow)}: "
+                             f"a faster link helps up to about {format_rate(hide)}, where communication hides behind "
+                             f"backward (scaling factor {sf_hide:.3f}); "
+                             f"{_needed(replay, t, n, slow[0].bandwidth_bps, BOTTLENECK_SF)} would reach "
+                             f"{BOTTLENECK_SF} at {format_rate(slow[0].bandwidth_bps)}.")
+            else:
+                parts.append(f"The network is not the bottleneck at these speeds: communication hides behind backward "
+                             f"from about {format_rate(hide)}, and the transport only needs to use the link it has.")
+        else:
+            parts.append(f"Communication hides behind backward from about {format_rate(hide)} for {n} workers.")
+    if sf_inf < BOTTLENECK_SF:
+        parts.append(f"Even an infinitely fast link leaves scaling factor {sf_inf:.3f}: what remains is per-step latency, "
+                     f"reduction and the last bucket after backward, not bandwidth.")
+    return " ".join(parts)
+
+
+def render_text(result: "WhatIfResult") -> str:
+    """Plain-text summary for the terminal."""
+    lines = [f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
+             f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {result.profile['gradient_bytes'] / 1e6:.1f} MB "
+             f"of gradients in {result.profile['tensors']} tensors",
+             "", f"{'workers':>7}  {'bandwidth':>12}  {'compr.':>6}  {'overhead':>10}  {'scaling':>7}"]
+    for p in result.points:
+        lines.append(f"{p.workers:>7}  {format_rate(p.bandwidth_bps):>12}  {p.compression:>6g}  "
+                     f"{p.overhead_s * 1e3:>7.3f} ms  {p.scaling_factor:>7.4f}")
+    lines += ["", "compression needed for scaling factor " + " / ".join(f"{x:g}" for x in sorted({r['target'] for r in result.needed_compression}))]
+    by_key: dict[tuple[int, float], list[str]] = {}
+    for r in result.needed_compression:
+        c = r["compression"]
+        by_key.setdefault((r["workers"], r["bandwidth_bps"]), []).append("—" if c is None or c != c else f"{c:.3g}×")
+    for (n, b), cells in by_key.items():
+        lines.append(f"{n:>7}  {format_rate(b):>12}  " + "  ".join(f"{c:>8}" for c in cells))
+    lines += ["", "communication hides behind backward from: "
+              + ", ".join(f"N={h['workers']}: {format_rate(h['bandwidth_bps'])}" for h in result.hide_bandwidth)]
+    if result.measured:
+        m = result.measured
+        shown = {k: v for k, v in m.items() if v is not None}
+        lines += ["", "measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())]
+    lines += ["", "assumed: " + "; ".join(result.assumptions), "", result.verdict]
+    return "\n".join(lines)
