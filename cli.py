@@ -45,6 +45,10 @@ def analyze(
 
 
 # ---- capture (issue 4) ------------------------------------------------------------------------
+from capture.cli_capture import capture_app  # noqa: E402  (typer only: keeps --help fast)
+
+app.add_typer(capture_app, name="capture")
+
 # ---- whatif / profile (issue 5) ---------------------------------------------------------------
 
 _LISTS = "Several values: repeat the option or give a comma list."

@@ -1,0 +1,167 @@
+"""Which interface carries the training traffic, and what it can carry (addresses, MTU, speed, offloads).
+
+Everything comes from the kernel of the network namespace we run in: /sys/class/net, `ip -j`,
+`tc` and the SIOCETHTOOL ioctl (so the `ethtool` program is not needed).
+"""
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import re
+import socket
+import struct
+import subprocess
+from collections import Counter
+from pathlib import Path
+
+from capture.errors import CaptureError
+from capture.units import parse_rate_bps
+
+SYS_NET = Path("/sys/class/net")
+
+
+def _ip_json(*args: str) -> list:
+    """Run `ip -j ARGS` and return its JSON ([] when the route/device does not exist)."""
+    try:
+        done = subprocess.run(["ip", "-j", *args], capture_output=True, text=True, timeout=10)
+    except FileNotFoundError:
+        raise CaptureError("the `ip` program (iproute2) is missing: install iproute2 or pass --iface NAME") from None
+    if done.returncode != 0 or not done.stdout.strip():
+        return []
+    return json.loads(done.stdout)
+
+
+def route_device(address: str) -> str | None:
+    """The device the kernel would send to ADDRESS through."""
+    routes = _ip_json("route", "get", address)
+    return routes[0].get("dev") if routes else None
+
+
+def resolve(host: str) -> str | None:
+    """First IPv4/IPv6 address of HOST, or None when it does not resolve."""
+    try:
+        return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+    except (socket.gaierror, IndexError, UnicodeError):
+        return None
+
+
+def choose_interface(requested: str, peers: list[str]) -> str:
+    """auto: the device routing to the peers (loopback only if every peer is local), else the
+    default route's device, else the only non-loopback interface that is up."""
+    if requested != "auto":
+        if requested != "any" and not (SYS_NET / requested).exists():
+            raise CaptureError(f"no network interface {requested!r} here (have: {', '.join(list_interfaces())})")
+        return requested
+    devices = Counter()
+    for peer in peers:
+        address = resolve(peer)
+        device = route_device(address) if address else None
+        if device:
+            devices[device] += 1
+    remote = [d for d, _ in devices.most_common() if d != "lo"]
+    if remote or devices:
+        return (remote or ["lo"])[0]
+    default = _ip_json("route", "show", "default")
+    if default and default[0].get("dev"):
+        return default[0]["dev"]
+    up = [name for name in list_interfaces() if name != "lo" and _read(SYS_NET / name / "operstate") in ("up", "unknown")]
+    if len(up) == 1:
+        return up[0]
+    raise CaptureError("cannot tell which interface carries the training traffic (no route to the peers, no default "
+                       "route): pass --iface NAME or --peers HOST,...")
+
+
+def list_interfaces() -> list[str]:
+    return sorted(p.name for p in SYS_NET.iterdir()) if SYS_NET.exists() else []
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:  # virtual devices answer EINVAL for speed
+        return None
+
+
+def sysfs_speed_bps(iface: str) -> int | None:
+    """/sys/class/net/IF/speed is in Mbit/s; virtual interfaces report nothing or -1."""
+    text = _read(SYS_NET / iface / "speed")
+    try:
+        mbps = int(text) if text else -1
+    except ValueError:
+        return None
+    return mbps * 1_000_000 if mbps > 0 else None
+
+
+def tc_rate_bps(iface: str) -> int | None:
+    """The shaping rate on IF: the lowest qdisc rate (tbf), else the highest class ceil (htb)."""
+    def rates(kind: str, keyword: str) -> list[int]:
+        try:
+            text = subprocess.run(["tc", kind, "show", "dev", iface], capture_output=True, text=True, timeout=10).stdout
+        except FileNotFoundError:
+            return []
+        return [parse_rate_bps(m.group(1)) for m in re.finditer(rf"\b{keyword}\s+(\S+)", text)]
+
+    qdisc = rates("qdisc", "rate")
+    if qdisc:
+        return min(qdisc)
+    classes = rates("class", "ceil") or rates("class", "rate")
+    return max(classes) if classes else None
+
+
+def addresses(iface: str) -> list[str]:
+    """Addresses as 'addr/prefixlen' (all interfaces for 'any')."""
+    links = _ip_json("addr", "show") if iface == "any" else _ip_json("addr", "show", "dev", iface)
+    return [f"{a['local']}/{a['prefixlen']}" for link in links for a in link.get("addr_info", [])]
+
+
+# SIOCETHTOOL get commands answering one u32 (struct ethtool_value), from linux/ethtool.h.
+_SIOCETHTOOL = 0x8946
+_OFFLOAD_COMMANDS = {
+    "rx_checksum": 0x14, "tx_checksum": 0x16, "scatter_gather": 0x18,
+    "tso": 0x1E, "gso": 0x23, "gro": 0x2B,
+}
+_ETHTOOL_GFLAGS, _ETH_FLAG_LRO = 0x25, 1 << 15
+
+
+def offloads(iface: str) -> dict | None:
+    """Segmentation/checksum offloads: with TSO/GRO on, tcpdump sees segments up to 64 KB."""
+    if iface == "any":
+        return None
+    result = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for name, cmd in {**_OFFLOAD_COMMANDS, "lro": _ETHTOOL_GFLAGS}.items():
+            value = (ctypes.c_uint32 * 2)(cmd, 0)
+            ifreq = struct.pack("16sP", iface.encode()[:15], ctypes.addressof(value)).ljust(40, b"\0")
+            try:
+                fcntl.ioctl(sock.fileno(), _SIOCETHTOOL, ifreq)
+            except OSError:
+                continue
+            result[name] = bool(value[1] & _ETH_FLAG_LRO) if name == "lro" else bool(value[1])
+    return result or None
+
+
+def interface_info(iface: str, link_speed_bps: int | None = None) -> dict:
+    """meta.json's interface fields. Link speed: --link-speed, else a tc shaping rate (it bounds
+    the traffic), else /sys speed; link_speed_source says which."""
+    sysfs = sysfs_speed_bps(iface) if iface != "any" else None
+    tc = tc_rate_bps(iface) if iface != "any" else None
+    if link_speed_bps:
+        speed, source = link_speed_bps, "cli"
+    elif tc:
+        speed, source = tc, "tc"
+    elif sysfs:
+        speed, source = sysfs, "sysfs"
+    else:
+        speed, source = None, None
+    mtu = _read(SYS_NET / iface / "mtu") if iface != "any" else None
+    return {
+        "interface": iface,
+        "addresses": addresses(iface),
+        "mtu": int(mtu) if mtu else None,
+        "link_speed_bps": speed,
+        "link_speed_source": source,
+        "sysfs_speed_bps": sysfs,
+        "tc_rate_bps": tc,
+        "offloads": offloads(iface),
+    }

@@ -1,0 +1,73 @@
+"""PyTorch DDP training of an MLP (gloo on CPU, nccl on GPU), one marker per iteration.
+
+Launch like any torch.distributed script (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK in
+the environment), e.g. on one machine:
+
+    torchrun --nproc-per-node 2 -m capture.workloads.ddp_train --params 5000000 --iters 20
+
+Each marker carries gradient_bytes (what one all-reduce moves), params and the model name.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from capture import markers
+from capture.workloads import mlp
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mlp.add_arguments(parser)
+    parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
+                        help="auto: nccl when CUDA is available, else gloo")
+    parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size")
+    args = parser.parse_args(argv)
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    backend = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(args.seed)
+    model, width = mlp.build(args.params)
+    model = model.to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    grad_bytes = mlp.gradient_bytes(model)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None,
+                                  bucket_cap_mb=args.bucket_cap_mb)
+    optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
+    generator = torch.Generator().manual_seed(args.seed + rank)
+    inputs = torch.randn(args.batch_size, width, generator=generator).to(device)
+    targets = torch.randn(args.batch_size, width, generator=generator).to(device)
+
+    started = time.perf_counter()
+    for i in range(args.iters):
+        with markers.iteration(i, gradient_bytes=grad_bytes, params=n_params, model="mlp", backend=backend,
+                               world_size=world):
+            optimizer.zero_grad(set_to_none=True)
+            loss = torch.nn.functional.mse_loss(ddp(inputs), targets)
+            loss.backward()
+            optimizer.step()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+    elapsed = time.perf_counter() - started
+    if rank == 0:
+        print(json.dumps({"workload": "ddp_train", "backend": backend, "world_size": world, "params": n_params,
+                          "gradient_bytes": grad_bytes, "iters": args.iters, "seconds": round(elapsed, 3),
+                          "loss": loss.item()}), flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
