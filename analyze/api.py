@@ -29,8 +29,10 @@ BYTE_COLUMN = {"ip": L.AGG_IP_BYTES, "wire": L.AGG_WIRE_BYTES, "payload": L.AGG_
 
 def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = None, bin_ns: int = DEFAULT_BIN_NS,
             byte_mode: str = "ip", busy_threshold: float = DEFAULT_BUSY_THRESHOLD, workers: Optional[int] = None,
-            progress: Optional[Progress] = None) -> Result:
-    """Read the captures under `paths` and compute flows, series and link utilization.
+            progress: Optional[Progress] = None, launch_order: Optional[Sequence[str]] = None,
+            gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None) -> Result:
+    """Read the captures under `paths` and compute flows, series, link utilization and the collective
+    (topology, iterations; launch_order / gradient_bytes / nccl_log refine it).
 
     Raises analyze.formats.FileError (one line: file, offset, cause) when input cannot be read.
     """
@@ -42,8 +44,13 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
     mtu = _common_mtu(run_input)
     scans = scan_files([f for h in run_input.hosts for f in h.files],
                        ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=mtu), workers, progress)
-    return build_result(run_input, scans, link_speed_bps=link_speed_bps, bin_ns=bin_ns, byte_mode=byte_mode,
-                        busy_threshold=busy_threshold)
+    result = build_result(run_input, scans, link_speed_bps=link_speed_bps, bin_ns=bin_ns, byte_mode=byte_mode,
+                          busy_threshold=busy_threshold)
+    from analyze.collective import add_collective
+
+    add_collective(result, launch_order=launch_order, gradient_bytes=gradient_bytes,
+                   nccl_log=Path(nccl_log) if nccl_log else None)
+    return result
 
 
 def _common_mtu(run_input: RunInput) -> int:

@@ -20,9 +20,16 @@ def _die(message: str, code: int = 2) -> typer.Exit:
 
 
 def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Path], link_speed: Optional[str],
-                bin_: str, byte_mode: str, workers: Optional[int]) -> None:
+                bin_: str, byte_mode: str, workers: Optional[int], launch_order: Optional[str] = None,
+                gradient_bytes: Optional[str] = None, nccl_log: Optional[Path] = None) -> None:
     """Parse options, analyze, and write what was asked for; user errors end in one line."""
     try:
+        from analyze.collective import parse_size
+
+        order = [h.strip() for h in launch_order.split(",") if h.strip()] if launch_order else None
+        grad = parse_size(gradient_bytes) if gradient_bytes else None
+        if nccl_log is not None and not nccl_log.is_file():
+            raise ValueError(f"{nccl_log}: no such NCCL log file")
         link_bps = parse_rate(link_speed) if link_speed else None
         bin_ns = parse_duration(bin_)
         if bin_ns <= 0:
@@ -40,7 +47,8 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
     try:
         with _progress(paths, quiet) as progress:
             result = analyze(paths, link_speed_bps=link_bps, bin_ns=bin_ns, byte_mode=byte_mode,
-                             workers=workers, progress=progress)
+                             workers=workers, progress=progress, launch_order=order, gradient_bytes=grad,
+                             nccl_log=nccl_log)
     except FileError as exc:
         raise _die(str(exc)) from None
     if json_out is not None:
@@ -106,6 +114,10 @@ def summary_text(result) -> str:  # noqa: ANN001 - analyze.result.Result, import
                      f"{format_rate(f.mean_bps):>14}  retrans {f.retransmitted_bytes:,} B  (view: {f.view})")
     if len(result.flows) > 10:
         lines.append(f"  ... and {len(result.flows) - 10:,} more")
+    if "topology" in result.extra:
+        from analyze.collective import collective_lines
+
+        lines.extend(collective_lines(result.extra))
     for a in result.assumptions:
         lines.append(f"assumed: {a}")
     for w in result.warnings:

@@ -1,0 +1,238 @@
+"""Cut the capture into training iterations and count each host's bytes per iteration.
+
+Markers (markers.jsonl) are ground truth when a job wrote them. Without them the traffic itself shows the
+iterations: a data-parallel job all-reduces once per step, so the collective's rate series is bursts
+separated by forward-pass silences. Two independent views are taken and must agree for a high confidence:
+gap segmentation (split the active bins at the idle runs that are much longer than the idle runs inside
+a burst) and the autocorrelation period of the binned rate. Everything works on the sparse binned series
+(flow_series), never on packets.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+GAP_JUMP = 3.0  # a separating idle run is >= 3x longer than the longest idle run inside a burst
+SMALL_BURST = 0.2  # bursts under 20% of the median burst's bytes are setup/teardown, not iterations
+ACTIVE_FRACTION = 0.01  # a bin is active at >= 1% of the 90th-percentile non-empty bin
+
+
+def windows_from_markers(markers: pd.DataFrame) -> pd.DataFrame:
+    """One window per iteration: earliest start and latest end over all ranks' markers."""
+    g = markers.groupby("iteration").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max"))
+    return g.reset_index().sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def dense_activity(series: pd.DataFrame, bin_ns: int) -> tuple[int, np.ndarray]:
+    """Bytes per bin over the whole span (first bin's t_ns, dense array) from a sparse series."""
+    t = series["t_ns"].to_numpy(np.int64)
+    b0 = int(t.min()) // bin_ns
+    idx = t // bin_ns - b0
+    return b0 * bin_ns, np.bincount(idx, weights=series["bytes"].to_numpy(np.float64), minlength=int(idx.max()) + 1)
+
+
+def autocorr_period(a: np.ndarray) -> tuple[Optional[int], float]:
+    """The dominant period in bins (first autocorrelation peak after it falls below zero) and its height."""
+    n = len(a)
+    if n < 6:
+        return None, 0.0
+    x = a - a.mean()
+    f = np.fft.rfft(x, 2 * n)
+    ac = np.fft.irfft(f * np.conj(f))[:n]
+    if ac[0] <= 0:
+        return None, 0.0
+    ac = ac / ac[0]
+    neg = np.nonzero(ac < 0)[0]
+    if not len(neg) or neg[0] >= n // 2:
+        return None, 0.0
+    lo = int(neg[0])
+    # normalise by the overlap so late lags are not penalised for having fewer terms
+    seg = ac[lo:n // 2 + 1] * n / (n - np.arange(lo, n // 2 + 1))
+    if seg.max() <= 0:
+        return None, 0.0
+    # multiples of the period peak as high as the period itself: take the first peak near the top
+    k = int(np.nonzero(seg >= 0.9 * seg.max())[0][0])
+    while k + 1 < len(seg) and seg[k + 1] > seg[k]:
+        k += 1
+    return lo + k, float(min(1.0, max(0.0, seg[k])))
+
+
+def gap_segments(a: np.ndarray) -> tuple[list[tuple[int, int]], int]:
+    """Bursts as (first, last) active bin, split at idle runs clearly longer than in-burst pauses.
+
+    The split point is the largest ratio between consecutive distinct idle-run lengths, used only when it
+    is at least GAP_JUMP: a job with no forward-pass silence gives no split (one burst).
+    Returns the bursts and the threshold (0 when nothing split).
+    """
+    nz = a[a > 0]
+    if not len(nz):
+        return [], 0
+    active = np.nonzero(a >= ACTIVE_FRACTION * np.percentile(nz, 90))[0]
+    gaps = np.diff(active) - 1
+    cut = 0
+    uniq = np.unique(gaps[gaps > 0])
+    if len(uniq):
+        lengths = np.concatenate([[0], uniq]).astype(np.float64)
+        ratio = lengths[1:] / np.maximum(lengths[:-1], 1.0)
+        k = int(np.argmax(ratio))
+        if ratio[k] >= GAP_JUMP:
+            cut = int(lengths[k + 1])
+    if cut == 0:
+        return [(int(active[0]), int(active[-1]))], 0
+    breaks = np.nonzero(gaps >= cut)[0]
+    starts = np.concatenate([[active[0]], active[breaks + 1]])
+    ends = np.concatenate([active[breaks], [active[-1]]])
+    return [(int(s), int(e)) for s, e in zip(starts, ends)], cut
+
+
+def infer_windows(series: pd.DataFrame, bin_ns: int) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Iteration windows from the collective's own traffic, with the method and how sure it is."""
+    t0, a = dense_activity(series, bin_ns)
+    period, peak = autocorr_period(a)
+    bursts, cut = gap_segments(a)
+    info: dict[str, Any] = {"method": "gap_segmentation", "autocorrelation_period_ns": period and period * bin_ns,
+                            "notes": []}
+    if bursts:
+        sums = np.array([a[s:e + 1].sum() for s, e in bursts])
+        keep = sums >= SMALL_BURST * np.median(sums)
+        if (~keep).any():
+            info["notes"].append(f"{int((~keep).sum())} small burst(s) (< {SMALL_BURST:.0%} of a median burst's "
+                                 f"bytes) left out as setup/teardown traffic")
+        bursts = [b for b, k in zip(bursts, keep) if k]
+        sums = sums[keep]
+    if len(bursts) >= 2:
+        starts = np.array([s for s, _ in bursts], dtype=np.float64)
+        spacing = np.diff(starts)
+        spread_bytes = float(np.std(sums) / np.mean(sums))
+        spread_gap = float(np.std(spacing) / np.mean(spacing)) if len(spacing) > 1 else 0.5
+        agree = period is not None and abs(np.median(spacing) - period) <= 0.15 * period + 1
+        conf = 0.4 * max(0.0, 1 - spread_bytes) + 0.3 * max(0.0, 1 - spread_gap) + (0.3 if agree else 0.0)
+        info["notes"].append(f"{len(bursts)} traffic bursts split at idle runs of >= {cut * bin_ns / 1e6:g} ms; "
+                             + ("the autocorrelation period agrees" if agree else
+                                "the autocorrelation period does not confirm the spacing"))
+        if agree:
+            info["method"] = "gap_segmentation+autocorrelation"
+    elif period is not None and peak > 0.3:
+        info["method"] = "autocorrelation"
+        active = np.nonzero(a)[0]
+        edges = np.arange(active[0], active[-1] + 1, period)
+        bursts = [(int(s), int(min(s + period, len(a)) - 1)) for s in edges]
+        conf = 0.7 * peak
+        info["notes"].append("no forward-pass silences between bursts; iterations cut at the autocorrelation "
+                             "period of the rate")
+    else:
+        conf = 0.2 if bursts else 0.0
+        info["notes"].append("traffic shows no repeating bursts; one window covers it all")
+    info["confidence"] = round(float(min(1.0, conf)), 3)
+    w = pd.DataFrame({"start_ns": [t0 + s * bin_ns for s, _ in bursts],
+                      "end_ns": [t0 + (e + 1) * bin_ns for _, e in bursts]})
+    w.insert(0, "iteration", np.arange(len(w)))
+    return w, info
+
+
+def assign(series: pd.DataFrame, windows: pd.DataFrame, bin_ns: int) -> np.ndarray:
+    """Iteration row of every series cell (-1 outside every window), by the bin's centre."""
+    centre = series["t_ns"].to_numpy(np.int64) + bin_ns // 2
+    starts = windows["start_ns"].to_numpy(np.int64)
+    ends = windows["end_ns"].to_numpy(np.int64)
+    if not len(starts):
+        return np.full(len(centre), -1)
+    k = np.searchsorted(starts, centre, side="right") - 1
+    inside = (k >= 0) & (centre < np.append(starts[1:], ends[-1] + bin_ns)[np.clip(k, 0, None)])
+    return np.where(inside, k, -1)
+
+
+def assign_bursts(series: pd.DataFrame, coll: pd.DataFrame, windows: pd.DataFrame, bin_ns: int) -> np.ndarray:
+    """Iteration row of every cell, keeping each traffic burst of the collective whole.
+
+    Marker windows end when the all-reduce ends, so the last bin of a burst straddles the next window's
+    start; a burst goes wholly to the window holding most of its bytes. Cells outside bursts (or when
+    the traffic has no silences) fall back to `assign`.
+    """
+    k = assign(series, windows, bin_ns)
+    if coll.empty:
+        return k
+    t0, a = dense_activity(coll, bin_ns)
+    bursts, cut = gap_segments(a)
+    if cut == 0:
+        return k
+    first = np.array([s for s, _ in bursts])
+    last = np.array([e for _, e in bursts])
+    b = series["t_ns"].to_numpy(np.int64) // bin_ns - t0 // bin_ns
+    j = np.searchsorted(first, b, side="right") - 1
+    inb = (j >= 0) & (b <= last[np.clip(j, 0, None)])
+    votes = pd.DataFrame({"burst": j[inb & (k >= 0)], "it": k[inb & (k >= 0)],
+                          "bytes": series["bytes"].to_numpy()[inb & (k >= 0)]})
+    if votes.empty:
+        return k
+    owner = votes.groupby(["burst", "it"])["bytes"].sum().reset_index()
+    owner = owner.sort_values("bytes", ascending=False, kind="stable").drop_duplicates("burst").set_index("burst")["it"]
+    mapped = owner.reindex(j[inb]).to_numpy()
+    k = k.copy()
+    k[np.nonzero(inb)[0][~np.isnan(mapped)]] = mapped[~np.isnan(mapped)].astype(np.int64)
+    return k
+
+
+def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple[str, str]],
+                  bin_ns: int) -> list[dict[str, Any]]:
+    """Per window: tx and rx bytes per host, bytes per edge, and first-to-last byte of the collective.
+
+    `series` is flow_series with src_host/dst_host; host bytes count every inter-host flow, the
+    communication time and edge bytes only the collective's edges.
+    """
+    pair = pd.Series(list(zip(series["src_host"], series["dst_host"])), index=series.index)
+    s = series.assign(it=assign_bursts(series, series[pair.isin(set(edges))] if edges else series, windows, bin_ns))
+    s = s[s["it"] >= 0]
+    coll = s[pair.loc[s.index].isin(set(edges))] if edges else s
+    tx = s.groupby(["it", "src_host"])["bytes"].sum()
+    rx = s.groupby(["it", "dst_host"])["bytes"].sum()
+    eb = coll.groupby(["it", "src_host", "dst_host"])["bytes"].sum()
+    per_bin = coll.groupby(["it", "t_ns"])["bytes"].sum().reset_index()
+    if len(per_bin):  # first to last *active* bin: a stray handshake byte is not communication time
+        per_bin = per_bin[per_bin["bytes"] >= ACTIVE_FRACTION * np.percentile(per_bin["bytes"], 90)]
+    span = per_bin.groupby("it")["t_ns"].agg(["min", "max"])
+    out = []
+    for i, w in enumerate(windows.itertuples(index=False)):
+        first, last = (int(span.loc[i, "min"]), int(span.loc[i, "max"]) + bin_ns) if i in span.index else (0, 0)
+        by_host = {str(h): int(v) for h, v in tx.loc[i].items()} if i in tx.index.get_level_values(0) else {}
+        comm = last - first
+        busiest = max(by_host.values(), default=0)
+        out.append({
+            "index": int(w.iteration), "start_ns": int(w.start_ns), "end_ns": int(w.end_ns),
+            "bytes_by_host": by_host,
+            "rx_bytes_by_host": {str(h): int(v) for h, v in rx.loc[i].items()} if i in rx.index.get_level_values(0) else {},
+            "bytes_by_edge": {f"{a}->{b}": int(v) for (a, b), v in eb.loc[i].items()} if i in eb.index.get_level_values(0) else {},
+            "comm_start_ns": first, "comm_ns": comm,
+            "rate_bps": busiest * 8e9 / comm if comm > 0 else 0.0,
+        })
+    return out
+
+
+def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -> dict[str, Optional[float]]:
+    """Median, p5 and p95 over every (iteration, host) value of a per-iteration byte map."""
+    vals = np.array([it[key].get(h, 0) for it in per_it for h in hosts], dtype=np.float64)
+    if not len(vals):
+        return {"median": None, "p5": None, "p95": None}
+    return {"median": float(np.median(vals)), "p5": float(np.percentile(vals, 5)),
+            "p95": float(np.percentile(vals, 95))}
+
+
+def ring_theory(bytes_per_host: Optional[float], n: int, gradient_bytes: Optional[float]) -> dict[str, Any]:
+    """Ring all-reduce: each host sends 2(N-1)/N x S. Implied S (and parameters), measured/theory."""
+    out: dict[str, Any] = {"ring_size": n, "implied_gradient_bytes": None, "implied_params_fp32": None,
+                           "implied_params_fp16": None, "theory_bytes_per_host": None, "theory_ratio": None}
+    if n < 2 or not bytes_per_host:
+        return out
+    factor = 2 * (n - 1) / n
+    s = bytes_per_host / factor
+    out.update(implied_gradient_bytes=s, implied_params_fp32=s / 4, implied_params_fp16=s / 2)
+    if gradient_bytes:
+        out["theory_bytes_per_host"] = factor * gradient_bytes
+        out["theory_ratio"] = bytes_per_host / (factor * gradient_bytes)
+    return out
+
+
+__all__ = ["windows_from_markers", "infer_windows", "per_iteration", "host_percentiles", "ring_theory",
+           "autocorr_period", "gap_segments", "dense_activity", "assign", "assign_bursts"]
