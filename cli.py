@@ -40,12 +40,13 @@ def analyze(
     launch_order: Optional[str] = typer.Option(None, "--launch-order", help="Hosts in launch (rank) order, h1,h2,...; default: run.json's host list. Checked against the ring."),
     gradient_bytes: Optional[str] = typer.Option(None, "--gradient-bytes", help="Gradient size S per iteration (97.5MB, 25MiB or bytes) for the 2(N-1)/N x S check; default: markers' gradient_bytes."),
     nccl_log: Optional[Path] = typer.Option(None, "--nccl-log", help="NCCL_DEBUG=INFO log: compare the ring NCCL built with the ring in the packets."),
+    html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the self-contained HTML report to FILE."),
 ) -> None:
     """Read captures and print a flow and link-utilization summary."""
     from analyze.cli_analyze import run_analyze
 
     run_analyze(paths, json_out=json_out, out=out, link_speed=link_speed, bin_=bin_, byte_mode=byte_mode, workers=workers,
-                launch_order=launch_order, gradient_bytes=gradient_bytes, nccl_log=nccl_log)
+                launch_order=launch_order, gradient_bytes=gradient_bytes, nccl_log=nccl_log, html_out=html_out)
 
 
 # ---- capture (issue 4) ------------------------------------------------------------------------
@@ -105,6 +106,20 @@ def profile(
         raise fail(str(exc))
 
 # ---- report (issue 6) -------------------------------------------------------------------------
+
+
+@app.command()
+def report(
+    paths: List[Path] = typer.Argument(..., help="A result JSON from `ringscope analyze --json` (drawn without time series), or captures / a capture directory (analyzed first)."),
+    out: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
+    title: Optional[str] = typer.Option(None, "--title", help="Page title (default: 'ringscope report — RUN ID')."),
+    link_speed: Optional[str] = typer.Option(None, "--link-speed", help="When analyzing captures: link speed for hosts whose meta.json gives none."),
+    bin_: str = typer.Option("10ms", "--bin", help="When analyzing captures: bin width of the throughput series."),
+) -> None:
+    """Write one self-contained HTML report (plotly embedded, works offline)."""
+    from reports.cli_report import run_report
+
+    run_report(paths, out=out, title=title, link_speed=link_speed, bin_=bin_)
 
 
 def main() -> None:

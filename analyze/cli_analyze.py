@@ -21,7 +21,8 @@ def _die(message: str, code: int = 2) -> typer.Exit:
 
 def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Path], link_speed: Optional[str],
                 bin_: str, byte_mode: str, workers: Optional[int], launch_order: Optional[str] = None,
-                gradient_bytes: Optional[str] = None, nccl_log: Optional[Path] = None) -> None:
+                gradient_bytes: Optional[str] = None, nccl_log: Optional[Path] = None,
+                html_out: Optional[Path] = None) -> None:
     """Parse options, analyze, and write what was asked for; user errors end in one line."""
     try:
         from analyze.collective import parse_size
@@ -64,6 +65,10 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
         except OSError as exc:
             raise _die(f"{out}: cannot write tables ({exc.strerror})") from None
         typer.echo(f"wrote {len(written)} table files to {out}", err=True)
+    if html_out is not None:
+        from reports.cli_report import write_report
+
+        write_report(result, html_out, None)
     if str(json_out) != "-":
         typer.echo(summary_text(result))
 

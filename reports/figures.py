@@ -1,0 +1,273 @@
+"""Plotly figure specs (plain dicts: data + layout) for the HTML report, built from the result's tables.
+
+Arrays go in plotly's compact typed-array form ({"dtype", "bdata": base64}), so a 4,000-point trace costs
+~64 KB, not ~200 KB of decimal text. Colors that depend on the light/dark scheme are set by the page's
+script; the specs here only name the series colors. Every label that comes from the capture (host names,
+addresses) is HTML-escaped, because plotly renders a subset of HTML in labels.
+"""
+from __future__ import annotations
+
+import base64
+import html
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from reports.downsample import Line, bucket_share, sparse_line
+
+TX_COLOR, RX_COLOR, BUSY_COLOR, LINE_RATE_COLOR = "#1f77b4", "#ff7f0e", "rgba(127,127,127,0.22)", "#d62728"
+PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
+OTHER_COLOR = "#7f7f7f"
+MAX_POINTS = 4000  # per trace; see reports/downsample.py
+FIGURE_POINTS = 120_000  # per figure: with many hosts each trace gets fewer points (64 hosts: ~600 each)
+TOP_FLOWS = 8
+
+
+def arr(values: Any, dtype: str = "f8") -> dict[str, str]:
+    """A numpy array as plotly's typed-array JSON ({"dtype": "f4", "bdata": "..."})."""
+    a = np.ascontiguousarray(np.asarray(values, dtype={"f4": np.float32, "f8": np.float64, "i4": np.int32}[dtype]))
+    return {"dtype": dtype, "bdata": base64.b64encode(a.tobytes()).decode("ascii")}
+
+
+def esc(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def base_layout(height: int, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "height": height, "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
+        "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
+        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
+        "hovermode": "x unified",
+    }
+    layout.update(extra)
+    return layout
+
+
+def _seconds(t_ns: np.ndarray, t0_ns: int) -> np.ndarray:
+    return (np.asarray(t_ns, dtype=np.int64) - int(t0_ns)) / 1e9
+
+
+def _resolution(lines: Sequence[Line], bin_ns: int) -> str:
+    coarse = max((ln.bucket_ns for ln in lines), default=0)
+    if coarse > bin_ns:
+        return (f"downsampled for drawing: each point pair is the min and max {bin_ns / 1e6:g} ms bin of a "
+                f"{coarse / 1e9:.3g} s bucket (peaks kept)")
+    return f"every {bin_ns / 1e6:g} ms bin drawn"
+
+
+def utilization_figure(host_series: Any, hosts: Sequence[Mapping[str, Any]], bin_ns: int, busy_threshold: float,
+                       t0_ns: int, t1_ns: int, max_points: int = MAX_POINTS) -> tuple[dict[str, Any], str]:
+    """Stacked rows, one per host: tx and rx utilization (0–1 of line rate), busy shading, line-rate line."""
+    n = max(1, len(hosts))
+    max_points = max(400, min(max_points, FIGURE_POINTS // (3 * n)))
+    gap = min(0.04, 0.3 / n) if n > 1 else 0.0
+    row_h = (1.0 - gap * (n - 1)) / n
+    data, shapes, annotations, lines = [], [], [], []
+    layout = base_layout(140 + (170 if n <= 8 else 110) * n, hovermode="x")
+    by_key = _groups(host_series, ["host", "direction"])
+    ymax = 1.05
+    for i, h in enumerate(hosts):
+        name = str(h.get("name"))
+        yname = "y" if i == 0 else f"y{i + 1}"
+        top = 1.0 - i * (row_h + gap)
+        axis = {"domain": [max(0.0, top - row_h), top], "title": {"text": "utilization"}, "tickformat": ".0%",
+                "rangemode": "tozero", "anchor": "x"}
+        layout["yaxis" if i == 0 else f"yaxis{i + 1}"] = axis
+        link = float(h.get("link_speed_bps") or 0) or 1.0
+        busy_t = []
+        for direction, color in (("tx", TX_COLOR), ("rx", RX_COLOR)):
+            part = by_key.get((name, direction))
+            t = part["t_ns"].to_numpy() if part is not None else np.zeros(0, np.int64)
+            u = part["utilization"].to_numpy(dtype=np.float64) if part is not None else np.zeros(0)
+            busy_t.append(t[u >= busy_threshold])
+            ln = sparse_line(t, u, bin_ns, t0_ns, t1_ns, max_points)
+            lines.append(ln)
+            if ln.y.size:
+                ymax = max(ymax, float(ln.y.max()) * 1.05)
+            data.append({"type": "scattergl" if len(ln) > 20000 else "scatter", "mode": "lines",
+                         "name": f"{esc(name)} {direction}", "legendgroup": direction,
+                         "showlegend": i == 0, "line": {"color": color, "width": 1.2},
+                         "x": arr(_seconds(ln.t_ns, t0_ns)), "y": arr(ln.y, "f4"), "xaxis": "x", "yaxis": yname,
+                         "hovertemplate": f"{direction} %{{y:.1%}} of {esc(_rate(link))}<extra>{esc(name)}</extra>"})
+        busy = bucket_share(np.concatenate(busy_t), bin_ns, t0_ns, t1_ns, max_points)
+        data.insert(len(data) - 2, {
+            "type": "scatter", "mode": "lines", "name": f"busy (any bin ≥ {busy_threshold:.0%})" if busy.exact else
+            "busy share of bucket", "legendgroup": "busy", "showlegend": i == 0, "line": {"width": 0, "shape": "hv"},
+            "fill": "tozeroy", "fillcolor": BUSY_COLOR, "x": arr(_seconds(busy.t_ns, t0_ns)), "y": arr(busy.y, "f4"),
+            "xaxis": "x", "yaxis": yname, "hoverinfo": "skip"})
+        shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": yname, "y0": 1, "y1": 1,
+                       "line": {"color": LINE_RATE_COLOR, "width": 1.5, "dash": "dash"}})
+        annotations.append({"xref": "paper", "x": 0, "xanchor": "left", "yref": f"{yname} domain", "y": 1.0,
+                            "yanchor": "bottom", "showarrow": False,
+                            "text": f"<b>{esc(name)}</b> · line rate {esc(_rate(link))} (dashed = 100%)"})
+    for i in range(n):
+        layout["yaxis" if i == 0 else f"yaxis{i + 1}"]["range"] = [0, ymax]
+    layout["xaxis"] = {"title": {"text": "time since first packet (s)"}, "anchor": f"y{n}" if n > 1 else "y",
+                       "ticksuffix": " s"}
+    layout["shapes"], layout["annotations"] = shapes, annotations
+    return {"data": data, "layout": layout}, _resolution(lines, bin_ns)
+
+
+def flow_figure(flow_series: Any, flows: Any, bin_ns: int, t0_ns: int, t1_ns: int, top: int = TOP_FLOWS,
+                max_points: int = MAX_POINTS) -> tuple[dict[str, Any], str]:
+    """Throughput over time (bit/s) of the `top` flows by bytes, the rest summed into one 'other' line."""
+    order = flows.sort_values("bytes", ascending=False, kind="stable")
+    head = order.head(top)
+    data, lines = [], []
+    by_flow = _groups(flow_series, ["flow_id"])
+    for k, f in enumerate(head.itertuples(index=False)):
+        part = by_flow.get((f.flow_id,))
+        if part is None:
+            continue
+        ln = sparse_line(part["t_ns"].to_numpy(), part["bps"].to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
+                         max_points)
+        lines.append(ln)
+        label = f"{f.src}:{f.sport} → {f.dst}:{f.dport} {f.proto}"
+        data.append(_rate_trace(ln, t0_ns, esc(label), PALETTE[k % len(PALETTE)]))
+    rest_ids = order["flow_id"].iloc[top:]
+    if len(rest_ids):
+        rest = flow_series[flow_series["flow_id"].isin(set(rest_ids.tolist()))]
+        if len(rest):
+            summed = rest.groupby("t_ns", sort=True)["bps"].sum()
+            ln = sparse_line(summed.index.to_numpy(), summed.to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
+                             max_points)
+            lines.append(ln)
+            data.append(_rate_trace(ln, t0_ns, f"other {len(rest_ids):,} flows (summed)", OTHER_COLOR))
+    layout = base_layout(420, hovermode="closest", xaxis={"title": {"text": "time since first packet (s)"},
+                                                         "ticksuffix": " s"},
+                         yaxis={"title": {"text": "throughput (bit/s)"}, "rangemode": "tozero", "exponentformat": "SI"})
+    return {"data": data, "layout": layout}, _resolution(lines, bin_ns)
+
+
+def _rate_trace(ln: Line, t0_ns: int, name: str, color: str) -> dict[str, Any]:
+    return {"type": "scattergl" if len(ln) > 20000 else "scatter", "mode": "lines", "name": name,
+            "line": {"color": color, "width": 1.2}, "x": arr(_seconds(ln.t_ns, t0_ns)), "y": arr(ln.y, "f4"),
+            "hovertemplate": "%{y:.3s}bit/s at %{x:.3f} s<extra>%{fullData.name}</extra>"}
+
+
+def iteration_figures(iterations: Mapping[str, Any], hosts: Sequence[str], workers: int
+                      ) -> list[tuple[str, dict[str, Any]]]:
+    """Bytes sent per iteration per host with the ring's 2(N−1)/N·S line; iteration and communication time."""
+    per = [it for it in iterations.get("per_iteration") or [] if isinstance(it, Mapping)]
+    if not per:
+        return []
+    idx = np.array([float(it.get("index", k)) for k, it in enumerate(per)])
+    names = list(dict.fromkeys([*hosts, *(h for it in per for h in (it.get("bytes_by_host") or {}))]))
+    data = []
+    for k, h in enumerate(names):
+        y = np.array([_num((it.get("bytes_by_host") or {}).get(h)) for it in per])
+        if np.all(np.isnan(y)):
+            continue
+        data.append({"type": "scatter", "mode": "lines+markers" if len(per) <= 200 else "lines", "name": esc(h),
+                     "x": arr(idx), "y": arr(y), "line": {"color": PALETTE[k % len(PALETTE)], "width": 1.2},
+                     "marker": {"size": 4}, "hovertemplate": "iteration %{x}: %{y:.4s}B<extra>%{fullData.name}</extra>"})
+    shapes, annotations = [], []
+    s = _num(iterations.get("gradient_bytes") or iterations.get("implied_gradient_bytes"))
+    if workers > 1 and np.isfinite(s):
+        expected = 2 * (workers - 1) / workers * s
+        shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": expected,
+                       "y1": expected, "line": {"color": LINE_RATE_COLOR, "width": 1.5, "dash": "dash"}})
+        annotations.append({"xref": "x domain", "x": 1, "xanchor": "right", "yref": "y", "y": expected,
+                            "yanchor": "bottom", "showarrow": False,
+                            "text": f"2(N−1)/N·S = {_si(expected)}B (N = {workers}, S = {_si(s)}B)"})
+    bytes_fig = {"data": data, "layout": base_layout(
+        380, hovermode="closest", shapes=shapes, annotations=annotations,
+        xaxis={"title": {"text": "iteration"}}, yaxis={"title": {"text": "bytes sent per iteration (B)"},
+                                                      "rangemode": "tozero", "exponentformat": "SI"})}
+    it_ms = np.array([(_num(it.get("end_ns")) - _num(it.get("start_ns"))) / 1e6 for it in per])
+    comm_ms = np.array([_num(it.get("comm_ns")) / 1e6 for it in per])
+    mode = "lines+markers" if len(per) <= 200 else "lines"
+    time_fig = {"data": [
+        {"type": "scatter", "mode": mode, "name": "iteration time", "x": arr(idx), "y": arr(it_ms),
+         "line": {"color": TX_COLOR}, "marker": {"size": 4}, "hovertemplate": "%{y:.2f} ms<extra>iteration</extra>"},
+        {"type": "scatter", "mode": mode, "name": "communication time", "x": arr(idx), "y": arr(comm_ms),
+         "line": {"color": RX_COLOR}, "marker": {"size": 4},
+         "hovertemplate": "%{y:.2f} ms<extra>communication</extra>"},
+    ], "layout": base_layout(340, hovermode="x unified", xaxis={"title": {"text": "iteration"}},
+                             yaxis={"title": {"text": "time (ms)"}, "rangemode": "tozero"})}
+    return [("fig-iter-bytes", bytes_fig), ("fig-iter-time", time_fig)]
+
+
+def whatif_figures(scaling: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """Scaling factor vs bandwidth (curves, measured point, full-utilization point); compression needed."""
+    out = []
+    sweep = scaling.get("sweep") or {}
+    bw = np.array([_num(b) for b in sweep.get("bandwidths_bps") or []])
+    measured = scaling.get("measured") or {}
+    data = []
+    curves = [c for c in sweep.get("curves") or [] if isinstance(c, Mapping)]
+    for k, c in enumerate(curves):
+        sf = np.array([_num(v) for v in c.get("scaling_factor") or []])
+        if sf.size != bw.size or not bw.size:
+            continue
+        mine = measured.get("workers") == c.get("workers")
+        label = f"N = {c.get('workers')}" + (f", {c.get('compression'):g}× compression" if _num(c.get("compression")) != 1 else "")
+        data.append({"type": "scatter", "mode": "lines", "name": esc(label), "x": arr(bw / 1e9), "y": arr(sf),
+                     "line": {"color": PALETTE[k % len(PALETTE)], "width": 3 if mine else 1.3},
+                     "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3f}<extra>%{fullData.name}</extra>"})
+    link = _num(measured.get("link_speed_bps"))
+    points = [("full utilization of this link", link, measured.get("full_utilization_scaling_factor"), "circle"),
+              ("at the measured transport efficiency", link * _num(measured.get("transport_efficiency"))
+               if np.isfinite(link) else np.nan, measured.get("scaling_factor_at_measured_efficiency"), "diamond"),
+              ("measured", link, measured.get("measured_scaling_factor"), "x")]
+    for label, x, y, symbol in points:
+        if np.isfinite(_num(x)) and np.isfinite(_num(y)):
+            data.append({"type": "scatter", "mode": "markers", "name": label, "x": [float(x) / 1e9], "y": [float(y)],
+                         "marker": {"size": 12, "symbol": symbol, "color": LINE_RATE_COLOR if label == "measured" else None,
+                                    "line": {"width": 1}},
+                         "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3f}<extra>" + label + "</extra>"})
+    if data:
+        out.append(("fig-whatif-scaling", {"data": data, "layout": base_layout(
+            420, hovermode="closest",
+            xaxis={"title": {"text": "link bandwidth (Gbit/s, log scale)"}, "type": "log"},
+            yaxis={"title": {"text": "scaling factor (T / (T + overhead))"}, "range": [0, 1.02]})}))
+    rows = [r for r in scaling.get("needed_compression") or [] if isinstance(r, Mapping)]
+    if rows:
+        n = max(int(r.get("workers") or 0) for r in rows)
+        cdata = []
+        for k, target in enumerate(sorted({_num(r.get("target")) for r in rows})):
+            sel = sorted((r for r in rows if r.get("workers") == n and _num(r.get("target")) == target),
+                         key=lambda r: _num(r.get("bandwidth_bps")))
+            if not sel:
+                continue
+            cdata.append({"type": "scatter", "mode": "lines+markers", "name": f"scaling factor {target:g}",
+                          "x": arr([_num(r.get("bandwidth_bps")) / 1e9 for r in sel]),
+                          "y": arr([_num(r.get("compression")) for r in sel]),
+                          "line": {"color": PALETTE[k % len(PALETTE)]},
+                          "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3g}×<extra>%{fullData.name}</extra>"})
+        if cdata:
+            out.append(("fig-whatif-compression", {"data": cdata, "layout": base_layout(
+                360, hovermode="closest",
+                xaxis={"title": {"text": f"link bandwidth (Gbit/s, log scale), N = {n}"}, "type": "log"},
+                yaxis={"title": {"text": "compression ratio needed (×, log scale)"}, "type": "log"})}))
+    return out
+
+
+def _groups(df: Any, keys: list[str]) -> dict[tuple, Any]:
+    """Sub-frames by key, as a dict (one pass; empty when the table is missing or empty)."""
+    if df is None or len(df) == 0 or any(k not in df.columns for k in keys):
+        return {}
+    return {(k if isinstance(k, tuple) else (k,)): g for k, g in df.groupby(keys, sort=False, observed=True)}
+
+
+def _num(value: Any) -> float:
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+    return out
+
+
+def _si(value: float) -> str:
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}"
+    return f"{value:.3g} "
+
+
+def _rate(bps: float) -> str:
+    from analyze.units import format_rate
+
+    return format_rate(bps)
+
