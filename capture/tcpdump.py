@@ -58,9 +58,9 @@ def command(tcpdump: str, iface: str, out_dir: Path, snaplen: int = DEFAULT_SNAP
 
 
 def pcap_files(out_dir: Path, iface: str) -> list[str]:
-    """The files tcpdump wrote (IFACE.pcap, IFACE.pcapN ...), in rotation order."""
-    names = [p.name for p in out_dir.glob(f"{iface}.pcap*") if re.fullmatch(re.escape(iface) + r"\.pcap\d*", p.name)]
-    return sorted(names, key=lambda n: (len(n), n))
+    """The files tcpdump wrote (IFACE.pcap, IFACE.pcapN ...), oldest first (a --keep ring wraps around)."""
+    paths = [p for p in out_dir.glob(f"{iface}.pcap*") if re.fullmatch(re.escape(iface) + r"\.pcap\d*", p.name)]
+    return [p.name for p in sorted(paths, key=lambda p: (p.stat().st_mtime_ns, len(p.name), p.name))]
 
 
 _COUNTERS = {

@@ -3,7 +3,8 @@
 Layout (nothing is created in the caller's namespace): a namespace PREFIX-br holds bridge br0; every
 host namespace PREFIX-h<i> has eth0 (10.77.K.i/24, K random) whose veth peer h<i> sits on br0.
 /etc/netns/PREFIX-h<i>/hosts makes every host name, and this machine's hostname, resolve inside
-the namespaces (Horovod and gloo resolve the hostname). Traffic can reach only those namespaces.
+the namespaces (Horovod and gloo resolve the hostname); its resolv.conf points DNS at the
+namespace's own loopback, so other lookups fail at once instead of timing out. Traffic can reach only those namespaces.
 
 Use the ``netns_cluster`` fixture (a factory: ``cluster = netns_cluster(4, rate="1gbit")``), or run
 a command on every host as ranks of one job:
@@ -69,8 +70,11 @@ def _limit(namespace: str, device: str, rate: str, qdisc: str) -> None:
                         "ceil", rate], check=True, capture_output=True, timeout=30)
 
 
-def build(n: int, rate: str | None = None, qdisc: str = "tbf") -> Cluster:
-    """Create N hosts; on failure everything already created is removed again."""
+def build(n: int, rate: str | None = None, qdisc: str = "htb") -> Cluster:
+    """Create N hosts; on failure everything already created is removed again.
+
+    htb (default) shapes TSO/GSO segments whole; tbf lets a burst through above the rate.
+    """
     cluster = Cluster(prefix=f"rs-{secrets.token_hex(3)}", subnet=f"10.77.{random.randint(1, 254)}")
     try:
         bridge = f"{cluster.prefix}-br"
@@ -97,6 +101,8 @@ def build(n: int, rate: str | None = None, qdisc: str = "tbf") -> Cluster:
             lines += [f"{other.address} {other.name}" for other in cluster.hosts]
             (NETNS_ETC / host.name).mkdir(parents=True, exist_ok=True)
             (NETNS_ETC / host.name / "hosts").write_text("\n".join(lines) + "\n")
+            # no DNS inside: lookups /etc/hosts cannot answer (torch's reverse lookups) fail at once
+            (NETNS_ETC / host.name / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
     except BaseException:
         destroy(cluster)
         raise
@@ -146,13 +152,13 @@ if pytest is not None:
 
     @pytest.fixture
     def netns_cluster():
-        """Factory fixture: netns_cluster(n, rate=None, qdisc='tbf') -> Cluster, torn down after the test."""
+        """Factory fixture: netns_cluster(n, rate=None, qdisc='htb') -> Cluster, torn down after the test."""
         from requirements import require_netns
 
         require_netns()
         clusters: list[Cluster] = []
 
-        def make(n: int, rate: str | None = None, qdisc: str = "tbf") -> Cluster:
+        def make(n: int, rate: str | None = None, qdisc: str = "htb") -> Cluster:
             clusters.append(build(n, rate, qdisc))
             return clusters[-1]
 

@@ -216,3 +216,22 @@ def test_no_permission_is_one_clear_line_naming_the_fix():
         assert done.returncode == 2 and "cannot create the capture folder" in done.stderr, done.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_rotation_keeps_the_last_files(tmp_path):
+    require_capture()
+    agent = Agent(tmp_path / "cap", "--rotate-size", "1M", "--keep", "3", "--filter", "tcp")
+    server = socket.create_server(("127.0.0.1", 0))
+    with socket.create_connection(server.getsockname()) as client:
+        conn, _ = server.accept()
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(12000):  # ~12000 small segments plus acks: > 2 MB of 128-byte records
+            client.send(b"x" * 64)
+            conn.recv(4096)
+        conn.close()
+    server.close()
+    agent.proc.send_signal(signal.SIGINT)
+    meta = agent.finish()
+    assert 2 <= len(meta["files"]) <= 3 and all(name.startswith("lo.pcap") for name in meta["files"])
+    for name in meta["files"]:
+        assert tcpdump_read_count(tmp_path / "cap" / name) > 0
