@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 HEAVY_FRACTION = 0.1  # an edge is heavy at >= 10% of the reference edge; ACK streams are ~0.1-2%
+MIN_COLLECTIVE_BYTES = 1e6  # below this much traffic a "shape" is as likely a rendezvous store as a collective
 EDGE_COLUMNS = ["src", "dst", "bytes", "payload_bytes", "flows", "start_ns", "end_ns", "inferred"]
 
 
@@ -221,7 +222,11 @@ def classify(edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str
 
     even = float(used["bytes"].min() / used["bytes"].max()) if len(used) else 0.0
     out["kind"] = kind
-    out["confidence"] = round(min(1.0, coverage / 0.95) * (0.5 + 0.5 * even), 3) if kind != "unknown" else 0.0
+    volume = min(1.0, float(heavy["bytes"].sum()) / MIN_COLLECTIVE_BYTES)
+    if volume < 1:
+        notes.append(f"only {int(heavy['bytes'].sum()):,} bytes on the heavy edges: this may be control "
+                     f"traffic rather than a training collective")
+    out["confidence"] = round(min(1.0, coverage / 0.95) * (0.5 + 0.5 * even) * volume, 3) if kind != "unknown" else 0.0
     if kind == "unknown":
         notes.append(f"{n} hosts, {len(und)} heavy host pairs: no ring, tree, star or mesh fits")
     if kind in ("ring", "bidirectional_ring"):

@@ -96,14 +96,20 @@ def test_gloo_ring_in_netns(tmp_path, netns_cluster):  # noqa: F811
     assert [(e["src"], e["dst"]) for e in topo["edges"]] == [(order[r], order[r - 1]) for r in (0, 3, 2, 1)]
     assert its["source"] == "markers" and its["count"] == ITERS
     theory = 2 * (n - 1) / n * S
-    # gloo frames each message with a small preamble (tens of bytes per message, 2(N-1) messages per
-    # all-reduce), plus rare control messages: measured overhead ~1e-4 of 6 MB; allow 0.2%
+    # gloo frames each message with a small preamble and sends a few small notifications back on each
+    # pair (measured: 1,728 payload bytes per host per all-reduce, 2.9e-4 of 6 MB); allow 0.2%, plus any
+    # TCP retransmissions the analyzer counted (re-sent payload is on the wire again; 0 on a quiet machine)
+    address = {h.name: h.address for h in cluster.hosts}
+    flows = res.tables.flows
+    resent = {h: int(flows.loc[flows["src"] == address[h], "retransmitted_bytes"].sum()) for h in order}
+    into = {h: int(flows.loc[flows["dst"] == address[h], "retransmitted_bytes"].sum()) for h in order}
     for it in its["per_iteration"]:
         for host in order:
-            assert theory <= it["bytes_by_host"][host] <= theory * 1.002, (host, it)
-            assert theory <= it["rx_bytes_by_host"][host] <= theory * 1.002, (host, it)
+            assert theory <= it["bytes_by_host"][host] <= theory * 1.002 + resent[host], (host, it, resent)
+            assert theory <= it["rx_bytes_by_host"][host] <= theory * 1.002 + into[host], (host, it, into)
+    assert sum(resent.values()) <= 0.01 * S * ITERS  # retransmissions must stay an exception
     assert its["gradient_bytes"] == S and its["gradient_bytes_source"] == "markers"
-    assert 1.0 <= its["theory_ratio"] <= 1.002
+    assert 1.0 <= its["theory_ratio"] <= 1.002  # the median host-iteration: untouched by a rare retransmission
     assert abs(its["implied_gradient_bytes"] / S - 1) < 0.002
 
     # 2. without markers, ip bytes: iterations inferred from the traffic alone

@@ -76,6 +76,7 @@ def test_bidirectional_ring_and_unknown():
     topo = classify(both, hosts, {}, ["a", "b", "c", "d"])
     assert topo["kind"] == "bidirectional_ring" and topo["direction"] == "both"
     assert topo["order"] == ["a", "b", "c", "d"] and topo["matches_launch_order"] is True
+    assert topo["confidence"] < 0.01 and any("control traffic" in n for n in topo["notes"])  # 8 kB in all
     odd = _edges([("a", "b"), ("b", "c"), ("c", "a"), ("a", "d")])
     assert classify(odd, hosts, {})["kind"] == "unknown"
     assert classify(_edges([]), hosts, {})["kind"] == "unknown"
@@ -111,3 +112,16 @@ def test_address_hosts_from_result_hosts():
     # both sockets summed into one host pair; uncaptured-to-uncaptured and host-internal flows left out
     assert e.to_dict("records") == [{"src": "a", "dst": "b", "bytes": 12, "payload_bytes": 3, "flows": 2,
                                      "start_ns": 1, "end_ns": 9, "inferred": False}]
+
+
+@pytest.mark.parametrize("kind,n,missing", [("ring", 5, 2), ("star", 4, None), ("tree", 5, None)])
+def test_keys_match_result_schema(tmp_path, kind, n, missing):
+    jsonschema = pytest.importorskip("jsonschema")
+    from analyze.result import SCHEMA_PATH
+
+    if not SCHEMA_PATH.exists():
+        pytest.skip("analyze/result.schema.json not written yet")
+    import json
+
+    res = analyze([synth.build(kind, tmp_path / kind, n, iterations=2, missing=missing)], workers=1, gradient_bytes=1e6)
+    jsonschema.validate(json.loads(json.dumps(res.to_json(), allow_nan=False)), json.loads(SCHEMA_PATH.read_text()))
