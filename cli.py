@@ -110,7 +110,7 @@ def profile(
 
 @app.command()
 def report(
-    paths: List[Path] = typer.Argument(..., help="A result JSON from `ringscope analyze --json` (drawn without time series), or captures / a capture directory (analyzed first)."),
+    paths: List[Path] = typer.Argument(..., help="A result JSON from `ringscope analyze --json` (drawn without time series) or captures / a capture directory (analyzed first); optionally also a `ringscope whatif --json` file, whose scaling key fills the what-if section."),
     out: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
     title: Optional[str] = typer.Option(None, "--title", help="Page title (default: 'ringscope report — RUN ID')."),
     link_speed: Optional[str] = typer.Option(None, "--link-speed", help="When analyzing captures: link speed for hosts whose meta.json gives none."),

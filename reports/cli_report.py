@@ -18,27 +18,50 @@ def _die(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code=code)
 
 
-def is_result_json(paths: list[Path]) -> bool:
-    """One path, a file that starts with '{' (JSON), not a capture."""
-    if len(paths) != 1 or not paths[0].is_file():
+def is_json(path: Path) -> bool:
+    """A file whose first non-blank byte is '{' (a capture never starts so)."""
+    if not path.is_file():
         return False
     try:
-        with paths[0].open("rb") as f:
+        with path.open("rb") as f:
             head = f.read(64).lstrip()
     except OSError:
         return False
     return head.startswith(b"{")
 
 
-def load_result_json(path: Path) -> dict[str, Any]:
+def load_json(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a readable result JSON ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("hosts", doc.get("result", {}).get("hosts") if
-                                                             isinstance(doc.get("result"), dict) else None), list):
-        raise ValueError(f"{path}: not a result JSON from `ringscope analyze --json` (no 'hosts' list)")
+        raise ValueError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a JSON object (a result from `ringscope analyze --json` or "
+                         f"`ringscope whatif --json`)")
+    if isinstance(doc.get("result"), dict) and "hosts" not in doc:
+        doc = doc["result"]
     return doc
+
+
+def split_inputs(paths: list[Path]) -> tuple[Optional[dict[str, Any]], dict[str, Any], list[Path]]:
+    """(result JSON or None, extra keys from other JSONs such as whatif's {"scaling": ...}, capture paths)."""
+    result, extra, captures = None, {}, []
+    for p in paths:
+        if not is_json(p):
+            captures.append(p)
+            continue
+        doc = load_json(p)
+        if isinstance(doc.get("hosts"), list):
+            if result is not None:
+                raise ValueError(f"{p}: a second result JSON; give one run per report")
+            result = doc
+        else:
+            extra.update(doc)
+    if result is not None and captures:
+        raise ValueError("give either a result JSON or captures, not both")
+    if result is None and not captures:
+        raise ValueError("no result JSON and no captures among the paths (a whatif JSON alone has no run to report)")
+    return result, extra, captures
 
 
 def write_report(result: Any, out: Path, title: Optional[str]) -> None:
@@ -53,12 +76,14 @@ def write_report(result: Any, out: Path, title: Optional[str]) -> None:
 
 
 def run_report(paths: list[Path], *, out: Path, title: Optional[str], link_speed: Optional[str], bin_: str) -> None:
-    """`ringscope report PATH... -o FILE`."""
-    if is_result_json(paths):
-        try:
-            result: Any = load_result_json(paths[0])
-        except ValueError as exc:
-            raise _die(str(exc)) from None
+    """`ringscope report PATH... -o FILE`: a result JSON or captures, plus optional extra JSONs (whatif --json)."""
+    try:
+        doc, extra, captures = split_inputs(paths)
+    except ValueError as exc:
+        raise _die(str(exc)) from None
+    if doc is not None:
+        doc.update(extra)
+        result: Any = doc
     else:
         from analyze.formats import FileError
         from analyze.units import parse_duration, parse_rate
@@ -73,9 +98,8 @@ def run_report(paths: list[Path], *, out: Path, title: Optional[str], link_speed
         from analyze.api import analyze
 
         try:
-            result = analyze(paths, link_speed_bps=link_bps, bin_ns=bin_ns)
-        except FileError as exc:
+            result = analyze(captures, link_speed_bps=link_bps, bin_ns=bin_ns)
+        except (FileError, ValueError) as exc:
             raise _die(str(exc)) from None
-        except ValueError as exc:
-            raise _die(str(exc)) from None
+        result.extra.update(extra)
     write_report(result, out, title)

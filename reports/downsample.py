@@ -149,3 +149,23 @@ def bucket_share(t_ns: np.ndarray, bin_ns: int, t0_ns: int, t1_ns: int, max_poin
     same = np.zeros(out_y.size, bool)
     same[1:-1] = out_y[1:-1] == out_y[:-2]  # a step line needs only the changes
     return Line(out_t[~same], out_y[~same], width)
+
+
+def bucket_mean(t_ns: np.ndarray, values: np.ndarray, bin_ns: int, t0_ns: int, t1_ns: int, bucket_ns: int) -> Line:
+    """Mean per bucket of `bucket_ns` (absent bins count as 0), as a step line from each bucket's start.
+
+    Drawn beside the min/max envelope when a series is downsampled: the envelope keeps every peak, the mean
+    says how full the link was on average in that stretch.
+    """
+    per = max(1, int(bucket_ns) // int(bin_ns))
+    width = per * int(bin_ns)
+    n_buckets = -(-(int(t1_ns) - int(t0_ns)) // width)
+    t = np.asarray(t_ns, dtype=np.int64)
+    keep = (t >= t0_ns) & (t < t1_ns)
+    sums = np.bincount((t[keep] - t0_ns) // width, weights=np.asarray(values, dtype=np.float64)[keep],
+                       minlength=n_buckets)[:n_buckets]
+    n_bins_total = -(-(int(t1_ns) - int(t0_ns)) // int(bin_ns))
+    size = np.minimum(per, n_bins_total - np.arange(n_buckets) * per)
+    out_t = np.concatenate([t0_ns + np.arange(n_buckets, dtype=np.int64) * width, [t1_ns - 1]])
+    out_y = np.concatenate([sums / np.maximum(size, 1), [0.0]])
+    return Line(out_t, out_y, width)

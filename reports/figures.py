@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from reports.downsample import Line, bucket_share, sparse_line
+from reports.downsample import Line, bucket_mean, bucket_share, sparse_line
 
 TX_COLOR, RX_COLOR, BUSY_COLOR, LINE_RATE_COLOR = "#1f77b4", "#ff7f0e", "rgba(127,127,127,0.22)", "#d62728"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
@@ -75,7 +75,7 @@ def utilization_figure(host_series: Any, hosts: Sequence[Mapping[str, Any]], bin
                 "rangemode": "tozero", "anchor": "x"}
         layout["yaxis" if i == 0 else f"yaxis{i + 1}"] = axis
         link = float(h.get("link_speed_bps") or 0) or 1.0
-        busy_t = []
+        busy_t, traces = [], []
         for direction, color in (("tx", TX_COLOR), ("rx", RX_COLOR)):
             part = by_key.get((name, direction))
             t = part["t_ns"].to_numpy() if part is not None else np.zeros(0, np.int64)
@@ -85,17 +85,17 @@ def utilization_figure(host_series: Any, hosts: Sequence[Mapping[str, Any]], bin
             lines.append(ln)
             if ln.y.size:
                 ymax = max(ymax, float(ln.y.max()) * 1.05)
-            data.append({"type": "scattergl" if len(ln) > 20000 else "scatter", "mode": "lines",
-                         "name": f"{esc(name)} {direction}", "legendgroup": direction,
-                         "showlegend": i == 0, "line": {"color": color, "width": 1.2},
-                         "x": arr(_seconds(ln.t_ns, t0_ns)), "y": arr(ln.y, "f4"), "xaxis": "x", "yaxis": yname,
-                         "hovertemplate": f"{direction} %{{y:.1%}} of {esc(_rate(link))}<extra>{esc(name)}</extra>"})
+            hover = f"{direction} %{{y:.1%}} of {esc(_rate(link))}<extra>{esc(name)}</extra>"
+            for trace in _traces(ln, t, u, bin_ns, t0_ns, t1_ns, f"{esc(name)} {direction}", color, hover):
+                traces.append({**trace, "legendgroup": trace["name"].replace(esc(name), "", 1), "showlegend": i == 0,
+                               "xaxis": "x", "yaxis": yname})
         busy = bucket_share(np.concatenate(busy_t), bin_ns, t0_ns, t1_ns, max_points)
-        data.insert(len(data) - 2, {
+        data.append({  # drawn first, so the rates sit on top of the shading
             "type": "scatter", "mode": "lines", "name": f"busy (any bin ≥ {busy_threshold:.0%})" if busy.exact else
             "busy share of bucket", "legendgroup": "busy", "showlegend": i == 0, "line": {"width": 0, "shape": "hv"},
             "fill": "tozeroy", "fillcolor": BUSY_COLOR, "x": arr(_seconds(busy.t_ns, t0_ns)), "y": arr(busy.y, "f4"),
             "xaxis": "x", "yaxis": yname, "hoverinfo": "skip"})
+        data += traces
         shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": yname, "y0": 1, "y1": 1,
                        "line": {"color": LINE_RATE_COLOR, "width": 1.5, "dash": "dash"}})
         annotations.append({"xref": "paper", "x": 0, "xanchor": "left", "yref": f"{yname} domain", "y": 1.0,
@@ -124,7 +124,8 @@ def flow_figure(flow_series: Any, flows: Any, bin_ns: int, t0_ns: int, t1_ns: in
                          max_points)
         lines.append(ln)
         label = f"{f.src}:{f.sport} → {f.dst}:{f.dport} {f.proto}"
-        data.append(_rate_trace(ln, t0_ns, esc(label), PALETTE[k % len(PALETTE)]))
+        data += _traces(ln, part["t_ns"].to_numpy(), part["bps"].to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
+                        esc(label), PALETTE[k % len(PALETTE)], RATE_HOVER)
     rest_ids = order["flow_id"].iloc[top:]
     if len(rest_ids):
         rest = flow_series[flow_series["flow_id"].isin(set(rest_ids.tolist()))]
@@ -133,17 +134,30 @@ def flow_figure(flow_series: Any, flows: Any, bin_ns: int, t0_ns: int, t1_ns: in
             ln = sparse_line(summed.index.to_numpy(), summed.to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
                              max_points)
             lines.append(ln)
-            data.append(_rate_trace(ln, t0_ns, f"other {len(rest_ids):,} flows (summed)", OTHER_COLOR))
+            data += _traces(ln, summed.index.to_numpy(), summed.to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
+                            f"other {len(rest_ids):,} flows (summed)", OTHER_COLOR, RATE_HOVER)
     layout = base_layout(420, hovermode="closest", xaxis={"title": {"text": "time since first packet (s)"},
                                                          "ticksuffix": " s"},
                          yaxis={"title": {"text": "throughput (bit/s)"}, "rangemode": "tozero", "exponentformat": "SI"})
     return {"data": data, "layout": layout}, _resolution(lines, bin_ns)
 
 
-def _rate_trace(ln: Line, t0_ns: int, name: str, color: str) -> dict[str, Any]:
-    return {"type": "scattergl" if len(ln) > 20000 else "scatter", "mode": "lines", "name": name,
-            "line": {"color": color, "width": 1.2}, "x": arr(_seconds(ln.t_ns, t0_ns)), "y": arr(ln.y, "f4"),
-            "hovertemplate": "%{y:.3s}bit/s at %{x:.3f} s<extra>%{fullData.name}</extra>"}
+RATE_HOVER = "%{y:.3s}bit/s at %{x:.3f} s<extra>%{fullData.name}</extra>"
+
+
+def _traces(ln: Line, t: np.ndarray, y: np.ndarray, bin_ns: int, t0_ns: int, t1_ns: int, name: str, color: str,
+            hover: str) -> list[dict[str, Any]]:
+    """One line when every bin is drawn; when downsampled, the min/max envelope (faint) and the bucket mean."""
+    kind = "scattergl" if len(ln) > 20000 else "scatter"
+    x = arr(_seconds(ln.t_ns, t0_ns))
+    if ln.exact:
+        return [{"type": kind, "mode": "lines", "name": name, "line": {"color": color, "width": 1.2, "shape": "hv"},
+                 "x": x, "y": arr(ln.y, "f4"), "hovertemplate": hover}]
+    mean = bucket_mean(t, y, bin_ns, t0_ns, t1_ns, ln.bucket_ns)
+    return [{"type": kind, "mode": "lines", "name": f"{name} min–max", "opacity": 0.3,
+             "line": {"color": color, "width": 1}, "x": x, "y": arr(ln.y, "f4"), "hovertemplate": hover},
+            {"type": kind, "mode": "lines", "name": f"{name} mean", "line": {"color": color, "width": 1.6, "shape": "hv"},
+             "x": arr(_seconds(mean.t_ns, t0_ns)), "y": arr(mean.y, "f4"), "hovertemplate": hover}]
 
 
 def iteration_figures(iterations: Mapping[str, Any], hosts: Sequence[str], workers: int
@@ -175,7 +189,11 @@ def iteration_figures(iterations: Mapping[str, Any], hosts: Sequence[str], worke
         380, hovermode="closest", shapes=shapes, annotations=annotations,
         xaxis={"title": {"text": "iteration"}}, yaxis={"title": {"text": "bytes sent per iteration (B)"},
                                                       "rangemode": "tozero", "exponentformat": "SI"})}
-    it_ms = np.array([(_num(it.get("end_ns")) - _num(it.get("start_ns"))) / 1e6 for it in per])
+    # iteration time: start to next start (inferred windows cover only the burst); the last one: its own span
+    starts = np.array([_num(it.get("start_ns")) for it in per])
+    spans = np.array([_num(it.get("end_ns")) for it in per]) - starts
+    it_ms = np.append(np.diff(starts), spans[-1:]) / 1e6
+    it_ms[:-1] = np.where(np.diff(starts) > 0, it_ms[:-1], spans[:-1] / 1e6)
     comm_ms = np.array([_num(it.get("comm_ns")) / 1e6 for it in per])
     mode = "lines+markers" if len(per) <= 200 else "lines"
     time_fig = {"data": [

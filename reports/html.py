@@ -73,7 +73,7 @@ def _placeholder(text: str, key: str) -> str:
 def _verdict_html(doc: Mapping[str, Any]) -> str:
     v = verdict(doc)
     cards = "".join(f'<div class="number" data-key="{e(n.key)}"><div class="label">{e(n.label)}</div>'
-                    f'<div class="value">{e(n.value)}</div><div class="detail">{e(n.detail)}</div></div>'
+                    f'<div class="value{" long" if len(n.value) > 9 else ""}">{e(n.value)}</div><div class="detail">{e(n.detail)}</div></div>'
                     for n in v.numbers)
     return (f'<p class="verdict-head answer-{e(v.answer)}" data-answer="{e(v.answer)}">{e(v.headline)}</p>'
             f'<div class="numbers">{cards}</div><p class="verdict-text">{e(v.text)}</p>')

@@ -37,6 +37,7 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 .number { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 10px 14px; }
 .number .label { font-size: 12px; text-transform: uppercase; letter-spacing: .04em; color: var(--muted); }
 .number .value { font-size: 26px; font-weight: 650; font-variant-numeric: tabular-nums; }
+.number .value.long { font-size: 20px; line-height: 39px; white-space: nowrap; }
 .number .detail { font-size: 12px; color: var(--muted); }
 table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; margin: 6px 0 12px; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left; vertical-align: top; }

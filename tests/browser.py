@@ -198,6 +198,10 @@ class Page:
                     seen = msg
         return seen
 
+    def color_scheme(self, scheme: str) -> None:
+        """Emulate prefers-color-scheme: 'light' or 'dark' (reload the page to re-run its scripts)."""
+        self.call("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]})
+
     def evaluate(self, expression: str) -> Any:
         """Run JavaScript in the page; returns the value (JSON-serializable results only)."""
         r = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})

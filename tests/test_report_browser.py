@@ -85,9 +85,14 @@ def test_report_in_chromium(rendered):
                 return parseFloat(r.cells[7].getAttribute('data-v')); });
             th.click();
             return asc; })()""")
+        page.color_scheme("dark")  # the same page with prefers-color-scheme: dark
+        _open(page, path)
+        dark_bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        page.screenshot(ARTIFACTS / "report-dark.png", clip=(0, 0, 1280, 1600))
         errors, requests, dialogs = page.errors(), page.requests, page.dialogs
+    assert dark_bg == "rgb(21, 23, 26)"
     assert errors == [], errors
-    assert requests == [path.resolve().as_uri()], requests  # the page itself, nothing else
+    assert set(requests) == {path.resolve().as_uri()}, requests  # the page itself (twice), nothing else
     assert dialogs == []
     ids = {f["id"] for f in figures}
     assert {"fig-utilization", "fig-flows", "fig-iter-bytes", "fig-iter-time"} <= ids, figures

@@ -213,3 +213,31 @@ def test_hour_long_four_host_report_stays_small():
     print(f"hour-long 4-host report: {size / 1e6:.2f} MB in {took:.1f} s")
     assert size < 10e6
     assert took < 60
+
+
+def test_cli_analyze_html_and_report_with_whatif_json(tmp_path):
+    """`analyze --html` on the bundled example; `report CAPTURES WHATIF.json` fills the what-if section."""
+    from pathlib import Path
+
+    from cli import app
+
+    example = Path(__file__).parent.parent / "fixtures" / "example"
+    if not (example / "run.json").is_file():
+        pytest.skip("fixtures/example/ is not there yet")
+    out = tmp_path / "a.html"
+    r = CliRunner().invoke(app, ["analyze", str(example), "--html", str(out)])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert 'id="fig-utilization"' in text and 'id="fig-flows"' in text and 'data-missing="scaling"' in text
+    whatif = tmp_path / "whatif.json"
+    whatif.write_text(json.dumps({"scaling": {"model": "paper", "single_iteration_time_s": 0.1, "verdict": "V<erdict>",
+                                              "measured": {"workers": 4, "link_speed_bps": 1e9,
+                                                           "full_utilization_scaling_factor": 0.5},
+                                              "sweep": {"bandwidths_bps": [1e9, 1e10],
+                                                        "curves": [{"workers": 4, "compression": 1, "scaling_factor": [0.5, 0.9]}]}}}))
+    r = CliRunner().invoke(app, ["report", str(example), str(whatif), "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert 'id="fig-whatif-scaling"' in text and "V&lt;erdict&gt;" in text and 'data-answer="yes"' in text
+    r = CliRunner().invoke(app, ["report", str(whatif), "-o", str(out)])
+    assert r.exit_code == 2 and "no result JSON and no captures" in r.output
