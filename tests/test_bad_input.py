@@ -1,0 +1,144 @@
+"""Bad input ends in one clear line and exit code 2, or in a counted warning with the valid part analyzed.
+
+Never a traceback, never a hang (every run has a timeout).
+"""
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import pytest
+
+from clirun import one_line_error, ringscope
+from expect import FIXTURES, flow_mismatches, run
+from oracles import dpkt_flows
+from pcapgen import BASE_NS, ETHERNET, Section, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write
+from requirements import is_root
+from scenarios import load_truth, mixed, multi_pcapng
+
+
+def test_truncated_last_record_warns_and_keeps_the_rest() -> None:
+    """tcpdump killed mid-write: the cut record is ignored with a warning naming file and offset."""
+    path = FIXTURES / "bad/truncated.pcap"
+    t = load_truth(path)
+    result = run([path])
+    assert flow_mismatches(result, t["flows"]) == []
+    assert result.captures[0].packets == t["records"]
+    assert result.warnings == [f"{path}: offset {t['truncated_at']}: last record truncated "
+                               f"({t['ignored_bytes']} bytes ignored; capture was cut short)"]
+    proc = ringscope("analyze", path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert f"warning: {path}: offset {t['truncated_at']}" in proc.stdout
+
+
+def test_corrupt_magic_is_one_line_error() -> None:
+    """Not a capture at all: the line names the file, offset 0 and the bytes found."""
+    path = FIXTURES / "bad/corrupt.pcap"
+    line = one_line_error(ringscope("analyze", path))
+    assert f"{path}: offset 0: not a pcap, pcapng or gzip file (magic bytes deadbeef)" in line
+
+
+def _unreadable(tmp_path: Path) -> tuple[Path, str]:
+    if is_root():  # root reads any file; /proc/self/mem exists but fails on the first read (EIO)
+        return Path("/proc/self/mem"), "cannot open"
+    path = write(tmp_path / "secret.pcap", pcap_bytes([], linktype=1)[0])
+    path.chmod(0)
+    return path, "cannot open (Permission denied)"
+
+
+CASES = {
+    "empty": (lambda d: write(d / "empty.pcap", b""), "offset 0: empty file"),
+    "not a capture": (lambda d: write(d / "notes.pcap", b"hello, I am text\n" * 4), "offset 0: not a pcap"),
+    "header cut short": (lambda d: write(d / "short.pcap", b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00"),
+                         "offset 8: pcap file header cut short"),
+    "gzip of garbage": (lambda d: write(d / "x.pcap.gz", b"\x1f\x8b" + os.urandom(64)), "offset 0: not a readable gzip"),
+    "gzip of text": (lambda d: write(d / "log.gz", gzip_bytes(b"INFO all good\n" * 10)), "offset 0: not a pcap"),
+    "missing": (lambda d: d / "nowhere.pcap", "offset 0: no such file or directory"),
+    "folder without captures": (lambda d: write(d / "empty" / "README.txt", b"x").parent, "no pcap, pcapng or gzip capture found"),
+    "unreadable": (None, None),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_unusable_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> None:
+    """Each way a file can be unusable gives one line naming it, the offset and the cause."""
+    make, fragment = CASES[case]
+    path, fragment = _unreadable(tmp_path) if make is None else (make(tmp_path), fragment)
+    line = one_line_error(ringscope("analyze", path))
+    assert str(path) in line and fragment in line
+
+
+def test_one_bad_file_among_good_ones_is_named(tmp_path: Path) -> None:
+    """The error names the file at fault, not the run."""
+    bad = write(tmp_path / "b.pcap", b"")
+    line = one_line_error(ringscope("analyze", FIXTURES / "formats/pcap-us-le.pcap", bad))
+    assert f"{bad}: offset 0: empty file" in line
+
+
+@pytest.mark.xfail(strict=True, reason="analyzer bug: formats._inflate copies with GzipFile.read(1 MiB), which raises "
+                                      "EOFError and drops everything that read call inflated, so up to 1 MiB before the "
+                                      "cut is lost (a file under 1 MiB becomes 'empty file', exit 2)")
+def test_gzip_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> None:
+    """A .gz copied while tcpdump -z gzip was still writing: every complete record inflated is analyzed."""
+    whole = gzip_bytes((FIXTURES / "example/h1/eth0.pcap").read_bytes())
+    cut = write(tmp_path / "eth0.pcap1.gz", whole[: len(whole) * 3 // 5])
+    prefix = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
+    oracle = dpkt_flows(write(tmp_path / "prefix" / "eth0.pcap", prefix))
+    result = run([cut])
+    got = {(f.src, f.dst, f.sport, f.dport, f.proto): {"packets": f.packets, "ip_bytes": f.bytes,
+                                                       "payload_bytes": f.payload_bytes} for f in result.flows}
+    assert got == dict(oracle) and sum(v["packets"] for v in got.values()) > 1000
+    assert any("gzip stream ends early" in w for w in result.warnings)
+    assert all(str(cut) in w for w in result.warnings)
+    proc = ringscope("analyze", cut)
+    assert proc.returncode == 0 and "gzip stream ends early" in proc.stdout
+
+
+def test_corrupt_record_header_keeps_the_records_before_it(tmp_path: Path) -> None:
+    """A record claiming a 2 GB capture length: the records before it are analyzed, the rest skipped with a warning."""
+    frames = mixed(ETHERNET, 30, BASE_NS)
+    data, written = pcap_bytes(frames, linktype=1, nano=True)
+    k = 9
+    offset = 24 + sum(16 + len(f.data) for f in written[:k])
+    bad = bytearray(data)
+    struct.pack_into("<I", bad, offset + 8, 0x7FFFFFFF)
+    path = write(tmp_path / "bad.pcap", bytes(bad))
+    result = run([path])
+    assert flow_mismatches(result, truth(written[:k])["flows"]) == []
+    assert result.warnings == [f"{path}: offset {offset}: corrupt record header; the remaining "
+                               f"{len(data) - offset} bytes were skipped"]
+
+
+def test_pcapng_packet_on_an_undeclared_interface(tmp_path: Path) -> None:
+    """An Enhanced Packet Block naming interface 7 of a 1-interface section is corrupt: warning, rest skipped."""
+    sections, _ = multi_pcapng()
+    packets = [it for it in sections[0].items if isinstance(it, tuple) and it[0] == 0]
+    data, written = pcapng_bytes([Section(sections[0].interfaces[:1], packets)])
+    epb = len(pcapng_bytes([Section(sections[0].interfaces[:1], packets[:-1])])[0])  # where the last block starts
+    body = bytearray(data)
+    struct.pack_into("<I", body, epb + 8, 7)
+    path = write(tmp_path / "iface.pcapng", bytes(body))
+    result = run([path])
+    assert flow_mismatches(result, truth(written[:-1])["flows"]) == []
+    assert result.warnings == [f"{path}: offset {epb}: corrupt record header; the remaining "
+                               f"{len(data) - epb} bytes were skipped"]
+
+
+def test_pcapng_cut_mid_block(tmp_path: Path) -> None:
+    """A pcapng cut inside a block: every complete block is read, one warning."""
+    data = gzip.decompress((FIXTURES / "formats/gzip-pcapng.pcapng.gz").read_bytes())
+    path = write(tmp_path / "cut.pcapng", data[: len(data) - 100])
+    result = run([path])
+    assert len(result.warnings) == 1 and "last record truncated" in result.warnings[0]
+    assert result.captures[0].packets == load_truth(FIXTURES / "formats/multi.pcapng")["records"] - 1
+
+
+def test_header_without_packets_is_a_warning_not_an_error(tmp_path: Path) -> None:
+    """A pcap header and nothing else (tcpdump stopped at once): exit 0, 'no packets'."""
+    path = write(tmp_path / "idle.pcap", pcap_bytes([], linktype=1)[0])
+    proc = ringscope("analyze", path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"warning: {path}: no packets" in proc.stdout
