@@ -19,6 +19,20 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from analyze import __version__
+
+        typer.echo(f"ringscope {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Is the network the bottleneck of your distributed training job? Capture, analyze, report."""
+
+
 def fail(message: str, code: int = 2) -> "typer.Exit":
     """Print one clear error line on stderr and return the Exit to raise."""
     typer.echo(f"ringscope: error: {message}", err=True)
