@@ -136,9 +136,33 @@ def report(
     run_report(paths, out=out, title=title, link_speed=link_speed, bin_=bin_)
 
 
+def _usage_error_class() -> type[Exception]:
+    """click's UsageError, wherever this typer version keeps it (newer typer vendors click)."""
+    try:
+        from click.exceptions import UsageError
+    except ImportError:
+        from typer._click.exceptions import UsageError  # type: ignore[no-redef]
+    return UsageError
+
+
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: usage errors end in one line, like every other user error."""
+    import sys
+
+    usage_error = _usage_error_class()
+    try:
+        code = app(standalone_mode=False)
+    except usage_error as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError" or len(sys.argv) < 2:
+            app()  # no arguments: show the help, as typer does
+        ctx = getattr(exc, "ctx", None)
+        where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        typer.echo(f"ringscope: error: {exc.format_message()}{where}", err=True)
+        sys.exit(2)
+    except typer.Abort:
+        typer.echo("ringscope: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

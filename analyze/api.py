@@ -11,14 +11,14 @@ import numpy as np
 import pandas as pd
 
 from analyze import layouts as L
-from analyze.engine import Progress, ScanOptions, scan_files
+from analyze.engine import Progress, ScanOptions, scan_streams
 from analyze.flows import (
     HostFlows, address_key, address_text, infer_local, local_mask, merge_host, proto_name, unique_rows,
 )
 from analyze.inputs import HostInput, RunInput, discover
 from analyze.markers_table import load_markers
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
-from analyze.scan import FileScan
+from analyze.scan import FileHealth, StreamScan
 from analyze.utilization import utilization
 
 ASSUMED_LINK_BPS = 10e9
@@ -42,8 +42,8 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
         raise ValueError("the bin width must be positive")
     run_input = discover([Path(p) for p in paths])
     mtu = _common_mtu(run_input)
-    scans = scan_files([f for h in run_input.hosts for f in h.files],
-                       ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=mtu), workers, progress)
+    scans = scan_streams([h.files for h in run_input.hosts],
+                         ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=mtu), workers, progress)
     result = build_result(run_input, scans, link_speed_bps=link_speed_bps, bin_ns=bin_ns, byte_mode=byte_mode,
                           busy_threshold=busy_threshold)
     from analyze.collective import add_collective
@@ -58,19 +58,18 @@ def _common_mtu(run_input: RunInput) -> int:
     return min(mtus) if mtus else 1500
 
 
-def build_result(run_input: RunInput, scans: dict[Path, FileScan], *, link_speed_bps: Optional[float], bin_ns: int,
+def build_result(run_input: RunInput, scans: list[StreamScan], *, link_speed_bps: Optional[float], bin_ns: int,
                  byte_mode: str, busy_threshold: float) -> Result:
-    """Assemble the Result from per-file scans (pure: no file access)."""
+    """Assemble the Result from the hosts' stream scans, one per host in order (pure: no file access)."""
     warnings = list(run_input.warnings)
     assumptions: list[str] = []
     captures: list[CaptureSummary] = []
     host_flows: list[HostFlows] = []
-    for h in run_input.hosts:
-        hs = sorted((scans[f] for f in h.files), key=lambda s: (s.first_ns if s.records else np.iinfo(np.int64).max, s.path))
-        for s in hs:
-            captures.append(_capture_summary(h.name, s))
-            warnings.extend(s.warnings)
-        host_flows.append(merge_host(h.name, [s for s in hs if s.records]))
+    for h, stream in zip(run_input.hosts, scans):
+        for fh in stream.files:
+            captures.append(_capture_summary(h.name, fh))
+            warnings.extend(fh.warnings)
+        host_flows.append(merge_host(h.name, [stream]))
     col = BYTE_COLUMN[byte_mode]
 
     locals_: list[list[tuple[int, int]]] = []
@@ -104,7 +103,7 @@ def build_result(run_input: RunInput, scans: dict[Path, FileScan], *, link_speed
                                 markers=markers))
 
 
-def _capture_summary(host: str, s: FileScan) -> CaptureSummary:
+def _capture_summary(host: str, s: FileHealth) -> CaptureSummary:
     kinds = {name: int(v) for name, v in zip(L.KIND_NAMES, s.kinds) if v}
     return CaptureSummary(path=s.path, host=host, format=s.format, linktypes=s.linktypes, packets=s.records,
                           bytes=s.file_bytes, first_ns=s.first_ns, last_ns=s.last_ns, frame_kinds=kinds,
@@ -195,13 +194,13 @@ def _link_speed(h: HostInput, cli_bps: Optional[float], assumptions: list[str]) 
 
 
 def _hosts(hosts: list[HostInput], host_flows: list[HostFlows], locals_: list[list[tuple[int, int]]],
-           scans: dict[Path, FileScan], col: int, bin_ns: int, cli_bps: Optional[float], busy_threshold: float,
+           scans: list[StreamScan], col: int, bin_ns: int, cli_bps: Optional[float], busy_threshold: float,
            warnings: list[str], assumptions: list[str]) -> tuple[list[HostSummary], pd.DataFrame]:
     """Per-host tx/rx totals, sparse series and utilization summaries."""
     summaries, series = [], []
-    for h, hf, local in zip(hosts, host_flows, locals_):
+    for h, hf, local, stream in zip(hosts, host_flows, locals_, scans):
         link_bps, source = _link_speed(h, cli_bps, assumptions)
-        hs = [scans[f] for f in h.files if scans[f].records]
+        hs = [f for f in stream.files if f.records]
         first = min((s.first_ns for s in hs), default=0)
         last = max((s.last_ns for s in hs), default=0)
         span_bins = last // bin_ns - first // bin_ns + 1 if hs else 0

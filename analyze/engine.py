@@ -1,7 +1,9 @@
-"""Run the per-file scan over many files: in this process, or in a local process pool.
+"""Run the stream scans (one per host) in this process or in a local process pool.
 
-The unit of work is one file (`analyze.scan.scan_file`), a pure function from a path and options
-to a small FileScan, so the same call can be shipped to any executor (a Dask cluster included).
+The unit of work is one host's capture stream (`analyze.scan.scan_stream`): a pure function from
+paths and options to a small StreamScan, so the same call can be shipped to any executor (a Dask
+cluster included). A host's rotated files are read by one worker, in time order, so TCP state
+carries across rotation points; hosts are read in parallel.
 """
 from __future__ import annotations
 
@@ -11,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from analyze.scan import FileScan, scan_file
+from analyze.scan import StreamScan, scan_stream
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 
-Progress = Callable[[Path, int], None]  # called after each file with its size in bytes
+Progress = Callable[[Path, int], None]  # called after each stream with its size in bytes
 
 
 @dataclass(frozen=True)
@@ -35,31 +37,30 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def scan_files(files: list[Path], opts: ScanOptions, workers: Optional[int] = None,
-               progress: Optional[Progress] = None) -> dict[Path, FileScan]:
-    """Scan every file once; results keyed by path. FileError from any file propagates."""
-    sizes = {f: _size(f) for f in files}
+def scan_streams(streams: list[list[Path]], opts: ScanOptions, workers: Optional[int] = None,
+                 progress: Optional[Progress] = None) -> list[StreamScan]:
+    """Scan every stream (a host's files) once, in order of `streams`. FileError from any file propagates."""
+    sizes = [sum(_size(f) for f in s) for s in streams]
     n = workers if workers is not None else default_workers()
-    n = max(1, min(n, len(files)))
-    if n == 1 or sum(sizes.values()) < POOL_MIN_BYTES:
-        out = {}
-        for f in files:
-            out[f] = scan_file(f, bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
+    n = max(1, min(n, len(streams)))
+    kwargs = dict(bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
+    out: list[Optional[StreamScan]] = [None] * len(streams)
+    if n == 1 or sum(sizes) < POOL_MIN_BYTES:
+        for i, files in enumerate(streams):
+            out[i] = scan_stream(files, **kwargs)
             if progress:
-                progress(f, sizes[f])
-        return out
-    out = {}
-    # biggest first so one large file does not start last and stretch the wall time
-    ordered = sorted(files, key=lambda f: -sizes[f])
+                progress(files[0], sizes[i])
+        return out  # type: ignore[return-value]
+    # biggest first so one large stream does not start last and stretch the wall time
+    order = sorted(range(len(streams)), key=lambda i: -sizes[i])
     with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = {pool.submit(scan_file, f, bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu): f
-                   for f in ordered}
+        futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in order}
         for fut in as_completed(futures):
-            f = futures[fut]
-            out[f] = fut.result()
+            i = futures[fut]
+            out[i] = fut.result()
             if progress:
-                progress(f, sizes[f])
-    return out
+                progress(streams[i][0], sizes[i])
+    return out  # type: ignore[return-value]
 
 
 def _size(path: Path) -> int:

@@ -1,4 +1,4 @@
-"""Merge per-file scans into flows: one table per host (its capture's view), then one global table.
+"""Merge stream scans into flows: one table per host (its capture's view), then one global table.
 
 A flow seen in two captures (sender's and receiver's) is reported once: the sender's view is used
 (what the host actually put on its link), else the receiver's, else the largest. Every host still
@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from analyze import layouts as L
-from analyze.scan import FileScan
+from analyze.scan import StreamScan
 
 IPV4_MAPPED_HI = 0
 IPV4_MAPPED_TAG = 0x0000FFFF00000000
@@ -54,8 +54,8 @@ def sum_cells(flow: np.ndarray, bins: np.ndarray, values: np.ndarray) -> tuple[n
     return f[idx].astype(np.int64), b[idx], np.add.reduceat(v, idx)
 
 
-def merge_host(host: str, scans: list[FileScan]) -> HostFlows:
-    """Fold the files of one capture stream (rotated set) into one flow table."""
+def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:
+    """Fold a host's stream scans into one flow table (several when its streams were scanned apart)."""
     keys = np.concatenate([s.keys for s in scans]) if scans else np.zeros((0, 5), np.uint64)
     agg = np.concatenate([s.agg for s in scans]) if scans else np.zeros((0, L.N_AGG), np.int64)
     ukeys, inv = unique_rows(keys)
@@ -70,6 +70,12 @@ def merge_host(host: str, scans: list[FileScan]) -> HostFlows:
     cf = np.concatenate([inv[o + s.cell_flow] for o, s in zip(offsets, scans)]) if scans else np.zeros(0, np.int64)
     cb = np.concatenate([s.cell_bin for s in scans]) if scans else np.zeros(0, np.int64)
     cv = np.concatenate([s.cell_bytes for s in scans]) if scans else np.zeros(0, np.int64)
+    # a flow that only ever held fragments later moved to their datagram's flow is gone
+    keep = out[:, L.AGG_PACKETS] > 0
+    if not keep.all():
+        new_id = np.cumsum(keep) - 1
+        ok = keep[cf]
+        ukeys, out, cf, cb, cv = ukeys[keep], out[keep], new_id[cf[ok]], cb[ok], cv[ok]
     cf, cb, cv = sum_cells(cf, cb, cv)
     return HostFlows(host=host, keys=ukeys, agg=out, cell_flow=cf, cell_bin=cb, cell_bytes=cv)
 

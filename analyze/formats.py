@@ -6,9 +6,7 @@ either. A gzip file is inflated once into a temporary file so it can be memory-m
 """
 from __future__ import annotations
 
-import gzip
 import mmap
-import shutil
 import struct
 import tempfile
 import zlib
@@ -92,16 +90,31 @@ def open_capture(path: Path, tmp_dir: str | None = None) -> Iterator[CaptureForm
 
 
 def _inflate(src: Path, dst: Path) -> str | None:
-    """Inflate src into dst in bounded pieces; a cut-off gzip keeps what was inflated and says so."""
+    """Inflate src into dst piece by piece (bounded memory, every gzip member).
+
+    A cut-off or damaged stream keeps every byte inflated before the damage and says so.
+    """
+    d = zlib.decompressobj(wbits=31)
+    fed = False  # the current member has started
+    written = 0
     try:
-        with gzip.open(src, "rb") as gz, open(dst, "wb") as out:
-            shutil.copyfileobj(gz, out, 1 << 20)
-    except EOFError:
-        return f"{src}: gzip stream ends early; analyzed the {dst.stat().st_size} bytes inflated before the cut"
-    except (OSError, zlib.error) as exc:
-        if dst.exists() and dst.stat().st_size > 24:
-            return f"{src}: gzip data is corrupt ({exc}); analyzed the {dst.stat().st_size} bytes inflated before it"
+        with open(src, "rb") as fh, open(dst, "wb") as out:
+            while chunk := fh.read(1 << 20):
+                while chunk:
+                    fed = True
+                    piece = d.decompress(chunk)
+                    out.write(piece)
+                    written += len(piece)
+                    chunk = b""
+                    if d.eof:  # next gzip member, if any
+                        chunk, d, fed = d.unused_data, zlib.decompressobj(wbits=31), False
+            out.write(d.flush())
+    except zlib.error as exc:
+        if written > 24:
+            return f"{src}: gzip data is corrupt ({exc}); analyzed the {written} bytes inflated before it"
         raise FileError(f"{src}: offset 0: not a readable gzip file ({exc})") from None
+    if fed and not d.eof:
+        return f"{src}: gzip stream ends early; analyzed the {written} bytes inflated before the cut"
     return None
 
 
@@ -151,6 +164,64 @@ def is_capture(path: Path) -> bool:
             return sniff(fh.read(4)) != "unknown"
     except OSError:
         return False
+
+
+def first_timestamp_ns(path: Path) -> int | None:
+    """Timestamp of the first packet, for putting rotated files in time order (not name order).
+
+    Reads at most 64 KiB (inflated, for gzip); None when no packet timestamp is found there.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(65536)
+        if sniff(head) == "gzip":
+            head = zlib.decompressobj(wbits=31).decompress(head, 65536)
+    except (OSError, zlib.error):
+        return None
+    kind = sniff(head)
+    if kind == "pcap" and len(head) >= 32:
+        swapped, nano = PCAP_MAGICS[head[:4]]
+        sec, frac = struct.unpack((">" if swapped else "<") + "II", head[24:32])
+        return sec * 1_000_000_000 + frac * (1 if nano else 1000)
+    if kind == "pcapng":
+        return _pcapng_first_ts(head)
+    return None
+
+
+def _pcapng_first_ts(head: bytes) -> int | None:
+    """Walk the first blocks of a pcapng section to its first timestamped packet."""
+    order, pos, resol = "<", 0, []
+    while pos + 12 <= len(head):
+        if head[pos:pos + 4] == PCAPNG_MAGIC:
+            order = "<" if head[pos + 8:pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+            resol = []
+        btype, blen = struct.unpack(order + "II", head[pos:pos + 8])
+        if blen < 12 or pos + blen > len(head):
+            return None
+        if btype == 1:
+            resol.append(_idb_resolution(head[pos + 16:pos + blen - 4], order))
+        elif btype in (2, 6) and pos + 20 <= len(head):
+            iface = struct.unpack(order + ("H" if btype == 2 else "I"), head[pos + 8:pos + (10 if btype == 2 else 12)])[0]
+            hi, lo = struct.unpack(order + "II", head[pos + 12:pos + 20])
+            if iface >= len(resol):
+                return None
+            units = 10 ** resol[iface] if resol[iface] < 128 else 2 ** (resol[iface] - 128)
+            return ((hi << 32) | lo) * 1_000_000_000 // units
+        pos += blen
+    return None
+
+
+def _idb_resolution(options: bytes, order: str) -> int:
+    """if_tsresol of an IDB's options (6 = microseconds when absent); values >= 128 mean powers of two."""
+    pos = 0
+    while pos + 4 <= len(options):
+        code, length = struct.unpack(order + "HH", options[pos:pos + 4])
+        if code == 0:
+            break
+        if code == 9 and length >= 1:
+            return options[pos + 4]
+        pos += 4 + (length + 3) // 4 * 4
+    return 6
 
 
 __all__ = ["CaptureFormat", "FileError", "open_capture", "sniff", "is_capture", "first_timestamp_ns"]

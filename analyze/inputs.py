@@ -17,7 +17,8 @@ from analyze.formats import FileError, is_capture
 
 # Digit runs that tcpdump adds when rotating: a number after the extension (-C/-W) or a long
 # strftime/epoch stamp (-G). Short digits inside a name ("host1.pcap") name different hosts.
-_ROTATION = re.compile(r"(?<=\.pcap)\d+$|(?<=\.pcapng)\d+$|\d{6,}")
+_ROTATION = re.compile(r"(?<=\.pcap)\d*$|(?<=\.pcapng)\d*$|\d{6,}")
+_COMPRESSED = re.compile(r"\.(gz|gzip)$")
 
 
 @dataclass
@@ -104,7 +105,7 @@ def _group(files: list[Path]) -> list[HostInput]:
         if (f.parent / "meta.json").is_file():
             key = (str(f.parent), "")
         else:
-            key = (str(f.parent), _ROTATION.sub("#", f.name))
+            key = (str(f.parent), _ROTATION.sub("#", _COMPRESSED.sub("", f.name)))
         groups.setdefault(key, []).append(f)
     hosts = []
     for (parent, pattern), members in groups.items():

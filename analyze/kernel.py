@@ -98,8 +98,13 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
 
 @njit(inline="always", cache=_CACHE)
 def _wire_bytes(ip_len, hdr_len, mtu):
-    """Bytes on an Ethernet wire for an IP packet that TSO/GRO may have merged from several frames."""
-    frames = (ip_len + mtu - 1) // mtu if ip_len > 0 else 1
+    """Bytes on an Ethernet wire for an IP packet that TSO/GRO may have merged from several frames.
+
+    A merged segment leaves the NIC as frames of at most `mtu` IP bytes, each repeating the headers.
+    """
+    frames = np.int64(1)
+    if ip_len > mtu and mtu > hdr_len:
+        frames = (ip_len - hdr_len + (mtu - hdr_len) - 1) // (mtu - hdr_len)
     total = ip_len + (frames - 1) * hdr_len
     per_frame_min = ETHERNET_MIN_FRAME_BYTES - 18  # IP bytes below this are padded
     if frames == 1 and ip_len < per_frame_min:
@@ -109,7 +114,7 @@ def _wire_bytes(ip_len, hdr_len, mtu):
 
 @njit(cache=_CACHE)
 def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
-            keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st):
+            keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
     """Decode one record and fold it into the flow table and the series cells."""
     end = o + caplen
     # ---- link layer -> (l3 offset, ethertype or 0 for "look at the IP version")
@@ -247,27 +252,55 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
     if payload < 0:
         payload = 0
 
-    # ---- flow: later fragments join the flow of their first fragment
+    # ---- flow: later fragments join the flow of their first fragment. One that comes first is held
+    # in a ports-0 flow and moved over when its first fragment arrives (frag_pend: ip, wire, payload, flow, first ns).
+    wire = _wire_bytes(ip_len, hdr + l4hdr, mtu)
     fslot = np.int64(-1)
+    same = False
     if frag_id >= 0:
         fh = _mix(_mix(_mix(np.uint64(frag_id), a1), a3), np.uint64(proto))
         fslot = np.int64(fh & np.uint64(FRAG_SLOTS - 1))
+        same = (frag_keys[fslot, 0] == a1 and frag_keys[fslot, 1] == a3
+                and frag_keys[fslot, 2] == np.uint64((frag_id << 8) | proto))
     f = np.int64(-1)
-    if later_fragment:
-        if (frag_keys[fslot, 0] == a1 and frag_keys[fslot, 1] == a3
-                and frag_keys[fslot, 2] == np.uint64((frag_id << 8) | proto) and frag_flow[fslot] >= 0):
-            f = frag_flow[fslot]
-    if f < 0:
-        # an orphan fragment (its first fragment unseen) is counted as a datagram of its own
+    if later_fragment and same and frag_flow[fslot] >= 0:
+        f = frag_flow[fslot]
+    elif later_fragment:
+        f = _flow_index(keys, slots, agg, st, a0, a1, a2, a3, 0, proto, ts)
+        if not (same and frag_pend[fslot, 3] == f):
+            agg[f, AGG_PACKETS] += 1  # counts the datagram once, however many fragments precede the first
+            frag_keys[fslot, 0] = a1
+            frag_keys[fslot, 1] = a3
+            frag_keys[fslot, 2] = np.uint64((frag_id << 8) | proto)
+            frag_flow[fslot] = -1
+            frag_pend[fslot, :] = 0
+            frag_pend[fslot, 3] = f
+            frag_pend[fslot, 4] = ts
+        frag_pend[fslot, 0] += ip_len
+        frag_pend[fslot, 1] += wire
+        frag_pend[fslot, 2] += payload
+    else:
         f = _flow_index(keys, slots, agg, st, a0, a1, a2, a3, (sport << 16) | dport, proto, ts)
         agg[f, AGG_PACKETS] += 1
-    if frag_id >= 0 and not later_fragment:
-        frag_keys[fslot, 0] = a1
-        frag_keys[fslot, 1] = a3
-        frag_keys[fslot, 2] = np.uint64((frag_id << 8) | proto)
-        frag_flow[fslot] = f
+        if frag_id >= 0:
+            if same and frag_flow[fslot] < 0 and frag_pend[fslot, 3] >= 0 and frag_pend[fslot, 0] > 0:
+                o = frag_pend[fslot, 3]
+                agg[o, AGG_PACKETS] -= 1
+                agg[o, AGG_IP_BYTES] -= frag_pend[fslot, 0]
+                agg[o, AGG_WIRE_BYTES] -= frag_pend[fslot, 1]
+                agg[o, AGG_PAYLOAD_BYTES] -= frag_pend[fslot, 2]
+                agg[f, AGG_IP_BYTES] += frag_pend[fslot, 0]
+                agg[f, AGG_WIRE_BYTES] += frag_pend[fslot, 1]
+                agg[f, AGG_PAYLOAD_BYTES] += frag_pend[fslot, 2]
+                if frag_pend[fslot, 4] < agg[f, AGG_FIRST_NS]:
+                    agg[f, AGG_FIRST_NS] = frag_pend[fslot, 4]
+            frag_keys[fslot, 0] = a1
+            frag_keys[fslot, 1] = a3
+            frag_keys[fslot, 2] = np.uint64((frag_id << 8) | proto)
+            frag_flow[fslot] = f
+            frag_pend[fslot, :] = 0
+            frag_pend[fslot, 3] = -1
 
-    wire = _wire_bytes(ip_len, hdr + l4hdr, mtu)
     agg[f, AGG_IP_BYTES] += ip_len
     agg[f, AGG_WIRE_BYTES] += wire
     agg[f, AGG_PAYLOAD_BYTES] += payload
@@ -334,7 +367,7 @@ def _room(st, keys, cell_flow):
 
 @njit(cache=_CACHE)
 def scan_pcap(b, end, swap, nano, linktype, budget, mtu, bin_ns, byte_mode,
-              keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st):
+              keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
     """Walk classic pcap records from st[ST_POS]; stop at end of data, a full table or the budget."""
     pos = st[ST_POS]
     frac_ns = 1 if nano else 1000
@@ -367,7 +400,7 @@ def scan_pcap(b, end, swap, nano, linktype, budget, mtu, bin_ns, byte_mode,
         _note_time(st, ts)
         st[ST_PACKET_BYTES] += caplen
         _packet(b, pos + 16, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
-                keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st)
+                keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st)
         pos += 16 + caplen
         done += 1
     st[ST_POS] = pos
@@ -419,7 +452,7 @@ def _read_idb(b, pos, blen, swap, st, if_link, if_resol, if_offset):
 
 @njit(cache=_CACHE)
 def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
-                keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st):
+                keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
     """Walk pcapng blocks from st[ST_POS]; packets of every interface, unknown blocks skipped."""
     pos = st[ST_POS]
     done = 0
@@ -483,7 +516,7 @@ def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_of
             _note_time(st, ts)
             st[ST_PACKET_BYTES] += caplen
             _packet(b, data, caplen, wirelen, ts, if_link[iface], mtu, bin_ns, byte_mode,
-                    keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, st)
+                    keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st)
             done += 1
         elif btype == 1:
             if not _read_idb(b, pos, blen, swap, st, if_link, if_resol, if_offset):

@@ -1,8 +1,8 @@
-"""Scan one capture file into per-flow aggregates and sparse series cells (the unit of parallel work).
+"""Scan a capture stream into per-flow aggregates and sparse series cells (the unit of parallel work).
 
-The file is memory-mapped and handed to the compiled kernel in bounded windows of records; pages
+A stream is one host's files (a tcpdump rotation set); each file is memory-mapped and handed to the compiled kernel in bounded windows of records; pages
 already read are dropped with madvise so resident memory stays flat however large the file is.
-The result, a FileScan, holds only small numpy arrays, so it pickles cheaply to a worker pool or a
+The result, a StreamScan, holds only small numpy arrays, so it pickles cheaply to a worker pool or a
 Dask cluster.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from analyze import layouts as L
-from analyze.formats import CaptureFormat, FileError, open_capture
+from analyze.formats import CaptureFormat, first_timestamp_ns, open_capture
 
 RECORDS_PER_CALL = 1 << 21
 INITIAL_FLOWS = 1 << 10
@@ -22,8 +22,8 @@ CELLS_PER_FLUSH = 1 << 20
 
 
 @dataclass
-class FileScan:
-    """What one capture file contributed: flow keys, their aggregates, series cells and health."""
+class FileHealth:
+    """What one capture file was and how healthy: the per-file part of a stream scan."""
 
     path: str
     format: str
@@ -34,12 +34,23 @@ class FileScan:
     first_ns: int
     last_ns: int
     kinds: np.ndarray  # int64[N_KINDS]
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StreamScan:
+    """One capture stream (a host's rotation set, read in time order): flow keys, aggregates, cells."""
+
+    files: list[FileHealth]
     keys: np.ndarray  # uint64[n, 5]: src hi/lo, dst hi/lo, (sport<<24 | dport<<8 | proto)
     agg: np.ndarray  # int64[n, N_AGG]
     cell_flow: np.ndarray  # int32
     cell_bin: np.ndarray  # int64, absolute bin index (ts // bin_ns)
     cell_bytes: np.ndarray  # int64
-    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> int:
+        return sum(f.records for f in self.files)
 
 
 class _Tables:
@@ -55,6 +66,8 @@ class _Tables:
         self.kinds = np.zeros(L.N_KINDS, dtype=np.int64)
         self.frag_keys = np.zeros((4096, 3), dtype=np.uint64)
         self.frag_flow = np.full(4096, -1, dtype=np.int64)
+        self.frag_pend = np.zeros((4096, 5), dtype=np.int64)
+        self.frag_pend[:, 3] = -1
         self.st = np.zeros(L.N_ST, dtype=np.int64)
         self.flushed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
@@ -91,18 +104,39 @@ class _Tables:
                 np.concatenate([p[2] for p in parts]))
 
 
-def scan_file(path: str | os.PathLike[str], *, bin_ns: int, byte_mode: int, mtu: int = 1500,
-              tmp_dir: str | None = None) -> FileScan:
-    """Read one pcap/pcapng (possibly gzip) file completely; raises FileError on unreadable input."""
-    with open_capture(Path(path), tmp_dir=tmp_dir) as cap:
-        return _scan_open(cap, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)
+def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 1500,
+                tmp_dir: str | None = None) -> StreamScan:
+    """Read a host's files one after another in first-packet order, carrying flow and TCP sequence state.
+
+    Carrying the state is what makes rotation invisible: a retransmission just after a rotation point
+    is still recognised, and a flow's series continues across files. Raises FileError on unreadable input.
+    """
+    t = _Tables()
+    files = [_scan_one(Path(p), t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu, tmp_dir=tmp_dir)
+             for p in sorted(paths, key=_time_order)]
+    n = int(t.st[L.ST_NFLOWS])
+    cell_flow, cell_bin, cell_bytes = t.finish_cells()
+    return StreamScan(files=files, keys=t.keys[:n].copy(), agg=t.agg[:n].copy(), cell_flow=cell_flow,
+                      cell_bin=cell_bin, cell_bytes=cell_bytes)
 
 
-def _scan_open(cap: CaptureFormat, *, bin_ns: int, byte_mode: int, mtu: int) -> FileScan:
+def _time_order(path: Path) -> tuple[int, str]:
+    ts = first_timestamp_ns(path)
+    return (ts if ts is not None else np.iinfo(np.int64).max, str(path))
+
+
+def _scan_one(path: Path, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int, tmp_dir: str | None) -> FileHealth:
+    with open_capture(path, tmp_dir=tmp_dir) as cap:
+        return _scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)
+
+
+def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int) -> FileHealth:
     from analyze.kernel import scan_pcap, scan_pcapng
 
-    t = _Tables()
     warnings = list(cap.warnings)
+    kinds_before = t.kinds.copy()
+    for k in (L.ST_RECORDS, L.ST_FIRST_NS, L.ST_MAX_NS, L.ST_PACKET_BYTES, L.ST_NIFACE, L.ST_IFACE_BASE, L.ST_SWAP):
+        t.st[k] = 0
     t.st[L.ST_POS] = cap.data_offset
     if_link = np.zeros(L.MAX_IFACES, dtype=np.int64)
     if_resol = np.zeros(L.MAX_IFACES, dtype=np.int64)
@@ -114,11 +148,11 @@ def _scan_open(cap: CaptureFormat, *, bin_ns: int, byte_mode: int, mtu: int) -> 
         if cap.kind == "pcapng":
             scan_pcapng(buf, end, RECORDS_PER_CALL, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
                         t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
-                        t.frag_keys, t.frag_flow, t.st)
+                        t.frag_keys, t.frag_flow, t.frag_pend, t.st)
         else:
             scan_pcap(buf, end, cap.swapped, cap.nano, cap.linktype, RECORDS_PER_CALL, mtu, bin_ns, byte_mode,
                       t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
-                      t.frag_keys, t.frag_flow, t.st)
+                      t.frag_keys, t.frag_flow, t.frag_pend, t.st)
         status = int(t.st[L.ST_STATUS])
         pos = int(t.st[L.ST_POS])
         dropped_to = cap.release(dropped_to, pos)
@@ -126,9 +160,7 @@ def _scan_open(cap: CaptureFormat, *, bin_ns: int, byte_mode: int, mtu: int) -> 
             t.grow_flows()
         elif status == L.STATUS_CELLS_FULL:
             t.flush_cells()
-        elif status == L.STATUS_BUDGET:
-            continue
-        else:
+        elif status != L.STATUS_BUDGET:
             break
     if status == L.STATUS_TRUNCATED:
         warnings.append(f"{cap.path}: offset {pos}: last record truncated ({end - pos} bytes ignored; capture was cut short)")
@@ -136,8 +168,6 @@ def _scan_open(cap: CaptureFormat, *, bin_ns: int, byte_mode: int, mtu: int) -> 
         warnings.append(f"{cap.path}: offset {pos}: corrupt record header; the remaining {end - pos} bytes were skipped")
     elif status == L.STATUS_TOO_MANY_IFACES:
         warnings.append(f"{cap.path}: offset {pos}: more than {L.MAX_IFACES} interfaces; the rest was skipped")
-    n = int(t.st[L.ST_NFLOWS])
-    cell_flow, cell_bin, cell_bytes = t.finish_cells()
     if cap.kind == "pcapng":
         linktypes = sorted({L.linktype_name(int(x)) for x in if_link[: int(t.st[L.ST_NIFACE])]})
     else:
@@ -145,10 +175,9 @@ def _scan_open(cap: CaptureFormat, *, bin_ns: int, byte_mode: int, mtu: int) -> 
     records = int(t.st[L.ST_RECORDS])
     if records == 0:
         warnings.append(f"{cap.path}: no packets")
-    return FileScan(
+    return FileHealth(
         path=str(cap.path), format=cap.format_name, linktypes=linktypes, file_bytes=cap.file_bytes,
         records=records, captured_bytes=int(t.st[L.ST_PACKET_BYTES]),
-        first_ns=int(t.st[L.ST_FIRST_NS]), last_ns=int(t.st[L.ST_MAX_NS]), kinds=t.kinds.copy(),
-        keys=t.keys[:n].copy(), agg=t.agg[:n].copy(), cell_flow=cell_flow, cell_bin=cell_bin,
-        cell_bytes=cell_bytes, warnings=warnings,
+        first_ns=int(t.st[L.ST_FIRST_NS]), last_ns=int(t.st[L.ST_MAX_NS]), kinds=t.kinds - kinds_before,
+        warnings=warnings,
     )

@@ -36,8 +36,6 @@ def test_fragments_are_one_packet_with_all_their_bytes() -> None:
     assert result.captures[0].frame_kinds == {"udp": 6, "ip_fragment": 6}  # first fragments are UDP
 
 
-@pytest.mark.xfail(strict=True, reason="analyzer bug: kernel._packet files a fragment that arrives before its first "
-                                      "fragment as a datagram of its own (ports 0) even though the first one comes next")
 def test_fragments_arriving_before_their_first_fragment_still_count_once(tmp_path: Path) -> None:
     """Reordered on the way (last fragment first): still one datagram of the right flow with all its bytes."""
     flow = Flow("10.23.0.1", "10.23.0.2", 50023, 7000, "udp")
@@ -94,8 +92,6 @@ def test_wire_mode_adds_ethernet_framing_per_frame(tmp_path: Path) -> None:
     assert {k: f.bytes for k, f in flows_by_key(result).items()} == wire_truth(frames)
 
 
-@pytest.mark.xfail(strict=True, reason="analyzer bug: kernel._wire_bytes cuts a TSO segment into ceil(ip_len/mtu) "
-                                      "frames, one to several frames too few (each frame repeats the headers)")
 def test_wire_mode_counts_the_frames_a_tso_segment_becomes(tmp_path: Path) -> None:
     """A 45 * 1448-byte TSO segment leaves the NIC as 45 frames of 1500 IP bytes, not 44."""
     conn = TcpConn(ETHERNET, "10.22.0.1", "10.22.0.2", 40022, 29500)

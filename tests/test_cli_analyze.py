@@ -157,7 +157,6 @@ def test_unknown_option_exits_2_naming_it() -> None:
     assert proc.returncode == 2 and "--bytez" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="cli.py: typer prints usage errors as a multi-line rich box, not one line")
 def test_unknown_option_is_one_line() -> None:
     """Usage errors follow the project's convention too: one line."""
     one_line_error(ringscope("analyze", FIXTURES / "formats/pcap-us-le.pcap", "--bytez", "ip"))

@@ -83,12 +83,8 @@ def test_bytes_are_conserved_under_any_rotation_and_file_order(tmp_path_factory:
 
 
 @pytest.mark.parametrize("names", [
-    pytest.param(["eth0.pcap", "eth0.pcap1", "eth0.pcap2"], id="tcpdump-C",
-                 marks=pytest.mark.xfail(strict=True, reason="analyzer bug: inputs._ROTATION needs a digit after "
-                                         ".pcap, so tcpdump -C's first file x.pcap is a host of its own")),
-    pytest.param(["eth0.pcap0.gz", "eth0.pcap1.gz", "eth0.pcap2.gz"], id="tcpdump-W-z-gzip",
-                 marks=pytest.mark.xfail(strict=True, reason="analyzer bug: inputs._ROTATION anchors the number at "
-                                         "the end of the name, so x.pcapN.gz files are one host each")),
+    pytest.param(["eth0.pcap", "eth0.pcap1", "eth0.pcap2"], id="tcpdump-C"),
+    pytest.param(["eth0.pcap0.gz", "eth0.pcap1.gz", "eth0.pcap2.gz"], id="tcpdump-W-z-gzip"),
     pytest.param(["eth0.pcap0", "eth0.pcap1", "eth0.pcap2"], id="tcpdump-C-W"),
 ])
 def test_tcpdump_rotation_names_make_one_stream(tmp_path: Path, names: list[str]) -> None:
@@ -100,9 +96,6 @@ def test_tcpdump_rotation_names_make_one_stream(tmp_path: Path, names: list[str]
     assert flow_mismatches(result, TRUTH["flows"]) == []
 
 
-@pytest.mark.xfail(strict=True, reason="analyzer bug: TCP sequence state (kernel AGG_SEQ_END) starts afresh in each "
-                                      "file, so a retransmission that is a flow's first data segment in the next "
-                                      "rotated file is not counted, nor is the overlap of the segment after it")
 def test_retransmissions_are_counted_across_a_file_boundary(tmp_path: Path) -> None:
     """Rotation falls just before a retransmission: the retransmitted bytes are still counted."""
     c = TcpConn(ETHERNET, "10.45.0.1", "10.45.0.2", 40045, 29500)
