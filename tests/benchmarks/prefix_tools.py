@@ -1,0 +1,44 @@
+"""Time scapy or pyshark on the first N packets of a capture (they are too slow for the whole file)."""
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+
+import dpkt
+
+
+def write_prefix(path: str, n: int) -> str:
+    """Copy the first n packets into a temporary classic pcap."""
+    out = tempfile.NamedTemporaryFile(suffix=".pcap", delete=False)
+    with open(path, "rb") as fh:
+        reader = dpkt.pcap.UniversalReader(fh)
+        writer = dpkt.pcap.Writer(out, snaplen=65535, nano=True)
+        for i, (ts, buf) in enumerate(reader):
+            if i == n:
+                break
+            writer.writepkt(buf, ts)
+    out.close()
+    return out.name
+
+
+if __name__ == "__main__":
+    tool, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    prefix = write_prefix(path, n)
+    t0 = time.perf_counter()
+    total = 0
+    if tool == "scapy":
+        from scapy.all import IP, PcapReader
+
+        for pkt in PcapReader(prefix):
+            if IP in pkt:
+                total += pkt[IP].len
+    else:
+        import pyshark
+
+        cap = pyshark.FileCapture(prefix, keep_packets=False)
+        for pkt in cap:
+            if hasattr(pkt, "ip"):
+                total += int(pkt.ip.len)
+        cap.close()
+    print(time.perf_counter() - t0, total)

@@ -1,0 +1,171 @@
+"""On-demand benchmark: ringscope against dpkt, tshark, scapy, pyshark and `cat`, measured in one run.
+
+    .venv/bin/python -m tests.benchmarks.run_benchmark --packets 5000000 [--format pcap|pcapng] [--skip-slow]
+
+Each tool runs as its own process (whole-process wall time, median of --repeat runs) and its peak RSS
+is read from the kernel's accounting of that child (getrusage RUSAGE_CHILDREN via /usr/bin/time -f %M,
+so memory-mapped file pages count only while resident). scapy and pyshark are timed on a prefix of
+the file and extrapolated linearly — said so in the table. Every tool's per-flow IP byte totals are
+checked against the generator's ground truth before any time is printed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.benchmarks.synth import Truth, ring_capture
+
+PY = sys.executable
+RINGSCOPE = str(Path(PY).with_name("ringscope"))
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Timing:
+    """One tool's figures on one file."""
+
+    tool: str
+    seconds: float
+    rss_mb: float
+    packets: int
+    note: str = ""
+
+
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MB) and stdout of one child process."""
+    import time
+
+    fmt_file = tempfile.NamedTemporaryFile(delete=False)
+    fmt_file.close()
+    t0 = time.perf_counter()
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", fmt_file.name, *cmd], env=env,
+                          stdout=subprocess.DEVNULL if cmd[0] == "cat" else subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"benchmark: {' '.join(cmd)} failed: {proc.stderr.strip()[-500:]}")
+    rss_kb = float(Path(fmt_file.name).read_text().split()[-1])
+    os.unlink(fmt_file.name)
+    return wall, rss_kb / 1024, proc.stdout
+
+
+def median_run(cmd: list[str], repeat: int, env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    runs = [timed(cmd, env) for _ in range(repeat)]
+    return statistics.median(r[0] for r in runs), max(r[1] for r in runs), runs[-1][2]
+
+
+def flows_from_lines(text: str) -> dict[tuple[str, str, int, int], int]:
+    """Parse 'src dst sport dport bytes' lines printed by the helper scripts."""
+    out = {}
+    for line in text.splitlines():
+        s, d, a, b, n = line.split()
+        out[(s, d, int(a), int(b))] = int(n)
+    return out
+
+
+def check(tool: str, got: dict[tuple[str, str, int, int], int], truth: Truth, scale: float = 1.0) -> None:
+    want = {k: v[1] for k, v in truth.as_dict().items()}
+    if scale == 1.0 and got != want:
+        diff = [k for k in want if got.get(k) != want[k]][:3]
+        raise SystemExit(f"benchmark: {tool} disagrees with ground truth on {len(diff)}+ flows, e.g. {diff}")
+
+
+def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: int) -> list[Timing]:
+    packets = int(truth.packets.sum())
+    rows = []
+    wall, rss, _ = median_run(["cat", str(path)], repeat)
+    rows.append(Timing("cat", wall, rss, packets))
+
+    cache = tempfile.mkdtemp(prefix="ringscope-jit-")
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+    out_json = Path(cache) / "r.json"
+    cmd = [RINGSCOPE, "analyze", str(path), "--json", str(out_json), "--link-speed", "25G", "--workers", "1"]
+    wall, rss, _ = timed(cmd, env)
+    rows.append(Timing("ringscope analyze (cold JIT)", wall, rss, packets))
+    wall, rss, _ = median_run(cmd, repeat, env)
+    rows.append(Timing("ringscope analyze (warm JIT)", wall, rss, packets))
+    result = json.loads(out_json.read_text())
+    check("ringscope", {(f["src"], f["dst"], f["sport"], f["dport"]): f["bytes"] for f in result["flows"]}, truth)
+    wall, rss, out = median_run([PY, str(HERE / "core_scan.py"), str(path)], repeat, env)
+    rows.append(Timing("ringscope read+aggregate core", float(out.split()[0]), rss, packets, "in-process, no imports"))
+    shutil.rmtree(cache, ignore_errors=True)
+
+    if not skip_slow:
+        wall, rss, out = timed([PY, str(HERE / "dpkt_flows.py"), str(path)])
+        check("dpkt", flows_from_lines(out), truth)
+        rows.append(Timing("dpkt per-packet loop", wall, rss, packets))
+    if shutil.which("tshark") and not skip_slow:
+        wall, rss, out = timed(["tshark", "-n", "-q", "-r", str(path), "-z", "conv,tcp"])
+        rows.append(Timing("tshark -z conv,tcp", wall, rss, packets, "frame bytes; flow count checked"))
+        if out.count("<->") != len(truth.packets) // 2:
+            raise SystemExit("benchmark: tshark found a different number of conversations")
+    for tool in ("scapy", "pyshark"):
+        n = prefix if tool == "scapy" else max(prefix // 20, 1000)
+        try:
+            wall, rss, out = timed([PY, str(HERE / "prefix_tools.py"), tool, str(path), str(n)])
+        except SystemExit as exc:
+            print(f"  ({tool} skipped: {exc})")
+            continue
+        secs = float(out.split()[0])
+        rows.append(Timing(f"{tool} (first {n:,} packets, extrapolated)", secs * packets / n, rss, packets,
+                           "extrapolated"))
+    return rows
+
+
+def print_table(title: str, rows: list[Timing], size: int) -> None:
+    ring = next(r for r in rows if r.tool == "ringscope analyze (warm JIT)")
+    print(f"\n{title}")
+    print(f"{'tool':<46} {'seconds':>9} {'Mpkt/s':>8} {'MB/s':>8} {'peak RSS MB':>12} {'x slower than ringscope':>24}")
+    for r in rows:
+        ratio = r.seconds / ring.seconds
+        print(f"{r.tool:<46} {r.seconds:>9.3f} {r.packets / r.seconds / 1e6:>8.2f} {size / r.seconds / 1e6:>8.0f} "
+              f"{r.rss_mb:>12.0f} {ratio:>24.2f}  {r.note}")
+
+
+def bench_parallel(tmp: Path, packets: int, repeat: int) -> None:
+    files = []
+    for i in range(4):
+        f = tmp / f"par{i}.pcap"
+        ring_capture(f, packets=packets // 4, seed=i)
+        files.append(str(f))
+    one, _, _ = median_run([RINGSCOPE, "analyze", *files, "--workers", "1", "--json", str(tmp / "a.json")], repeat)
+    two, _, _ = median_run([RINGSCOPE, "analyze", *files, "--workers", "2", "--json", str(tmp / "b.json")], repeat)
+    print(f"\nparallel: 4 files x {packets // 4:,} packets: 1 worker {one:.2f} s, 2 workers {two:.2f} s, "
+          f"speed-up {one / two:.2f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--packets", type=int, nargs="+", default=[5_000_000])
+    ap.add_argument("--format", choices=["pcap", "pcapng"], nargs="+", default=["pcap"])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--prefix", type=int, default=20_000, help="packets given to scapy (pyshark gets 1/20)")
+    ap.add_argument("--skip-slow", action="store_true", help="skip dpkt and tshark (minutes on 5 M packets)")
+    ap.add_argument("--parallel", action="store_true", help="also measure 1 vs 2 local workers")
+    ap.add_argument("--dir", type=Path, default=None, help="where to write the generated captures")
+    args = ap.parse_args()
+    tmp = args.dir or Path(tempfile.mkdtemp(prefix="ringscope-bench-"))
+    tmp.mkdir(parents=True, exist_ok=True)
+    for n in args.packets:
+        for fmt in args.format:
+            path = tmp / f"ring{n}.{fmt}"
+            truth = ring_capture(path, packets=n, fmt=fmt)
+            rows = bench_file(path, truth, args.repeat, args.skip_slow, args.prefix)
+            print_table(f"{n:,} packets, {fmt}, {path.stat().st_size / 1e6:.0f} MB, 32 flows", rows, path.stat().st_size)
+            path.unlink()
+    if args.parallel:
+        bench_parallel(tmp, max(args.packets), args.repeat)
+    if args.dir is None:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Generate a large, realistic ring all-reduce capture of one host, fast (numpy, no per-packet Python).
+
+What one host of an N-host ring sees with headers-only tcpdump (snaplen 96): C long-lived TCP
+connections to its ring predecessor carrying its sends (TSO-sized and MTU-sized segments), C from its
+successor carrying what it receives, and the ACKs of both, in bursts once per iteration separated by
+compute gaps. The ground truth (per-flow packets and IP bytes) comes from the generator's own arrays.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ETH_IP_TCP = 14 + 20 + 32  # TCP with the timestamp option, as Linux sends it
+DATA_CAPLEN = 96
+ACK_CAPLEN = ETH_IP_TCP
+CHUNK = 500_000
+
+
+@dataclass
+class Truth:
+    """Per-flow ground truth: one row per directed 5-tuple."""
+
+    src: list[str]
+    dst: list[str]
+    sport: np.ndarray
+    dport: np.ndarray
+    packets: np.ndarray
+    ip_bytes: np.ndarray
+    first_ns: int
+    last_ns: int
+
+    def as_dict(self) -> dict[tuple[str, str, int, int], tuple[int, int]]:
+        """(src, dst, sport, dport) -> (packets, ip bytes)."""
+        return {(s, d, int(a), int(b)): (int(p), int(y))
+                for s, d, a, b, p, y in zip(self.src, self.dst, self.sport, self.dport, self.packets, self.ip_bytes)}
+
+
+def ring_capture(path: Path, *, packets: int, hosts: int = 4, conns: int = 8, iterations: int = 50,
+                 fmt: str = "pcap", seed: int = 0, start_ns: int = 1_763_000_000_000_000_000) -> Truth:
+    """Write host 0's capture of a ring all-reduce with `packets` records; returns the ground truth."""
+    rng = np.random.default_rng(seed)
+    me, pred, succ = 1, hosts, 2  # host numbers: 10.77.0.1 sends to its predecessor, receives from its successor
+    n_data = packets * 2 // 3
+    n_ack = packets - n_data
+    # flows 0..C-1: me -> pred (tx); C..2C-1: succ -> me (rx)
+    data_flow = rng.integers(0, 2 * conns, n_data)
+    tso = rng.random(n_data) < 0.3
+    payload = np.where(tso, rng.integers(16_000, 65_000, n_data), 1448).astype(np.int64)
+    # bursts: each iteration communicates for 60 % of its period, then computes
+    period_ns = 200_000_000
+    it = rng.integers(0, iterations, n_data)
+    t_data = start_ns + it * period_ns + rng.integers(0, period_ns * 6 // 10, n_data)
+    ack_of = rng.integers(0, n_data, n_ack)
+    t_ack = t_data[ack_of] + rng.integers(5_000, 50_000, n_ack)
+    ack_flow = data_flow[ack_of] + 2 * conns  # flows 2C..4C-1: the reverse (ACK) directions
+
+    flow = np.concatenate([data_flow, ack_flow])
+    ts = np.concatenate([t_data, t_ack])
+    ip_len = np.concatenate([payload + 52, np.full(n_ack, 52, dtype=np.int64)])
+    caplen = np.concatenate([np.full(n_data, DATA_CAPLEN), np.full(n_ack, ACK_CAPLEN)])
+    order = np.argsort(ts, kind="stable")
+    flow, ts, ip_len, caplen = flow[order], ts[order], ip_len[order], caplen[order]
+
+    nflows = 4 * conns
+    fidx = np.arange(nflows)
+    base = fidx % (2 * conns)
+    is_tx_side = base < conns  # data me->pred, or its ACK pred->me
+    data_src = np.where(is_tx_side, me, succ)
+    data_dst = np.where(is_tx_side, pred, me)
+    reverse = fidx >= 2 * conns
+    src = np.where(reverse, data_dst, data_src)
+    dst = np.where(reverse, data_src, data_dst)
+    conn = base % conns
+    data_sport, data_dport = 50_000 + conn, 43_000 + conn
+    sport = np.where(reverse, data_dport, data_sport)
+    dport = np.where(reverse, data_sport, data_dport)
+
+    seq = _sequence_numbers(flow, ip_len - 52, nflows)
+    _write(path, fmt, ts, caplen, ip_len, src[flow], dst[flow], sport[flow], dport[flow], seq)
+    pk = np.bincount(flow, minlength=nflows)
+    by = np.bincount(flow, weights=ip_len, minlength=nflows).astype(np.int64)
+    return Truth(src=[f"10.77.0.{a}" for a in src], dst=[f"10.77.0.{a}" for a in dst], sport=sport, dport=dport,
+                 packets=pk, ip_bytes=by, first_ns=int(ts[0]), last_ns=int(ts[-1]))
+
+
+def _sequence_numbers(flow: np.ndarray, payload: np.ndarray, nflows: int) -> np.ndarray:
+    """Per-flow running TCP sequence numbers (mod 2^32), so no segment looks retransmitted."""
+    order = np.argsort(flow, kind="stable")
+    csum = np.cumsum(payload[order])
+    starts = np.searchsorted(flow[order], np.arange(nflows))
+    before = np.concatenate([[0], csum])[starts]
+    within = csum - payload[order] - np.repeat(before, np.diff(np.append(starts, len(flow))))
+    seq = np.empty(len(flow), dtype=np.int64)
+    seq[order] = (within + 1_000_000) & 0xFFFFFFFF
+    return seq
+
+
+def _headers(caplen: np.ndarray, ip_len: np.ndarray, src: np.ndarray, dst: np.ndarray, sport: np.ndarray,
+             dport: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """Frame bytes (Ethernet/IPv4/TCP, payload zeros) as an n x 96 matrix; each record uses its caplen."""
+    n = len(caplen)
+    h = np.zeros((n, DATA_CAPLEN), dtype=np.uint8)
+    h[:, 0:6] = [2, 0, 0, 0, 0, 2]
+    h[:, 6:12] = [2, 0, 0, 0, 0, 1]
+    h[:, 12:14] = [8, 0]
+    h[:, 14] = 0x45
+    h[:, 16] = ip_len >> 8
+    h[:, 17] = ip_len & 255
+    h[:, 20] = 0x40  # don't fragment
+    h[:, 22] = 64
+    h[:, 23] = 6
+    h[:, 26:29] = [10, 77, 0]
+    h[:, 29] = src
+    h[:, 30:33] = [10, 77, 0]
+    h[:, 33] = dst
+    for off, val, width in ((34, sport, 2), (36, dport, 2), (38, seq, 4)):
+        for k in range(width):
+            h[:, off + k] = (val >> (8 * (width - 1 - k))) & 255
+    h[:, 46] = 0x80  # data offset 8 words: 32-byte TCP header
+    h[:, 47] = 0x10  # ACK
+    return h
+
+
+def _write(path: Path, fmt: str, ts: np.ndarray, caplen: np.ndarray, ip_len: np.ndarray, src: np.ndarray,
+           dst: np.ndarray, sport: np.ndarray, dport: np.ndarray, seq: np.ndarray) -> None:
+    with open(path, "wb") as out:
+        if fmt == "pcap":
+            out.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, DATA_CAPLEN, 1))
+        else:
+            out.write(_pcapng_header())
+        for lo in range(0, len(ts), CHUNK):
+            sl = slice(lo, lo + CHUNK)
+            frames = _headers(caplen[sl], ip_len[sl], src[sl], dst[sl], sport[sl], dport[sl], seq[sl])
+            out.write(_records(fmt, ts[sl], caplen[sl], ip_len[sl] + 14, frames))
+
+
+def _records(fmt: str, ts: np.ndarray, caplen: np.ndarray, wirelen: np.ndarray, frames: np.ndarray) -> bytes:
+    """Serialise records by scattering each field into a flat byte buffer (vectorized)."""
+    if fmt == "pcap":
+        hdr = np.zeros((len(ts), 4), dtype="<u4")
+        hdr[:, 0] = ts // 1_000_000_000
+        hdr[:, 1] = ts % 1_000_000_000
+        hdr[:, 2] = caplen
+        hdr[:, 3] = wirelen
+        pad = np.zeros(len(ts), dtype=np.int64)
+        lead = 16
+    else:
+        padded = (caplen + 3) // 4 * 4
+        blen = 28 + padded + 4
+        hdr = np.zeros((len(ts), 7), dtype="<u4")
+        hdr[:, 0] = 6
+        hdr[:, 1] = blen
+        hdr[:, 3] = ts >> 32
+        hdr[:, 4] = ts & 0xFFFFFFFF
+        hdr[:, 5] = caplen
+        hdr[:, 6] = wirelen
+        pad = padded - caplen
+        lead = 28
+    size = lead + caplen + pad + (4 if fmt == "pcapng" else 0)
+    starts = np.concatenate([[0], np.cumsum(size)[:-1]])
+    buf = np.zeros(int(size.sum()), dtype=np.uint8)
+    hb = hdr.view(np.uint8).reshape(len(ts), lead)
+    buf[(starts[:, None] + np.arange(lead)).ravel()] = hb.ravel()
+    for cl in np.unique(caplen):
+        rows = np.nonzero(caplen == cl)[0]
+        buf[(starts[rows, None] + lead + np.arange(cl)).ravel()] = frames[rows, :cl].ravel()
+    if fmt == "pcapng":
+        tail = starts + size - 4
+        buf[(tail[:, None] + np.arange(4)).ravel()] = np.asarray(size, dtype="<u4").view(np.uint8).reshape(-1, 4).ravel()
+    return buf.tobytes()
+
+
+def _pcapng_header() -> bytes:
+    shb = struct.pack("<IIIHHq", 0x0A0D0D0A, 28, 0x1A2B3C4D, 1, 0, -1) + struct.pack("<I", 28)
+    opt = struct.pack("<HHB3x", 9, 1, 9) + struct.pack("<HH", 0, 0)  # if_tsresol = 10^-9
+    body = struct.pack("<HHI", 1, 0, DATA_CAPLEN) + opt
+    idb = struct.pack("<II", 1, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+    return shb + idb
