@@ -13,7 +13,9 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from analyze.iterations import host_percentiles, infer_windows, per_iteration, ring_theory, windows_from_markers
+from analyze.iterations import (
+    host_percentiles, infer_windows, on_pairs, per_iteration, ring_theory, windows_from_markers,
+)
 from analyze.nccl_log import compare_rings, read_nccl_log
 from analyze.topology import address_hosts, classify, flow_hosts, host_edges, ring_pairs
 
@@ -91,8 +93,7 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
     series = fs.merge(fh, on="flow_id", how="inner")
     series = series[series["src_host"] != series["dst_host"]]
     pairs = ring_pairs(topo)
-    coll = series[pd.Series(list(zip(series["src_host"], series["dst_host"])), index=series.index).isin(set(pairs))] \
-        if pairs else series
+    coll = series[on_pairs(series, pairs)] if pairs else series
     if len(markers):
         windows = windows_from_markers(markers)
         out.update(source="markers", method="markers", confidence=1.0)

@@ -175,6 +175,12 @@ def assign_bursts(series: pd.DataFrame, coll: pd.DataFrame, windows: pd.DataFram
     return k
 
 
+def on_pairs(series: pd.DataFrame, pairs: list[tuple[str, str]]) -> np.ndarray:
+    """Rows whose (src_host, dst_host) is one of `pairs`, without a Python loop over rows."""
+    index = pd.MultiIndex.from_arrays([series["src_host"].astype(object), series["dst_host"].astype(object)])
+    return np.asarray(index.isin(list(pairs)), dtype=bool) if pairs else np.zeros(len(series), dtype=bool)
+
+
 def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple[str, str]],
                   bin_ns: int) -> list[dict[str, Any]]:
     """Per window: tx and rx bytes per host, bytes per edge, and first-to-last byte of the collective.
@@ -182,10 +188,11 @@ def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple
     `series` is flow_series with src_host/dst_host; host bytes count every inter-host flow, the
     communication time and edge bytes only the collective's edges.
     """
-    pair = pd.Series(list(zip(series["src_host"], series["dst_host"])), index=series.index)
-    s = series.assign(it=assign_bursts(series, series[pair.isin(set(edges))] if edges else series, windows, bin_ns))
-    s = s[s["it"] >= 0]
-    coll = s[pair.loc[s.index].isin(set(edges))] if edges else s
+    on_edge = on_pairs(series, edges)
+    s = series.assign(it=assign_bursts(series, series[on_edge] if edges else series, windows, bin_ns))
+    keep = s["it"].to_numpy() >= 0
+    s = s[keep]
+    coll = s[on_edge[keep]] if edges else s
     tx = s.groupby(["it", "src_host"])["bytes"].sum()
     rx = s.groupby(["it", "dst_host"])["bytes"].sum()
     eb = coll.groupby(["it", "src_host", "dst_host"])["bytes"].sum()
@@ -234,5 +241,5 @@ def ring_theory(bytes_per_host: Optional[float], n: int, gradient_bytes: Optiona
     return out
 
 
-__all__ = ["windows_from_markers", "infer_windows", "per_iteration", "host_percentiles", "ring_theory",
+__all__ = ["on_pairs", "windows_from_markers", "infer_windows", "per_iteration", "host_percentiles", "ring_theory",
            "autocorr_period", "gap_segments", "dense_activity", "assign", "assign_bursts"]
