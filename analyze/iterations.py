@@ -17,6 +17,7 @@ import pandas as pd
 GAP_JUMP = 3.0  # a separating idle run is >= 3x longer than the longest idle run inside a burst
 SMALL_BURST = 0.2  # bursts under 20% of the median burst's bytes are setup/teardown, not iterations
 ACTIVE_FRACTION = 0.01  # a bin is active at >= 1% of the 90th-percentile non-empty bin
+MAX_DENSE_BINS = 1 << 21  # longer spans are inferred on coarser bins so memory and FFT time stay bounded
 
 
 def windows_from_markers(markers: pd.DataFrame) -> pd.DataFrame:
@@ -89,11 +90,16 @@ def gap_segments(a: np.ndarray) -> tuple[list[tuple[int, int]], int]:
 
 def infer_windows(series: pd.DataFrame, bin_ns: int) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Iteration windows from the collective's own traffic, with the method and how sure it is."""
+    t = series["t_ns"].to_numpy(np.int64)
+    coarsen = -(-((int(t.max()) - int(t.min())) // bin_ns + 1) // MAX_DENSE_BINS) if len(t) else 1
+    bin_ns *= max(1, coarsen)
     t0, a = dense_activity(series, bin_ns)
     period, peak = autocorr_period(a)
     bursts, cut = gap_segments(a)
     info: dict[str, Any] = {"method": "gap_segmentation", "autocorrelation_period_ns": period and period * bin_ns,
                             "notes": []}
+    if coarsen > 1:
+        info["notes"].append(f"long capture: iterations inferred on {bin_ns / 1e6:g} ms bins")
     if bursts:
         sums = np.array([a[s:e + 1].sum() for s, e in bursts])
         keep = sums >= SMALL_BURST * np.median(sums)
