@@ -55,12 +55,14 @@ def analyze(
     gradient_bytes: Optional[str] = typer.Option(None, "--gradient-bytes", help="Gradient size S per iteration (97.5MB, 25MiB or bytes) for the 2(N-1)/N x S check; default: markers' gradient_bytes."),
     nccl_log: Optional[Path] = typer.Option(None, "--nccl-log", help="NCCL_DEBUG=INFO log: compare the ring NCCL built with the ring in the packets."),
     html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the self-contained HTML report to FILE."),
+    single_iteration_time: Optional[str] = typer.Option(None, "--single-iteration-time", help="Single-worker iteration time T (0.3 or 300ms): the what-if then reports the measured scaling factor; default: period minus communication."),
 ) -> None:
     """Read captures and print a flow and link-utilization summary."""
     from analyze.cli_analyze import run_analyze
 
     run_analyze(paths, json_out=json_out, out=out, link_speed=link_speed, bin_=bin_, byte_mode=byte_mode, workers=workers,
-                launch_order=launch_order, gradient_bytes=gradient_bytes, nccl_log=nccl_log, html_out=html_out)
+                launch_order=launch_order, gradient_bytes=gradient_bytes, nccl_log=nccl_log, html_out=html_out,
+                single_iteration_time=single_iteration_time)
 
 
 # ---- capture (issue 4) ------------------------------------------------------------------------

@@ -30,9 +30,11 @@ BYTE_COLUMN = {"ip": L.AGG_IP_BYTES, "wire": L.AGG_WIRE_BYTES, "payload": L.AGG_
 def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = None, bin_ns: int = DEFAULT_BIN_NS,
             byte_mode: str = "ip", busy_threshold: float = DEFAULT_BUSY_THRESHOLD, workers: Optional[int] = None,
             progress: Optional[Progress] = None, launch_order: Optional[Sequence[str]] = None,
-            gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None) -> Result:
+            gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None,
+            single_iteration_time_s: Optional[float] = None) -> Result:
     """Read the captures under `paths` and compute flows, series, link utilization and the collective
-    (topology, iterations; launch_order / gradient_bytes / nccl_log refine it).
+    (topology, iterations; launch_order / gradient_bytes / nccl_log refine it), and the what-if (`scaling`)
+    when the run allows it; single_iteration_time_s (T of one worker) adds the measured scaling factor.
 
     Raises analyze.formats.FileError (one line: file, offset, cause) when input cannot be read.
     """
@@ -50,6 +52,9 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
 
     add_collective(result, launch_order=launch_order, gradient_bytes=gradient_bytes,
                    nccl_log=Path(nccl_log) if nccl_log else None)
+    from analyze.scaling_result import add_scaling
+
+    add_scaling(result, single_iteration_time_s=single_iteration_time_s)
     return result
 
 

@@ -22,7 +22,7 @@ def _die(message: str, code: int = 2) -> typer.Exit:
 def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Path], link_speed: Optional[str],
                 bin_: str, byte_mode: str, workers: Optional[int], launch_order: Optional[str] = None,
                 gradient_bytes: Optional[str] = None, nccl_log: Optional[Path] = None,
-                html_out: Optional[Path] = None) -> None:
+                html_out: Optional[Path] = None, single_iteration_time: Optional[str] = None) -> None:
     """Parse options, analyze, and write what was asked for; user errors end in one line."""
     try:
         from analyze.collective import parse_size
@@ -39,6 +39,9 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
             raise ValueError(f"bad --bytes {byte_mode!r}: choose ip, wire or payload")
         if workers is not None and workers < 1:
             raise ValueError("--workers must be at least 1")
+        t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
+        if t_single is not None and t_single <= 0:
+            raise ValueError(f"bad --single-iteration-time {single_iteration_time!r}: must be longer than 0")
     except ValueError as exc:
         raise _die(str(exc)) from None
 
@@ -49,7 +52,7 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
         with _progress(paths, quiet) as progress:
             result = analyze(paths, link_speed_bps=link_bps, bin_ns=bin_ns, byte_mode=byte_mode,
                              workers=workers, progress=progress, launch_order=order, gradient_bytes=grad,
-                             nccl_log=nccl_log)
+                             nccl_log=nccl_log, single_iteration_time_s=t_single)
     except FileError as exc:
         raise _die(str(exc)) from None
     if json_out is not None:
@@ -123,6 +126,10 @@ def summary_text(result) -> str:  # noqa: ANN001 - analyze.result.Result, import
         from analyze.collective import collective_lines
 
         lines.extend(collective_lines(result.extra))
+    if result.extra.get("scaling"):
+        from analyze.scaling_result import scaling_lines
+
+        lines.extend(scaling_lines(result.extra["scaling"]))
     for a in result.assumptions:
         lines.append(f"assumed: {a}")
     for w in result.warnings:

@@ -3,7 +3,10 @@
 The verdict answers two questions for the largest N asked: is the network the bottleneck (the
 full-utilization scaling factor at the link's speed is below ``BOTTLENECK_SF``), and if the capture measured
 how well the transport used its link, whether a faster link would help or the transport must first fill the
-link it has.
+link it has. A transport below ``FILLS_LINK`` of line rate "does not fill the link" even where, hidden behind
+backward, that costs little (a CPU-bound transport on a fast link is not a slow network). With a measured
+scaling factor it says whether the gap is exposed communication (period − T ≈ communication time) or time
+lost elsewhere.
 """
 from __future__ import annotations
 
@@ -14,10 +17,13 @@ from analyze.units import format_rate
 if TYPE_CHECKING:
     from analyze.scaling import Replay, WhatIfResult
 
-__all__ = ["verdict_text", "render_text", "BOTTLENECK_SF"]
+__all__ = ["verdict_text", "render_text", "BOTTLENECK_SF", "FILLS_LINK"]
 
 BOTTLENECK_SF = 0.95
 _NOTABLE_GAP = 0.02
+FILLS_LINK = 0.8  # a transport at ≥ 80 % of line rate while communicating uses the link it has
+_EXPLAINED = 1.5  # measured time above T up to 1.5× the communication time (10 ms bins): explained by communication
+_MOSTLY = 0.5  # ... and at least half of it: most of the communication is exposed
 
 
 def _needed(replay: "Replay", t: float, workers: int, bandwidth: float, target: float) -> str:
@@ -51,18 +57,27 @@ def verdict_text(result: "WhatIfResult", replay: "Replay") -> str:
                          f"{sf_inf - sf:.3f}.")
         eff = m.get("transport_efficiency")
         sf_eff = m.get("scaling_factor_at_measured_efficiency")
-        if eff and sf_eff is not None and sf_eff < sf - _NOTABLE_GAP:
+        if eff and sf < BOTTLENECK_SF:
+            parts.append(f"The transport filled {eff:.0%} of line rate while communicating: it uses the link it has; "
+                         f"the link itself is too slow." if eff >= FILLS_LINK else
+                         f"The transport also reached only {eff:.0%} of line rate while communicating "
+                         f"(scaling factor {sf_eff:.3f} at that efficiency): filling the link it has comes first.")
+        elif eff and sf_eff is not None and sf_eff < sf - _NOTABLE_GAP:
             parts.append(f"But while communicating the transport reached only {eff:.0%} of line rate, which costs "
                          f"scaling factor {sf - sf_eff:.3f} ({sf_eff:.3f} at the measured efficiency): the transport needs to use the "
                          f"link it has (more sockets/threads per peer, larger buckets, fewer stalls) before a faster "
                          f"link would pay off.")
+        elif eff and eff < FILLS_LINK:
+            cost = max(sf - (sf_eff if sf_eff is not None else sf), 0.0)
+            parts.append(f"The transport used only {eff:.0%} of line rate while communicating "
+                         f"({format_rate(eff * link)}): it does not fill the link (the transport or the CPU sets the pace, not the network), but "
+                         f"with communication overlapping backward that costs scaling factor only {cost:.3f} here.")
         elif eff:
             parts.append(f"The transport used {eff:.0%} of line rate while communicating, close enough that it is not "
                          f"what limits scaling.")
         msf = m.get("measured_scaling_factor")
         if msf is not None and msf < min(sf, sf_eff if sf_eff is not None else sf) - 0.05:
-            parts.append(f"The measured scaling factor ({msf:.3f}) is well below both, so time is lost outside the "
-                         f"link (stragglers, input pipeline, synchronization) as well.")
+            parts.append(_measured_gap(msf, t, m))
     else:
         rows = sorted((p for p in result.points if p.workers == n and p.compression == 1.0), key=lambda p: p.bandwidth_bps)
         if rows:
@@ -84,6 +99,20 @@ def verdict_text(result: "WhatIfResult", replay: "Replay") -> str:
         parts.append(f"Even an infinitely fast link leaves scaling factor {sf_inf:.3f}: what remains is per-step latency, "
                      f"reduction and the last bucket after backward, not bandwidth.")
     return " ".join(parts)
+
+
+def _measured_gap(msf: float, t: float, m: dict) -> str:
+    """Why the measured scaling factor is below the model's: exposed communication, or time lost elsewhere."""
+    period, comm = m.get("iteration_time_s"), m.get("comm_time_s")
+    exposed = period - t if period else None
+    if exposed and comm and 0 < exposed <= _EXPLAINED * comm:
+        how = "most" if exposed >= _MOSTLY * comm else "part"
+        return (f"The measured scaling factor ({msf:.3f}) is well below both: each iteration takes T plus "
+                f"{exposed * 1e3:.4g} ms and the all-reduce takes {comm * 1e3:.4g} ms, so {how} of the communication "
+                f"is exposed rather than overlapping the computation as the model assumes (wait-free backprop, "
+                f"DDP/Horovod buckets).")
+    return (f"The measured scaling factor ({msf:.3f}) is well below both, so time is lost outside the "
+            f"link (stragglers, input pipeline, synchronization) as well.")
 
 
 def render_text(result: "WhatIfResult") -> str:

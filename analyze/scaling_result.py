@@ -1,0 +1,88 @@
+"""The what-if inside `ringscope analyze`: the result's `scaling` key, whenever the run allows it.
+
+`add_scaling` runs after `add_collective`. It needs N ≥ 2 captured hosts, a link speed that was measured
+or given (not the analyzer's 10 Gbit/s stand-in), and iterations with a period and implied gradient bytes.
+It then runs the same calculation as `ringscope whatif RESULT.json [--single-iteration-time T]` with the
+default ringscope model: one point (N, link speed), the sweep, the compression needed and the verdict.
+Everything taken or guessed is in ``scaling.assumptions``. The calculation costs ~20 ms (pure numpy).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Optional
+
+from analyze.scaling_inputs import WhatIfInputs, inputs_from_result
+
+__all__ = ["add_scaling", "scaling_inputs", "single_iteration_time", "scaling_lines"]
+
+
+def scaling_inputs(result: Any) -> WhatIfInputs:
+    """The what-if inputs of a Result, read from the few keys they need (no full JSON round trip)."""
+    doc = {"hosts": [asdict(h) for h in result.hosts], "iterations": result.extra.get("iterations")}
+    return inputs_from_result(doc)
+
+
+def single_iteration_time(measured: WhatIfInputs, given_s: Optional[float]) -> tuple[Optional[float], Optional[str]]:
+    """T and, when it was not given, the note saying how it was guessed (as `ringscope whatif` does)."""
+    if given_s is not None:
+        return float(given_s), None
+    if not measured.iteration_time_s:
+        return None, None
+    comm = measured.comm_time_s or 0.0
+    if 0 < comm < measured.iteration_time_s:
+        return (measured.iteration_time_s - comm,
+                "single-GPU iteration time not given: taken as the measured iteration period minus its "
+                "communication time (all communication assumed exposed)")
+    return measured.iteration_time_s, "single-GPU iteration time not given: taken as the measured iteration period"
+
+
+def add_scaling(result: Any, single_iteration_time_s: Optional[float] = None) -> None:
+    """Store the what-if under result.extra['scaling'] when the inputs allow it; else leave it out.
+
+    When only the link speed is missing, the result's assumptions say so (the verdict would otherwise be
+    about a link speed nobody measured).
+    """
+    from analyze.backward_profile import synthetic_profile
+    from analyze.cli_whatif import BACKWARD_SHARE
+    from analyze.scaling import what_if
+    from analyze.scaling_model import RingscopeModel
+
+    measured = scaling_inputs(result)
+    if not measured.workers or measured.workers < 2 or not measured.gradient_bytes:
+        return
+    t, note = single_iteration_time(measured, single_iteration_time_s)
+    if t is None or t <= 0:
+        return
+    unknown = [h.name for h in result.hosts if h.link_speed_source == "assumed"]
+    if unknown:
+        result.assumptions.append(f"no what-if (scaling) section: the link speed of {', '.join(unknown[:3])}"
+                                  f"{', ...' if len(unknown) > 3 else ''} is unknown; give --link-speed")
+        return
+    if not measured.link_speed_bps:
+        return
+    notes = list(measured.assumptions)
+    if any(h.link_speed_source == "cli" for h in result.hosts):
+        notes.append("link speed as given with --link-speed")
+    if note:
+        notes.append(note)
+    profile = synthetic_profile(measured.gradient_bytes, BACKWARD_SHARE * t)
+    notes.append(f"no backward profile: {measured.gradient_bytes / 1e6:.1f} MB of gradients ready at an even pace "
+                 f"over a backward pass of {BACKWARD_SHARE:.2g}·T (`ringscope whatif --profile` refines it)")
+    out = what_if(profile, t, RingscopeModel(), [measured.workers], [measured.link_speed_bps], [1.0],
+                  measured=measured, single_worker_measured=single_iteration_time_s is not None, assumptions=notes)
+    result.extra["scaling"] = out.to_dict()
+
+
+def scaling_lines(scaling: dict[str, Any]) -> list[str]:
+    """The summary's what-if: one line of numbers, then the verdict's first sentences (1–3 lines)."""
+    m = scaling.get("measured") or {}
+    numbers = [f"T {scaling['single_iteration_time_s'] * 1e3:.4g} ms"]
+    for key, label in (("full_utilization_scaling_factor", "scaling factor with the link fully used"),
+                       ("scaling_factor_at_measured_efficiency", "at the measured efficiency"),
+                       ("measured_scaling_factor", "measured")):
+        if m.get(key) is not None:
+            numbers.append(f"{label} {m[key]:.3f}")
+    # the verdict's first sentence repeats the numbers above; then one line per sentence, at most three
+    sentences = [s.strip().rstrip(".") + "." for s in str(scaling.get("verdict") or "").split(". ") if s.strip()]
+    return ["", f"what-if ({scaling['model']} model): " + ", ".join(numbers),
+            *(f"  {s}" for s in (sentences[1:4] if len(sentences) > 1 else sentences))]
