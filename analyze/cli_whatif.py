@@ -55,22 +55,13 @@ def _ratio(text: str) -> float:
 def load_result(path: Path) -> dict[str, Any]:
     """The analyzer's result as a dict: a result JSON file, or a run directory analyzed now."""
     if path.is_dir():
+        from analyze.api import analyze as analyze_run
+        from analyze.formats import FileError
+
         try:
-            from analyze.api import analyze as analyze_run  # written beside this module; imported lazily
-        except ImportError as exc:
-            raise ValueError(f"{path}: cannot analyze a run directory here ({exc}); pass a result JSON instead") from exc
-        result = analyze_run([path])
-        for attr in ("to_dict", "to_json_dict", "as_dict"):
-            if hasattr(result, attr):
-                return dict(getattr(result, attr)())
-        if hasattr(result, "to_json"):
-            return json.loads(result.to_json())
-        from dataclasses import asdict, is_dataclass
-        if is_dataclass(result) and not isinstance(result, type):
-            return asdict(result)
-        if isinstance(result, dict):
-            return result
-        raise ValueError(f"{path}: the analyzer returned {type(result).__name__}, which has no dict form")
+            return analyze_run([path]).to_json()
+        except FileError as exc:
+            raise ValueError(str(exc)) from None
     try:
         doc = json.loads(path.read_text())
     except OSError as exc:

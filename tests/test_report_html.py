@@ -228,7 +228,7 @@ def test_cli_analyze_html_and_report_with_whatif_json(tmp_path):
     r = CliRunner().invoke(app, ["analyze", str(example), "--html", str(out)])
     assert r.exit_code == 0, r.output
     text = out.read_text()
-    assert 'id="fig-utilization"' in text and 'id="fig-flows"' in text and 'data-missing="scaling"' in text
+    assert 'id="fig-utilization"' in text and 'id="fig-flows"' in text and 'id="fig-whatif-scaling"' in text
     whatif = tmp_path / "whatif.json"
     whatif.write_text(json.dumps({"scaling": {"model": "paper", "single_iteration_time_s": 0.1, "verdict": "V<erdict>",
                                               "measured": {"workers": 4, "link_speed_bps": 1e9,
