@@ -174,6 +174,9 @@ def assign_bursts(series: pd.DataFrame, coll: pd.DataFrame, windows: pd.DataFram
     if votes.empty:
         return k
     owner = votes.groupby(["burst", "it"])["bytes"].sum().reset_index()
+    # only a burst that mostly lies in one window straddles a boundary; one that spans several windows
+    # (iterations back to back, no silences between them) is cut bin by bin
+    owner = owner[owner["bytes"] > 0.5 * owner.groupby("burst")["bytes"].transform("sum")]
     owner = owner.sort_values("bytes", ascending=False, kind="stable").drop_duplicates("burst").set_index("burst")["it"]
     mapped = owner.reindex(j[inb]).to_numpy()
     k = k.copy()

@@ -9,6 +9,7 @@ are inferred from the captured side.
 """
 from __future__ import annotations
 
+import ipaddress
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -32,15 +33,26 @@ def flow_hosts(flows: pd.DataFrame, addr_host: dict[str, str]) -> pd.DataFrame:
                         inferred=src.isna() | dst.isna())
 
 
+def _group_address(address: str) -> bool:
+    """Multicast or limited broadcast: link-level announcements (IPv6 neighbour discovery, MLD), never a peer."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip.is_multicast or address == "255.255.255.255"
+
+
 def host_edges(flows: pd.DataFrame, addr_host: dict[str, str]) -> pd.DataFrame:
     """Sum every connection per directed host pair (one row per pair, heaviest first).
 
-    Flows with neither end on a captured host and flows inside one host are left out; `inferred` marks
-    pairs with an uncaptured end (seen from one side only).
+    Flows with neither end on a captured host, flows inside one host and flows to multicast/broadcast
+    groups (every fresh interface sends some; counted as endpoints they would lower the heavy-edge
+    reference) are left out; `inferred` marks pairs with an uncaptured end (seen from one side only).
     """
     if flows.empty:
         return pd.DataFrame(columns=EDGE_COLUMNS)
-    f = flow_hosts(flows, addr_host)
+    groups = {d for d in flows["dst"].unique() if _group_address(str(d))}
+    f = flow_hosts(flows[~flows["dst"].isin(groups)] if groups else flows, addr_host)
     captured = set(addr_host.values())
     f = f[(f["src_host"] != f["dst_host"]) & (f["src_host"].isin(captured) | f["dst_host"].isin(captured))]
     g = f.groupby(["src_host", "dst_host"], sort=False).agg(

@@ -5,12 +5,16 @@ Needs Horovod built with PyTorch and Gloo (see the README); launch with horovodr
     horovodrun --gloo -np 4 -H h1:1,h2:1,h3:1,h4:1 --network-interface eth0 \\
         python -m capture.workloads.horovod_train --params 5000000 --iters 20
 
-Each marker carries gradient_bytes (what one all-reduce moves), params and the model name.
+Each marker carries gradient_bytes (what one all-reduce moves), params and the model name. Markers go to
+the folder of the host horovodrun placed the rank on (HOROVOD_HOSTNAME, the name given to -H, which is also
+the name `ringscope capture run` reads from -H), not to the machine's own hostname, which may differ (FQDN,
+or network namespaces sharing one hostname).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -32,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
               "HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1", file=sys.stderr)
         return 2
 
+    if os.environ.get("HOROVOD_HOSTNAME"):  # before the first marker: capture.markers reads it once
+        os.environ.setdefault(markers.ENV_HOST, os.environ["HOROVOD_HOSTNAME"])
     hvd.init()
     rank, world = hvd.rank(), hvd.size()
     device = torch.device("cuda", hvd.local_rank()) if torch.cuda.is_available() else torch.device("cpu")
