@@ -79,7 +79,8 @@ def ring_capture(path: Path, *, packets: int, hosts: int = 4, conns: int = 8, it
     dport = np.where(reverse, data_sport, data_dport)
 
     seq = _sequence_numbers(flow, ip_len - 52, nflows)
-    _write(path, fmt, ts, caplen, ip_len, src[flow], dst[flow], sport[flow], dport[flow], seq)
+    ack = _ack_numbers(flow, seq, ip_len - 52, conns)
+    _write(path, fmt, ts, caplen, ip_len, src[flow], dst[flow], sport[flow], dport[flow], seq, ack)
     pk = np.bincount(flow, minlength=nflows)
     by = np.bincount(flow, weights=ip_len, minlength=nflows).astype(np.int64)
     return Truth(src=[f"10.77.0.{a}" for a in src], dst=[f"10.77.0.{a}" for a in dst], sport=sport, dport=dport,
@@ -98,8 +99,22 @@ def _sequence_numbers(flow: np.ndarray, payload: np.ndarray, nflows: int) -> np.
     return seq
 
 
+def _ack_numbers(flow: np.ndarray, seq: np.ndarray, payload: np.ndarray, conns: int) -> np.ndarray:
+    """ACKs acknowledge everything their data flow has sent so far; data segments ack the idle reverse side.
+
+    Real cumulative ACKs matter: tshark's sequence analysis keeps every unacknowledged segment.
+    """
+    import pandas as pd
+
+    is_ack = flow >= 2 * conns
+    data_flow = np.where(is_ack, flow - 2 * conns, flow)
+    end = pd.Series(np.where(is_ack, np.nan, (seq + payload) & 0xFFFFFFFF))
+    acked = end.groupby(data_flow).ffill().fillna(1_000_000).to_numpy(np.int64)
+    return np.where(is_ack, acked, 1_000_000)
+
+
 def _headers(caplen: np.ndarray, ip_len: np.ndarray, src: np.ndarray, dst: np.ndarray, sport: np.ndarray,
-             dport: np.ndarray, seq: np.ndarray) -> np.ndarray:
+             dport: np.ndarray, seq: np.ndarray, ack: np.ndarray) -> np.ndarray:
     """Frame bytes (Ethernet/IPv4/TCP, payload zeros) as an n x 96 matrix; each record uses its caplen."""
     n = len(caplen)
     h = np.zeros((n, DATA_CAPLEN), dtype=np.uint8)
@@ -116,16 +131,17 @@ def _headers(caplen: np.ndarray, ip_len: np.ndarray, src: np.ndarray, dst: np.nd
     h[:, 29] = src
     h[:, 30:33] = [10, 77, 0]
     h[:, 33] = dst
-    for off, val, width in ((34, sport, 2), (36, dport, 2), (38, seq, 4)):
+    for off, val, width in ((34, sport, 2), (36, dport, 2), (38, seq, 4), (42, ack, 4)):
         for k in range(width):
             h[:, off + k] = (val >> (8 * (width - 1 - k))) & 255
     h[:, 46] = 0x80  # data offset 8 words: 32-byte TCP header
     h[:, 47] = 0x10  # ACK
+    h[:, 48:50] = 0xFF  # receive window
     return h
 
 
 def _write(path: Path, fmt: str, ts: np.ndarray, caplen: np.ndarray, ip_len: np.ndarray, src: np.ndarray,
-           dst: np.ndarray, sport: np.ndarray, dport: np.ndarray, seq: np.ndarray) -> None:
+           dst: np.ndarray, sport: np.ndarray, dport: np.ndarray, seq: np.ndarray, ack: np.ndarray) -> None:
     with open(path, "wb") as out:
         if fmt == "pcap":
             out.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, DATA_CAPLEN, 1))
@@ -133,7 +149,7 @@ def _write(path: Path, fmt: str, ts: np.ndarray, caplen: np.ndarray, ip_len: np.
             out.write(_pcapng_header())
         for lo in range(0, len(ts), CHUNK):
             sl = slice(lo, lo + CHUNK)
-            frames = _headers(caplen[sl], ip_len[sl], src[sl], dst[sl], sport[sl], dport[sl], seq[sl])
+            frames = _headers(caplen[sl], ip_len[sl], src[sl], dst[sl], sport[sl], dport[sl], seq[sl], ack[sl])
             out.write(_records(fmt, ts[sl], caplen[sl], ip_len[sl] + 14, frames))
 
 
