@@ -4,11 +4,13 @@ from __future__ import annotations
 import sys
 import time
 
-from analyze.scan import scan_file
+from pathlib import Path
+
+from analyze.scan import scan_stream
 
 if __name__ == "__main__":
     path = sys.argv[1]
-    scan_file(path, bin_ns=10_000_000, byte_mode=0)  # load the compiled kernel and warm the page cache
+    scan_stream([Path(path)], bin_ns=10_000_000, byte_mode=0)  # load the compiled kernel and warm the page cache
     t0 = time.perf_counter()
-    scan_file(path, bin_ns=10_000_000, byte_mode=0)
+    scan_stream([Path(path)], bin_ns=10_000_000, byte_mode=0)
     print(time.perf_counter() - t0)
