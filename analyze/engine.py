@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from analyze.scan import StreamScan, scan_stream
+from analyze.scan import StreamScan, scan_stream, warm_kernels
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 
@@ -53,6 +53,7 @@ def scan_streams(streams: list[list[Path]], opts: ScanOptions, workers: Optional
         return out  # type: ignore[return-value]
     # biggest first so one large stream does not start last and stretch the wall time
     order = sorted(range(len(streams)), key=lambda i: -sizes[i])
+    warm_kernels()
     with ProcessPoolExecutor(max_workers=n) as pool:
         futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in order}
         for fut in as_completed(futures):

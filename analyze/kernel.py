@@ -68,7 +68,7 @@ def _mix(h, v):
     return h ^ (h >> np.uint64(29))
 
 
-@njit(cache=_CACHE)
+@njit(inline="always", cache=_CACHE)
 def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
     """Find or insert the directed 5-tuple; returns its row in the flow table."""
     h = _mix(_mix(_mix(_mix(_mix(np.uint64(proto) + np.uint64(1), a0), a1), a2), a3), np.uint64(ports))
@@ -112,7 +112,7 @@ def _wire_bytes(ip_len, hdr_len, mtu):
     return total + frames * ETHERNET_OVERHEAD_BYTES
 
 
-@njit(cache=_CACHE)
+@njit(inline="always", cache=_CACHE)
 def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
             keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
     """Decode one record and fold it into the flow table and the series cells."""

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import sys
 import time
-
 from pathlib import Path
 
 from analyze.scan import scan_stream
