@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from analyze.formats import FileError
-from analyze.units import format_rate, parse_duration, parse_rate
+from capture.units import format_rate, parse_duration, parse_rate, parse_size
 
 
 def _die(message: str, code: int = 2) -> typer.Exit:
@@ -25,7 +25,6 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
                 html_out: Optional[Path] = None, single_iteration_time: Optional[str] = None) -> None:
     """Parse options, analyze, and write what was asked for; user errors end in one line."""
     try:
-        from analyze.collective import parse_size
 
         order = [h.strip() for h in launch_order.split(",") if h.strip()] if launch_order else None
         grad = parse_size(gradient_bytes) if gradient_bytes else None

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from analyze.units import parse_duration, parse_rate
+from capture.units import parse_duration, parse_rate
 
 __all__ = ["split_values", "parse_seconds", "load_result", "run_whatif", "run_profile", "BACKWARD_SHARE"]
 

@@ -6,7 +6,6 @@ only file it may read is the NCCL log the user named.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -20,20 +19,6 @@ from analyze.nccl_log import compare_rings, read_nccl_log
 from analyze.topology import address_hosts, classify, flow_hosts, host_edges, ring_pairs
 
 RING_KINDS = ("ring", "bidirectional_ring")
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([kKMGT]i?)?B?\s*$")
-_SIZE_FACTOR = {None: 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-                "ki": 2**10, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def parse_size(text: str) -> float:
-    """Bytes from '97.5MB' (decimal), '25MiB' (binary) or a plain number of bytes."""
-    m = _SIZE.match(str(text))
-    if not m or m.group(2) not in _SIZE_FACTOR:
-        raise ValueError(f"bad size {text!r}: expected bytes, e.g. 102228128, 97.5MB or 25MiB")
-    value = float(m.group(1)) * _SIZE_FACTOR[m.group(2)]
-    if value <= 0:
-        raise ValueError(f"bad size {text!r}: must be positive")
-    return value
 
 
 def launch_order_of(run: Optional[dict[str, Any]]) -> Optional[list[str]]:
@@ -145,7 +130,7 @@ def _ring_size(markers: pd.DataFrame, log: Any, hosts_in_ring: int) -> int:
     return hosts_in_ring
 
 
-__all__ = ["add_collective", "launch_order_of", "parse_size", "collective_lines"]
+__all__ = ["add_collective", "launch_order_of", "collective_lines"]
 
 
 def collective_lines(extra: dict[str, Any]) -> list[str]:

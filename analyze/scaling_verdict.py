@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analyze.units import format_rate
+from capture.units import format_rate
 
 if TYPE_CHECKING:
     from analyze.scaling import Replay, WhatIfResult

@@ -49,17 +49,17 @@ def agent(
     """
     from capture.agent import AgentOptions, run_agent
     from capture.errors import CaptureError
-    from capture.units import parse_rate_bps, parse_size_bytes
+    from capture.units import parse_rate, parse_size
 
     try:
         options = AgentOptions(
             out=out, iface=iface, snaplen=snaplen, bpf=bpf,
-            rotate_bytes=parse_size_bytes(rotate_size) if rotate_size else None, keep=keep,
+            rotate_bytes=int(parse_size(rotate_size)) if rotate_size else None, keep=keep,
             rotate_seconds=rotate_seconds, duration_s=duration, until_pid=until_pid,
-            link_speed_bps=parse_rate_bps(link_speed) if link_speed else None,
+            link_speed_bps=round(parse_rate(link_speed)) if link_speed else None,
             peers=_peers(peers), host=host, stop_on_stdin_eof=stop_on_stdin_eof, ready_timeout_s=ready_timeout)
         raise typer.Exit(code=run_agent(options))
-    except CaptureError as error:
+    except (CaptureError, ValueError) as error:
         raise _fail(error) from None
 
 
@@ -90,11 +90,16 @@ def run(
     from capture.errors import CaptureError
     from capture.remote import resolve_template
     from capture.run import RunOptions, default_agent_command, run_capture
+    from capture.units import parse_rate, parse_size
 
     passthrough = {"--iface": iface, "--snaplen": snaplen, "--filter": bpf, "--link-speed": link_speed,
                    "--rotate-size": rotate_size, "--keep": keep, "--rotate-seconds": rotate_seconds}
     agent_args = [word for name, value in passthrough.items() if value is not None for word in (name, str(value))]
     try:
+        if link_speed:
+            parse_rate(link_speed)  # a bad value fails here, before any agent or training starts
+        if rotate_size:
+            parse_size(rotate_size)
         if hosts:
             host_list = hostlists.parse_host_list(hosts)
         elif hostfile:
@@ -106,5 +111,5 @@ def run(
                              command=list(command), agent_args=agent_args, ready_timeout_s=ready_timeout,
                              agent_command=shlex.split(agent_command) if agent_command else default_agent_command())
         raise typer.Exit(code=run_capture(options))
-    except CaptureError as error:
+    except (CaptureError, ValueError) as error:
         raise _fail(error) from None

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from capture.errors import CaptureError
-from capture.units import parse_rate_bps
+from capture.units import parse_rate
 
 SYS_NET = Path("/sys/class/net")
 
@@ -100,7 +100,7 @@ def tc_rate_bps(iface: str) -> int | None:
             text = subprocess.run(["tc", kind, "show", "dev", iface], capture_output=True, text=True, timeout=10).stdout
         except FileNotFoundError:
             return []
-        return [parse_rate_bps(m.group(1)) for m in re.finditer(rf"\b{keyword}\s+(\S+)", text)]
+        return [round(parse_rate(m.group(1))) for m in re.finditer(rf"\b{keyword}\s+(\S+)", text)]
 
     qdisc = rates("qdisc", "rate")
     if qdisc:

@@ -1,33 +1,108 @@
-"""Parse the human units users type for rates (bit/s) and sizes (bytes)."""
+"""Rates, sizes and durations as people type them ("25G", "100Gbit", "97.5MB", "10ms") to explicit numbers.
+
+Every option that takes a link speed, a size or a time window goes through here, in capture and analyze
+alike (standard library only, so the capture side stays dependency-free), so the whole tool agrees on
+what "25G" means: rates are bit/s with decimal prefixes (k = 1e3, M = 1e6, G = 1e9, T = 1e12; Ki/Mi/Gi/Ti
+are powers of 1024), durations are integer nanoseconds. "bps" means *bits* per second, as in every NIC
+datasheet (note: `tc` spells bits "bit" and bytes "bps"; ringscope follows common usage, and bytes must be
+written with a capital B: "GB/s", "GBps", "Gbyte").
+"""
 from __future__ import annotations
 
+import math
 import re
 
-from capture.errors import CaptureError
+__all__ = ["parse_rate", "parse_size", "parse_duration", "format_rate", "format_duration"]
 
-_SI = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
-_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]?)(i?)(bit|bps|b)?(?:/s)?\s*$", re.IGNORECASE)
+_PREFIX: dict[str, float] = {
+    "": 1.0,
+    "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9, "t": 1e12, "T": 1e12,
+    "ki": 1024.0, "Ki": 1024.0, "mi": 1024.0**2, "Mi": 1024.0**2,
+    "gi": 1024.0**3, "Gi": 1024.0**3, "ti": 1024.0**4, "Ti": 1024.0**4,
+}
+# Bits: "", "b", "bit", "bits", "bps", "bit/s", "b/s". Bytes: "B", "Bps", "B/s", "byte", "bytes", "byte/s".
+_BIT_UNITS = {"", "b", "bit", "bits", "bps", "bit/s", "bits/s", "b/s"}
+_BYTE_UNITS = {"B", "Bps", "B/s", "byte", "bytes", "byte/s", "bytes/s", "Byte", "Bytes"}
+_NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+_RATE_RE = re.compile(rf"^\s*({_NUMBER})\s*((?:[kKmMgGtT]i?)?)\s*([A-Za-z/]*)\s*$")
+
+_SIZE_RE = re.compile(rf"^\s*({_NUMBER})\s*((?:[kKMGT]i?)?)(B|byte|bytes)?\s*$")
+_SIZE_PREFIX: dict[str, float] = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
+                                  "ki": 2.0**10, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+
+_DURATION_UNITS: dict[str, float] = {
+    "ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "sec": 1e9,
+    "min": 60e9, "m": 60e9, "h": 3600e9, "": 1e9,
+}
+_DURATION_RE = re.compile(rf"^\s*({_NUMBER})\s*([a-zµμ]*)\s*$")
 
 
-def _parse(text: str, what: str) -> tuple:
-    match = _NUMBER.match(text)
+def parse_rate(text: str) -> float:
+    """Parse a link rate ("100Gbit", "25G", "10Gbps", "100Mbit", "1e9", "12.5GB/s") into bit/s.
+
+    A bare number is bit/s. Raises ValueError naming the input when it is not a positive finite rate.
+    """
+    match = _RATE_RE.match(str(text))
     if not match:
-        raise CaptureError(f"cannot read {what} {text!r}: expected e.g. 25Gbit, 100M, 1e9")
-    value, prefix, binary, unit = match.groups()
-    prefix = prefix.lower()
-    scale = 1024 ** ("kmgt".index(prefix) + 1) if binary and prefix else _SI[prefix]
-    return float(value) * scale, (unit or "").lower()
+        raise ValueError(f"bad rate {text!r}: expected a number with an optional unit, e.g. 25G, 100Gbit, 10Gbps, 1e9")
+    number, prefix, unit = match.groups()
+    if unit in _BIT_UNITS:
+        factor = 1.0
+    elif unit in _BYTE_UNITS:
+        factor = 8.0
+    else:
+        raise ValueError(f"bad rate {text!r}: unknown unit {unit!r} (use bit, bps, b/s for bits or B, Bps, B/s for bytes)")
+    value = float(number) * _PREFIX[prefix] * factor
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"bad rate {text!r}: must be a positive finite rate")
+    return value
 
 
-def parse_rate_bps(text: str) -> int:
-    """'25Gbit', '100G', '1e9', '800Mbit/s' -> bit/s. Rates are always bits, as tc prints them."""
-    value, _ = _parse(text, "rate")
+def parse_size(text: str) -> float:
+    """Parse a size ("97.5MB", "25MiB", "1.5G", "102228128") into bytes: k/M/G/T are powers of 1000, Ki/Mi/Gi/Ti of 1024.
+
+    Raises ValueError naming the input when it is not a positive size (a size in bits is refused).
+    """
+    match = _SIZE_RE.match(str(text))
+    if not match:
+        raise ValueError(f"bad size {text!r}: expected bytes, e.g. 102228128, 97.5MB, 25MiB or 1.5G")
+    number, prefix, _unit = match.groups()
+    value = float(number) * _SIZE_PREFIX[prefix]
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"bad size {text!r}: must be positive")
+    return value
+
+
+def parse_duration(text: str) -> int:
+    """Parse a duration ("10ms", "1ms", "0.5s", "250us", "100ns", "2min") into integer nanoseconds.
+
+    A bare number is seconds. Raises ValueError naming the input when it is negative or malformed.
+    """
+    match = _DURATION_RE.match(str(text))
+    if not match:
+        raise ValueError(f"bad duration {text!r}: expected a number with a unit, e.g. 10ms, 0.5s, 250us")
+    number, unit = match.groups()
+    if unit not in _DURATION_UNITS:
+        raise ValueError(f"bad duration {text!r}: unknown unit {unit!r} (use ns, us, ms, s, min, h)")
+    value = float(number) * _DURATION_UNITS[unit]
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"bad duration {text!r}: must be a non-negative finite time")
     return int(round(value))
 
 
-def parse_size_bytes(text: str) -> int:
-    """'100M', '1G', '500k', '2GiB' -> bytes (SI prefixes are powers of 1000, 'Ki'/'Mi' of 1024)."""
-    value, unit = _parse(text, "size")
-    if unit == "bit":
-        raise CaptureError(f"cannot read size {text!r}: sizes are bytes, e.g. 100M or 1G")
-    return int(round(value))
+def format_rate(bps: float) -> str:
+    """Render bit/s the way people read link speeds: '25 Gbit/s', '400 Mbit/s'."""
+    if not math.isfinite(bps):
+        return "∞"
+    for factor, name in ((1e12, "Tbit/s"), (1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s")):
+        if abs(bps) >= factor:
+            return f"{bps / factor:.3g} {name}"
+    return f"{bps:.3g} bit/s"
+
+
+def format_duration(ns: float) -> str:
+    """Render nanoseconds with a readable unit: '12.3 ms', '850 us'."""
+    for factor, name in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if abs(ns) >= factor:
+            return f"{ns / factor:.3g} {name}"
+    return f"{ns:.3g} ns"

@@ -86,7 +86,7 @@ def run_report(paths: list[Path], *, out: Path, title: Optional[str], link_speed
         result: Any = doc
     else:
         from analyze.formats import FileError
-        from analyze.units import parse_duration, parse_rate
+        from capture.units import parse_duration, parse_rate
 
         try:
             link_bps = parse_rate(link_speed) if link_speed else None

@@ -285,7 +285,7 @@ def _si(value: float) -> str:
 
 
 def _rate(bps: float) -> str:
-    from analyze.units import format_rate
+    from capture.units import format_rate
 
     return format_rate(bps)
 

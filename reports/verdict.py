@@ -47,7 +47,7 @@ def pct(x: Optional[float]) -> str:
 
 
 def rate(bps: Optional[float]) -> str:
-    from analyze.units import format_rate
+    from capture.units import format_rate
 
     return "—" if bps is None else format_rate(bps)
 

@@ -1,11 +1,11 @@
-"""Rates and durations as typed by users (analyze/units.py)."""
+"""Rates and durations as typed by users (capture/units.py)."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analyze.units import format_rate, parse_duration, parse_rate
+from capture.units import format_rate, parse_duration, parse_rate
 
 
 @pytest.mark.parametrize("text, bps", [
