@@ -154,7 +154,8 @@ def assign_bursts(series: pd.DataFrame, coll: pd.DataFrame, windows: pd.DataFram
     """Iteration row of every cell, keeping each traffic burst of the collective whole.
 
     Marker windows end when the all-reduce ends, so the last bin of a burst straddles the next window's
-    start; a burst goes wholly to the window holding most of its bytes. Cells outside bursts (or when
+    start; a burst goes wholly to the window where it began (or, failing that, the one holding most of its
+    bytes). Cells outside bursts (or when
     the traffic has no silences) fall back to `assign`.
     """
     k = assign(series, windows, bin_ns)
@@ -178,6 +179,10 @@ def assign_bursts(series: pd.DataFrame, coll: pd.DataFrame, windows: pd.DataFram
     # (iterations back to back, no silences between them) is cut bin by bin
     owner = owner[owner["bytes"] > 0.5 * owner.groupby("burst")["bytes"].transform("sum")]
     owner = owner.sort_values("bytes", ascending=False, kind="stable").drop_duplicates("burst").set_index("burst")["it"]
+    # a collective belongs to the iteration that issued it: when the burst's first bin lies in the window
+    # just before the one holding most of its bytes, its tail merely spilled past a rank's marker end
+    starts_at = assign(pd.DataFrame({"t_ns": t0 + first[owner.index.to_numpy()] * bin_ns}), windows, bin_ns)
+    owner = pd.Series(np.where(starts_at == owner.to_numpy() - 1, starts_at, owner.to_numpy()), index=owner.index)
     mapped = owner.reindex(j[inb]).to_numpy()
     k = k.copy()
     k[np.nonzero(inb)[0][~np.isnan(mapped)]] = mapped[~np.isnan(mapped)].astype(np.int64)
