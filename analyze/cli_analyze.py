@@ -48,7 +48,7 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
 
     quiet = str(json_out) == "-" or not sys.stderr.isatty()
     try:
-        with _progress(paths, quiet) as progress:
+        with _progress(quiet) as progress:
             result = analyze(paths, link_speed_bps=link_bps, bin_ns=bin_ns, byte_mode=byte_mode,
                              workers=workers, progress=progress, launch_order=order, gradient_bytes=grad,
                              nccl_log=nccl_log, single_iteration_time_s=t_single)
@@ -78,7 +78,7 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
 class _progress:
     """A rich progress bar over bytes read, on stderr, only on a terminal."""
 
-    def __init__(self, paths: list[Path], quiet: bool) -> None:
+    def __init__(self, quiet: bool) -> None:
         self.quiet = quiet
         self.bar = None
 
