@@ -30,6 +30,9 @@ IPV4_MAPPED = np.uint64(0x0000FFFF00000000)
 FRAG_SLOTS = 4096
 
 _CACHE = True
+# The walkers run without numba's reference-counting runtime: they allocate nothing, and with it numba
+# increfs and decrefs every array argument of the inlined per-packet helpers on every packet (2.2x slower).
+_NO_NRT = dict(cache=_CACHE, _nrt=False)
 
 
 @njit(inline="always", cache=_CACHE)
@@ -69,9 +72,23 @@ def _mix(h, v):
 
 
 @njit(inline="always", cache=_CACHE)
+def _rotl(x, r):
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+@njit(inline="always", cache=_CACHE)
+def _flow_hash(a0, a1, a2, a3, ports, proto):
+    """One multiply over rotated key words: a short dependency chain on the hottest path (5 chained
+    multiply rounds cost ~6 % of the scan); the high half folded down keeps the low slot bits mixed."""
+    x = (a0 ^ _rotl(a1, 17)) ^ (_rotl(a2, 31) ^ _rotl(a3, 47)) ^ ((ports << np.uint64(8)) | proto)
+    x *= np.uint64(0x9E3779B97F4A7C15)
+    return x ^ (x >> np.uint64(31))
+
+
+@njit(inline="always", cache=_CACHE)
 def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
     """Find or insert the directed 5-tuple; returns its row in the flow table."""
-    h = _mix(_mix(_mix(_mix(_mix(np.uint64(proto) + np.uint64(1), a0), a1), a2), a3), np.uint64(ports))
+    h = _flow_hash(a0, a1, a2, a3, np.uint64(ports), np.uint64(proto))
     mask = slots.shape[0] - 1
     s = np.int64(h & np.uint64(mask))
     while True:
@@ -365,7 +382,7 @@ def _room(st, keys, cell_flow):
     return -1
 
 
-@njit(cache=_CACHE)
+@njit(**_NO_NRT)
 def scan_pcap(b, end, swap, nano, linktype, budget, mtu, bin_ns, byte_mode,
               keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
     """Walk classic pcap records from st[ST_POS]; stop at end of data, a full table or the budget."""
@@ -450,7 +467,7 @@ def _read_idb(b, pos, blen, swap, st, if_link, if_resol, if_offset):
     return True
 
 
-@njit(cache=_CACHE)
+@njit(**_NO_NRT)
 def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
                 keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
     """Walk pcapng blocks from st[ST_POS]; packets of every interface, unknown blocks skipped."""
@@ -533,7 +550,7 @@ def rehash(keys, n, slots):
     for f in range(n):
         proto = keys[f, 4] & np.uint64(0xFF)
         ports = keys[f, 4] >> np.uint64(8)
-        h = _mix(_mix(_mix(_mix(_mix(proto + np.uint64(1), keys[f, 0]), keys[f, 1]), keys[f, 2]), keys[f, 3]), ports)
+        h = _flow_hash(keys[f, 0], keys[f, 1], keys[f, 2], keys[f, 3], ports, proto)
         s = np.int64(h & np.uint64(mask))
         while slots[s] >= 0:
             s = (s + 1) & mask
