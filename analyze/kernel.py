@@ -6,7 +6,8 @@ decoded from link layer to TCP/UDP in registers, and folded into a flow hash tab
 caller; when one fills up the kernel returns a status and the caller grows it and calls again
 (re-binding arrays inside the loop would make numba reference-count every packet).
 
-This module imports numba; import it lazily (it costs ~1-2 s) and only where packets are read.
+This module imports numba. Callers do not import it: analyze.kernels hands out these walkers compiled
+ahead of time into a cached extension (no numba at run time), or through numba's JIT as a fallback.
 """
 from __future__ import annotations
 

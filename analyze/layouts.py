@@ -96,3 +96,15 @@ ETHERNET_OVERHEAD_BYTES = 38
 ETHERNET_MIN_FRAME_BYTES = 64  # header + payload + FCS, padded
 
 MAX_IFACES = 4096
+
+# The compiled entry points' arguments, (numpy dtype, ndim) for arrays or a scalar kind: analyze.kernels
+# makes both the numba signatures and the ahead-of-time extension's argument check from this one table.
+_KERNEL_TABLES = (("uint64", 2), ("int64", 1), ("int64", 2), ("int32", 1), ("int64", 1), ("int64", 1),
+                  ("int64", 1), ("uint64", 2), ("int64", 1), ("int64", 2), ("int64", 1))
+KERNEL_DATA = ("uint8", 1)  # the mapped file: read-only
+KERNEL_ARGS: dict[str, tuple[object, ...]] = {
+    "scan_pcap": (KERNEL_DATA, "int", "bool", "bool", "int", "int", "int", "int", "int", *_KERNEL_TABLES),
+    "scan_pcapng": (KERNEL_DATA, "int", "int", "int", "int", "int", ("int64", 1), ("int64", 1), ("int64", 1),
+                    *_KERNEL_TABLES),
+    "rehash": (("uint64", 2), "int", ("int64", 1)),
+}

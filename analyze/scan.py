@@ -15,6 +15,7 @@ import numpy as np
 
 from analyze import layouts as L
 from analyze.formats import CaptureFormat, first_timestamp_ns, open_capture
+from analyze.kernels import kernels
 
 RECORDS_PER_CALL = 1 << 19  # ~50 MB of headers-only records: the most file pages held at once
 INITIAL_FLOWS = 1 << 10
@@ -73,8 +74,6 @@ class _Tables:
 
     def grow_flows(self) -> None:
         """Quadruple the flow table and rebuild the hash slots."""
-        from analyze.kernel import rehash
-
         n = int(self.st[L.ST_NFLOWS])
         cap = self.keys.shape[0] * 4
         keys = np.zeros((cap, 5), dtype=np.uint64)
@@ -83,7 +82,7 @@ class _Tables:
         agg[:n] = self.agg[:n]
         self.keys, self.agg = keys, agg
         self.slots = np.full(cap * 4, -1, dtype=np.int64)
-        rehash(self.keys, n, self.slots)
+        kernels().rehash(self.keys, n, self.slots)
 
     def flush_cells(self) -> None:
         """Move the kernel's cells out so the cell buffer can be reused."""
@@ -106,19 +105,7 @@ class _Tables:
 
 def warm_kernels() -> None:
     """Load the compiled kernels in this process, so forked workers inherit them instead of each loading them."""
-    import struct
-
-    from analyze.kernel import scan_pcap, scan_pcapng
-
-    t = _Tables()
-    empty = np.frombuffer(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 96, 1), dtype=np.uint8)
-    t.st[L.ST_POS] = 24
-    scan_pcap(empty, 24, False, True, 1, 1, 1500, 1, 0, t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin,
-              t.cell_bytes, t.kinds, t.frag_keys, t.frag_flow, t.frag_pend, t.st)
-    t.st[L.ST_POS] = 24
-    ifaces = np.zeros(L.MAX_IFACES, dtype=np.int64)
-    scan_pcapng(empty, 24, 1, 1500, 1, 0, ifaces, ifaces, ifaces, t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin,
-                t.cell_bytes, t.kinds, t.frag_keys, t.frag_flow, t.frag_pend, t.st)
+    kernels()
 
 
 def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 1500,
@@ -148,8 +135,7 @@ def _scan_one(path: Path, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int
 
 
 def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int) -> FileHealth:
-    from analyze.kernel import scan_pcap, scan_pcapng
-
+    walkers = kernels()
     warnings = list(cap.warnings)
     kinds_before = t.kinds.copy()
     for k in (L.ST_RECORDS, L.ST_FIRST_NS, L.ST_MAX_NS, L.ST_PACKET_BYTES, L.ST_NIFACE, L.ST_IFACE_BASE, L.ST_SWAP):
@@ -163,11 +149,11 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
     dropped_to = 0
     while True:
         if cap.kind == "pcapng":
-            scan_pcapng(buf, end, RECORDS_PER_CALL, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
+            walkers.scan_pcapng(buf, end, RECORDS_PER_CALL, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
                         t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
                         t.frag_keys, t.frag_flow, t.frag_pend, t.st)
         else:
-            scan_pcap(buf, end, cap.swapped, cap.nano, cap.linktype, RECORDS_PER_CALL, mtu, bin_ns, byte_mode,
+            walkers.scan_pcap(buf, end, cap.swapped, cap.nano, cap.linktype, RECORDS_PER_CALL, mtu, bin_ns, byte_mode,
                       t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
                       t.frag_keys, t.frag_flow, t.frag_pend, t.st)
         status = int(t.st[L.ST_STATUS])

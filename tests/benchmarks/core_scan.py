@@ -1,4 +1,4 @@
-"""Time ringscope's read-and-aggregate core alone (JIT loaded first): prints seconds for one scan."""
+"""Time ringscope's read-and-aggregate core alone (kernel loaded first): prints seconds for one scan."""
 from __future__ import annotations
 
 import sys

@@ -1,6 +1,7 @@
 """On-demand benchmark: ringscope against dpkt, tshark, scapy, pyshark and `cat`, measured in one run.
 
     .venv/bin/python -m tests.benchmarks.run_benchmark --packets 5000000 [--format pcap|pcapng] [--skip-slow]
+        [--parallel 5000000]
 
 Each tool runs as its own process (whole-process wall time, median of --repeat runs) and its peak RSS
 is read from the kernel's accounting of that child (getrusage RUSAGE_CHILDREN via /usr/bin/time -f %M,
@@ -24,6 +25,7 @@ from pathlib import Path
 from tests.benchmarks.synth import Truth, ring_capture
 
 PY = sys.executable
+WARM = "ringscope analyze"
 RINGSCOPE = str(Path(PY).with_name("ringscope"))
 HERE = Path(__file__).resolve().parent
 
@@ -84,16 +86,21 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
     wall, rss, _ = median_run(["cat", str(path)], repeat)
     rows.append(Timing("cat", wall, rss, packets))
 
-    cache = tempfile.mkdtemp(prefix="ringscope-jit-")
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+    cache = tempfile.mkdtemp(prefix="ringscope-kernel-")  # empty: the first run builds the kernel
+    env = dict(os.environ, RINGSCOPE_CACHE_DIR=cache, NUMBA_CACHE_DIR=str(Path(cache) / "numba"))
+    env.pop("RINGSCOPE_KERNEL", None)
     out_json = Path(cache) / "r.json"
     cmd = [RINGSCOPE, "analyze", str(path), "--json", str(out_json), "--link-speed", "25G", "--workers", "1"]
     wall, rss, _ = timed(cmd, env)
-    rows.append(Timing("ringscope analyze (cold JIT)", wall, rss, packets))
+    rows.append(Timing("ringscope analyze, first run (builds kernel)", wall, rss, packets, "once per machine"))
     wall, rss, _ = median_run(cmd, repeat, env)
-    rows.append(Timing("ringscope analyze (warm JIT)", wall, rss, packets))
+    rows.append(Timing(WARM, wall, rss, packets))
     result = json.loads(out_json.read_text())
     check("ringscope", {(f["src"], f["dst"], f["sport"], f["dport"]): f["bytes"] for f in result["flows"]}, truth)
+    jit = dict(env, RINGSCOPE_KERNEL="jit")
+    timed(cmd, jit)  # numba compiles once into its cache
+    wall, rss, _ = median_run(cmd, repeat, jit)
+    rows.append(Timing("ringscope analyze, numba JIT kernel (fallback)", wall, rss, packets, "no C compiler"))
     wall, rss, out = median_run([PY, str(HERE / "core_scan.py"), str(path)], repeat, env)
     rows.append(Timing("ringscope read+aggregate core", float(out.split()[0]), rss, packets, "in-process, no imports"))
     shutil.rmtree(cache, ignore_errors=True)
@@ -121,7 +128,7 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
 
 
 def print_table(title: str, rows: list[Timing], size: int) -> None:
-    ring = next(r for r in rows if r.tool == "ringscope analyze (warm JIT)")
+    ring = next(r for r in rows if r.tool == WARM)
     print(f"\n{title}")
     print(f"{'tool':<46} {'seconds':>9} {'Mpkt/s':>8} {'MB/s':>8} {'peak RSS MB':>12} {'x slower than ringscope':>24}")
     for r in rows:
@@ -130,19 +137,23 @@ def print_table(title: str, rows: list[Timing], size: int) -> None:
               f"{r.rss_mb:>12.0f} {ratio:>24.2f}  {r.note}")
 
 
-def bench_parallel(tmp: Path, packets: int, repeat: int) -> None:
+def bench_parallel(tmp: Path, per_file: int, repeat: int) -> None:
+    """Four hosts' files read by 1 and by 2 local workers: the reading phase and the whole process."""
     files = []
-    per_file = packets // 2  # big enough that reading, not process start-up, is what is measured
     for i in range(4):
         f = tmp / f"par{i}.pcap"
         ring_capture(f, packets=per_file, seed=i)
         files.append(str(f))
     one, _, _ = median_run([RINGSCOPE, "analyze", *files, "--workers", "1", "--json", str(tmp / "a.json")], repeat)
     two, _, _ = median_run([RINGSCOPE, "analyze", *files, "--workers", "2", "--json", str(tmp / "b.json")], repeat)
+    if json.loads((tmp / "a.json").read_text())["flows"] != json.loads((tmp / "b.json").read_text())["flows"]:
+        raise SystemExit("benchmark: 1 and 2 workers disagree on the flows")
     print(f"\nparallel: 4 hosts' files x {per_file:,} packets: whole process 1 worker {one:.2f} s, "
           f"2 workers {two:.2f} s, speed-up {one / two:.2f}x")
     _, _, out = timed([PY, str(HERE / "parallel_scan.py"), *files])
     print(f"parallel: reading phase alone (in-process, pool start included): {out.strip()}")
+    for f in files:
+        Path(f).unlink()
 
 
 def main() -> None:
@@ -152,7 +163,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--prefix", type=int, default=20_000, help="packets given to scapy (pyshark gets 1/20)")
     ap.add_argument("--skip-slow", action="store_true", help="skip dpkt and tshark (minutes on 5 M packets)")
-    ap.add_argument("--parallel", action="store_true", help="also measure 1 vs 2 local workers")
+    ap.add_argument("--parallel", type=int, default=0, metavar="PACKETS",
+                    help="also measure 1 vs 2 local workers on 4 files of PACKETS packets each")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the generated captures")
     args = ap.parse_args()
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="ringscope-bench-"))
@@ -165,7 +177,7 @@ def main() -> None:
             print_table(f"{n:,} packets, {fmt}, {path.stat().st_size / 1e6:.0f} MB, 32 flows", rows, path.stat().st_size)
             path.unlink()
     if args.parallel:
-        bench_parallel(tmp, max(args.packets), args.repeat)
+        bench_parallel(tmp, args.parallel, args.repeat)
     if args.dir is None:
         shutil.rmtree(tmp, ignore_errors=True)
 
