@@ -15,15 +15,14 @@ import numpy as np
 from numba import njit
 
 from analyze.layouts import (
-    AGG_CUR_BIN, AGG_CUR_BYTES, AGG_FIRST_NS, AGG_IP_BYTES, AGG_LAST_NS, AGG_PACKETS,
-    AGG_PAYLOAD_BYTES, AGG_RETRANS_BYTES, AGG_SEQ_END, AGG_WIRE_BYTES, BYTES_IP, BYTES_PAYLOAD,
-    ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES, KIND_ARP, KIND_BAD_IP, KIND_FRAGMENT,
-    KIND_ICMP, KIND_OTHER_ETHERTYPE, KIND_OTHER_IP, KIND_TCP, KIND_TRUNCATED, KIND_UDP,
-    KIND_UNKNOWN_LINKTYPE, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
-    LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_RAW_BSD, MAX_IFACES, ST_FIRST_NS,
-    ST_IFACE_BASE, ST_LAST_NS, ST_MAX_NS, ST_NCELLS, ST_NFLOWS, ST_NIFACE, ST_PACKET_BYTES, ST_POS,
-    ST_RECORDS, ST_STATUS, ST_SWAP, STATUS_BUDGET, STATUS_CELLS_FULL, STATUS_CORRUPT, STATUS_END,
-    STATUS_FLOWS_FULL, STATUS_TOO_MANY_IFACES, STATUS_TRUNCATED,
+    AGG_CUR_BIN, AGG_CUR_BYTES, AGG_FIRST_NS, AGG_GAP_HI, AGG_GAP_LO, AGG_GAP_NS, AGG_IP_BYTES, AGG_LAST_NS,
+    AGG_PACKETS, AGG_PAYLOAD_BYTES, AGG_RETRANS_BYTES, AGG_SEQ_END, AGG_WIRE_BYTES, BYTES_IP, BYTES_PAYLOAD,
+    ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES, KIND_ARP, KIND_BAD_IP, KIND_FRAGMENT, KIND_ICMP,
+    KIND_OTHER_ETHERTYPE, KIND_OTHER_IP, KIND_TCP, KIND_TRUNCATED, KIND_UDP, KIND_UNKNOWN_LINKTYPE,
+    LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_NULL,
+    LINKTYPE_RAW, LINKTYPE_RAW_BSD, MAX_IFACES, REORDER_NS, ST_FIRST_NS, ST_IFACE_BASE, ST_LAST_NS, ST_MAX_NS,
+    ST_NCELLS, ST_NFLOWS, ST_NIFACE, ST_PACKET_BYTES, ST_POS, ST_RECORDS, ST_STATUS, ST_SWAP, STATUS_BUDGET,
+    STATUS_CELLS_FULL, STATUS_CORRUPT, STATUS_END, STATUS_FLOWS_FULL, STATUS_TOO_MANY_IFACES, STATUS_TRUNCATED,
 )
 
 MAX_RECORD_BYTES = 1 << 20  # a record larger than this is corrupt (tcpdump's maximum snaplen is 256 KiB)
@@ -107,6 +106,7 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
             agg[f, AGG_FIRST_NS] = ts
             agg[f, AGG_SEQ_END] = -1
             agg[f, AGG_CUR_BIN] = -1
+            agg[f, AGG_GAP_LO] = -1
             return f
         if (keys[f, 0] == a0 and keys[f, 1] == a1 and keys[f, 2] == a2 and keys[f, 3] == a3
                 and keys[f, 4] == ((np.uint64(ports) << np.uint64(8)) | np.uint64(proto))):
@@ -128,6 +128,26 @@ def _wire_bytes(ip_len, hdr_len, mtu):
     if frames == 1 and ip_len < per_frame_min:
         total = per_frame_min
     return total + frames * ETHERNET_OVERHEAD_BYTES
+
+
+@njit(inline="always", cache=_CACHE)
+def _fills_gap(agg, f, seq, n, ts):
+    """True when [seq, seq+n) lies in the flow's open hole within REORDER_NS of its opening; the hole
+    then shrinks from whichever end was filled (a fill in its middle leaves it as it was)."""
+    lo = agg[f, AGG_GAP_LO]
+    if lo < 0 or ts - agg[f, AGG_GAP_NS] > REORDER_NS:
+        return False
+    width = (agg[f, AGG_GAP_HI] - lo) & 0xFFFFFFFF
+    off = (seq - lo) & 0xFFFFFFFF
+    if off + n > width:
+        return False
+    if off == 0:
+        agg[f, AGG_GAP_LO] = (seq + n) & 0xFFFFFFFF
+    elif off + n == width:
+        agg[f, AGG_GAP_HI] = seq
+    if agg[f, AGG_GAP_LO] == agg[f, AGG_GAP_HI]:
+        agg[f, AGG_GAP_LO] = -1
+    return True
 
 
 @njit(inline="always", cache=_CACHE)
@@ -327,7 +347,8 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
     if ts > agg[f, AGG_LAST_NS]:
         agg[f, AGG_LAST_NS] = ts
 
-    # ---- retransmitted payload from TCP sequence numbers (modulo 2^32)
+    # ---- retransmitted payload from TCP sequence numbers (modulo 2^32): bytes below the highest seen,
+    # unless they fill the latest hole soon after it opened (reordered by the capture, not resent)
     if seq >= 0 and payload > 0:
         seq_end = (seq + payload) & 0xFFFFFFFF
         top = agg[f, AGG_SEQ_END]
@@ -336,9 +357,16 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
         else:
             behind = (top - seq) & 0xFFFFFFFF  # bytes of this segment at or below the highest seen
             if behind < 0x80000000 and behind > 0:
-                agg[f, AGG_RETRANS_BYTES] += behind if behind < payload else payload
+                old = behind if behind < payload else payload
+                if not _fills_gap(agg, f, seq, old, ts):
+                    agg[f, AGG_RETRANS_BYTES] += old
             ahead = (seq_end - top) & 0xFFFFFFFF
             if ahead != 0 and ahead < 0x80000000:
+                skip = (seq - top) & 0xFFFFFFFF
+                if skip != 0 and skip < 0x80000000:  # [top, seq) not seen (yet): a hole opens
+                    agg[f, AGG_GAP_LO] = top
+                    agg[f, AGG_GAP_HI] = seq
+                    agg[f, AGG_GAP_NS] = ts
                 agg[f, AGG_SEQ_END] = seq_end
 
     # ---- sparse series: one cell per (flow, bin) run

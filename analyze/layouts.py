@@ -59,7 +59,14 @@ AGG_RETRANS_BYTES = 6
 AGG_SEQ_END = 7  # highest TCP sequence end seen (mod 2^32), -1 before the first data segment
 AGG_CUR_BIN = 8  # series bin being accumulated
 AGG_CUR_BYTES = 9
-N_AGG = 10
+AGG_GAP_LO = 10  # the latest hole in the sequence space ([lo, hi) mod 2^32 not seen yet); -1: none
+AGG_GAP_HI = 11
+AGG_GAP_NS = 12  # when that hole opened
+N_AGG = 13
+
+# A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
+# to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.
+REORDER_NS = 1_000_000
 
 # Kernel state vector (int64) carried between calls so a file can be read in bounded windows.
 ST_POS = 0
