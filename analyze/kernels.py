@@ -146,7 +146,8 @@ def _build_in_subprocess(dest: Path) -> bool:
         lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
         cause = next((ln for ln in reversed(lines) if "Error" in ln), why)
         print(f"ringscope: could not compile the packet kernel ahead of time ({cause[:200]}); "
-              f"using numba's JIT instead (about 0.6 s more start-up per run). Log: {log}", file=sys.stderr)
+              f"using numba's JIT instead (about 0.6 s more start-up per run). Log: {log}; "
+              f"retry with: {sys.executable} -m analyze.kernels", file=sys.stderr)
     return ok
 
 
