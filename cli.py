@@ -139,11 +139,15 @@ def report(
 
 
 def _usage_error_class() -> type[Exception]:
-    """click's UsageError, wherever this typer version keeps it (newer typer vendors click)."""
+    """The UsageError typer raises: its vendored click's when it has one (newer typer), else click's.
+
+    The vendored one comes first because a standalone click may be installed too (dask brings one),
+    and its UsageError is a different class that typer never raises.
+    """
     try:
-        from click.exceptions import UsageError
+        from typer._click.exceptions import UsageError
     except ImportError:
-        from typer._click.exceptions import UsageError  # type: ignore[no-redef]
+        from click.exceptions import UsageError  # type: ignore[no-redef]
     return UsageError
 
 
