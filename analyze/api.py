@@ -31,21 +31,27 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
             byte_mode: str = "ip", busy_threshold: float = DEFAULT_BUSY_THRESHOLD, workers: Optional[int] = None,
             progress: Optional[Progress] = None, launch_order: Optional[Sequence[str]] = None,
             gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None,
-            single_iteration_time_s: Optional[float] = None) -> Result:
+            single_iteration_time_s: Optional[float] = None, scheduler: Optional[str] = None) -> Result:
     """Read the captures under `paths` and compute flows, series, link utilization and the collective
     (topology, iterations; launch_order / gradient_bytes / nccl_log refine it), and the what-if (`scaling`)
     when the run allows it; single_iteration_time_s (T of one worker) adds the measured scaling factor.
+    scheduler ("tcp://HOST:PORT") scans the hosts on that Dask cluster instead of local processes (`workers`);
+    its workers must see the files at the same absolute paths.
 
-    Raises analyze.formats.FileError (one line: file, offset, cause) when input cannot be read.
+    Raises analyze.formats.FileError (one line: file, offset, cause) when input cannot be read, and
+    analyze.cluster.ClusterError when the Dask cluster cannot do the scans.
     """
     if byte_mode not in BYTE_COLUMN:
         raise ValueError(f"--bytes must be one of ip, wire, payload (got {byte_mode!r})")
     if bin_ns <= 0:
         raise ValueError("the bin width must be positive")
+    if scheduler is not None and workers is not None:
+        raise ValueError("workers are local processes; with a Dask scheduler the cluster's workers read the files")
     run_input = discover([Path(p) for p in paths])
     mtu = _common_mtu(run_input)
     scans = scan_streams([h.files for h in run_input.hosts],
-                         ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=mtu), workers, progress)
+                         ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=mtu), workers, progress,
+                         scheduler)
     result = build_result(run_input, scans, link_speed_bps=link_speed_bps, bin_ns=bin_ns, byte_mode=byte_mode,
                           busy_threshold=busy_threshold)
     from analyze.collective import add_collective

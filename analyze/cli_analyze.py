@@ -22,7 +22,8 @@ def _die(message: str, code: int = 2) -> typer.Exit:
 def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Path], link_speed: Optional[str],
                 bin_: str, byte_mode: str, workers: Optional[int], launch_order: Optional[str] = None,
                 gradient_bytes: Optional[str] = None, nccl_log: Optional[Path] = None,
-                html_out: Optional[Path] = None, single_iteration_time: Optional[str] = None) -> None:
+                html_out: Optional[Path] = None, single_iteration_time: Optional[str] = None,
+                scheduler: Optional[str] = None) -> None:
     """Parse options, analyze, and write what was asked for; user errors end in one line."""
     try:
 
@@ -38,6 +39,8 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
             raise ValueError(f"bad --bytes {byte_mode!r}: choose ip, wire or payload")
         if workers is not None and workers < 1:
             raise ValueError("--workers must be at least 1")
+        if workers is not None and scheduler is not None:
+            raise ValueError("--workers sets local processes and --scheduler reads on a Dask cluster: give one of them")
         t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
         if t_single is not None and t_single <= 0:
             raise ValueError(f"bad --single-iteration-time {single_iteration_time!r}: must be longer than 0")
@@ -45,14 +48,15 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
         raise _die(str(exc)) from None
 
     from analyze.api import analyze
+    from analyze.cluster import ClusterError
 
     quiet = str(json_out) == "-" or not sys.stderr.isatty()
     try:
         with _progress(quiet) as progress:
             result = analyze(paths, link_speed_bps=link_bps, bin_ns=bin_ns, byte_mode=byte_mode,
                              workers=workers, progress=progress, launch_order=order, gradient_bytes=grad,
-                             nccl_log=nccl_log, single_iteration_time_s=t_single)
-    except FileError as exc:
+                             nccl_log=nccl_log, single_iteration_time_s=t_single, scheduler=scheduler)
+    except (FileError, ClusterError) as exc:
         raise _die(str(exc)) from None
     if json_out is not None:
         try:

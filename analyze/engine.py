@@ -1,9 +1,9 @@
-"""Run the stream scans (one per host) in this process or in a local process pool.
+"""Run the stream scans (one per host) in this process, in a local process pool, or on a Dask cluster.
 
 The unit of work is one host's capture stream (`analyze.scan.scan_stream`): a pure function from
-paths and options to a small StreamScan, so the same call can be shipped to any executor (a Dask
-cluster included). A host's rotated files are read by one worker, in time order, so TCP state
-carries across rotation points; hosts are read in parallel.
+paths and options to a small StreamScan, so the same call can be shipped to any executor
+(`analyze.cluster` ships it to Dask). A host's rotated files are read by one worker, in time order, so
+TCP state carries across rotation points; hosts are read in parallel.
 """
 from __future__ import annotations
 
@@ -38,12 +38,20 @@ def default_workers() -> int:
 
 
 def scan_streams(streams: list[list[Path]], opts: ScanOptions, workers: Optional[int] = None,
-                 progress: Optional[Progress] = None) -> list[StreamScan]:
-    """Scan every stream (a host's files) once, in order of `streams`. FileError from any file propagates."""
+                 progress: Optional[Progress] = None, scheduler: Optional[str] = None) -> list[StreamScan]:
+    """Scan every stream (a host's files) once, in order of `streams`. FileError from any file propagates.
+
+    With `scheduler` (a Dask address) the cluster's workers scan and `workers` does not apply;
+    analyze.cluster.ClusterError says why the cluster could not.
+    """
     sizes = [sum(_size(f) for f in s) for s in streams]
+    kwargs = dict(bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
+    if scheduler is not None:
+        from analyze.cluster import scan_on_cluster
+
+        return scan_on_cluster(scheduler, streams, sizes, kwargs, progress)
     n = workers if workers is not None else default_workers()
     n = max(1, min(n, len(streams)))
-    kwargs = dict(bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
     out: list[Optional[StreamScan]] = [None] * len(streams)
     if n == 1 or sum(sizes) < POOL_MIN_BYTES:
         for i, files in enumerate(streams):
@@ -51,17 +59,20 @@ def scan_streams(streams: list[list[Path]], opts: ScanOptions, workers: Optional
             if progress:
                 progress(files[0], sizes[i])
         return out  # type: ignore[return-value]
-    # biggest first so one large stream does not start last and stretch the wall time
-    order = sorted(range(len(streams)), key=lambda i: -sizes[i])
     warm_kernels()
     with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in order}
+        futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in biggest_first(sizes)}
         for fut in as_completed(futures):
             i = futures[fut]
             out[i] = fut.result()
             if progress:
                 progress(streams[i][0], sizes[i])
     return out  # type: ignore[return-value]
+
+
+def biggest_first(sizes: list[int]) -> list[int]:
+    """Stream indices by size, largest first, so one large stream does not start last and stretch the wall time."""
+    return sorted(range(len(sizes)), key=lambda i: -sizes[i])
 
 
 def _size(path: Path) -> int:

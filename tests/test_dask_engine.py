@@ -1,0 +1,180 @@
+"""`ringscope analyze --scheduler`: the hosts' scans run on a real Dask cluster (scheduler and workers as
+subprocesses on 127.0.0.1), give the local run's result and the example's ground truth, and fail in one line."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from analyze.cluster import KEY_PREFIX, TIMEOUT_ENV, ClusterError, scan_on_cluster
+from clirun import one_line_error, ringscope
+from expect import FIXTURES
+from requirements import require
+
+EXAMPLE = FIXTURES / "example"  # absolute, so local and cluster runs name files alike
+EXPECTED = json.loads((EXAMPLE / "expected.json").read_text())
+DASK = Path(sys.executable).with_name("dask")
+START_TIMEOUT_S = 30
+
+
+@dataclass
+class Cluster:
+    address: str
+    client: Any  # distributed.Client, imported only when Dask is installed
+
+
+def _require_dask() -> None:
+    require(find_spec("distributed") is not None, "needs Dask: pip install 'ringscope[dask]'")
+
+
+@contextmanager
+def dask_cluster(folder: Path, workers: int, worker_args: tuple[str, ...] = (),
+                 scheduler_env: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """A scheduler and `workers` one-thread workers, each in its own process group, killed on the way out."""
+    from distributed import Client
+
+    sched_file = folder / "scheduler.json"
+    groups: list[subprocess.Popen] = []
+
+    def start(name: str, *args: str, env: dict[str, str] | None = None) -> None:
+        log = open(folder / f"{name}.log", "wb")
+        groups.append(subprocess.Popen([str(DASK), *args, "--no-dashboard", "--scheduler-file", str(sched_file)],
+                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                       env={**os.environ, **(env or {})}))
+
+    try:
+        start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0", env=scheduler_env)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not sched_file.is_file():
+            assert groups[0].poll() is None and time.monotonic() < deadline, (folder / "scheduler.log").read_text()
+            time.sleep(0.1)
+        for i in range(workers):
+            start(f"worker{i}", "worker", "--nworkers", "1", "--nthreads", "1", *worker_args)
+        with Client(scheduler_file=str(sched_file), timeout=START_TIMEOUT_S, set_as_default=False) as client:
+            client.wait_for_workers(workers, timeout=START_TIMEOUT_S)
+            yield Cluster(address=client.scheduler.address, client=client)
+    finally:
+        for proc in groups:
+            _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group we started (a worker's nanny and its worker), SIGKILL if it lingers."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    _require_dask()
+    with dask_cluster(tmp_path_factory.mktemp("dask"), workers=2) as c:
+        yield c
+
+
+def scan_tasks(cluster: Cluster, finish: str) -> dict[str, int]:
+    """Per worker: how many ringscope scan tasks went from executing to `finish` (memory or error) there."""
+    def count(dask_worker: Any) -> int:
+        return sum(1 for e in dask_worker.state.log
+                   if isinstance(e[0], str) and e[0].startswith(KEY_PREFIX) and e[1:3] == ("executing", finish))
+
+    return cluster.client.run(count)
+
+
+def _delta(before: dict[str, int], after: dict[str, int]) -> int:
+    return sum(after.values()) - sum(before.values())
+
+
+def test_cluster_does_the_scans_and_matches_the_local_run_and_ground_truth(cluster: Cluster, tmp_path: Path) -> None:
+    """One scan task per host runs on the workers; the JSON equals the local run's and the generator's truth."""
+    before = scan_tasks(cluster, "memory")
+    remote = ringscope("analyze", EXAMPLE, "--scheduler", cluster.address, "--json", tmp_path / "remote.json")
+    assert remote.returncode == 0, remote.stderr
+    assert _delta(before, scan_tasks(cluster, "memory")) == len(EXPECTED["hosts"])
+    local = ringscope("analyze", EXAMPLE, "--json", tmp_path / "local.json")
+    assert local.returncode == 0, local.stderr
+    doc = json.loads((tmp_path / "remote.json").read_text())
+    assert doc == json.loads((tmp_path / "local.json").read_text())
+    assert remote.stdout == local.stdout
+    truth = EXPECTED["hosts"]
+    assert {h["name"]: (h["tx_bytes"], h["rx_bytes"], h["tx_packets"]) for h in doc["hosts"]} == {
+        name: (t["tx_ip_bytes"], t["rx_ip_bytes"], t["tx_packets"]) for name, t in truth.items()}
+    assert doc["topology"]["order"] == EXPECTED["ring_data_order"]
+    assert {(e["src"], e["dst"]) for e in doc["topology"]["edges"]} == {(e["src"], e["dst"]) for e in EXPECTED["ring_edges"]}
+
+
+def test_api_reports_progress_once_per_host_with_its_bytes(cluster: Cluster) -> None:
+    """analyze(..., scheduler=) calls progress(path, bytes) as each host's task completes."""
+    from analyze.api import analyze
+
+    seen: list[tuple[Path, int]] = []
+    before = scan_tasks(cluster, "memory")
+    result = analyze([EXAMPLE], scheduler=cluster.address, progress=lambda p, n: seen.append((p, n)))
+    assert _delta(before, scan_tasks(cluster, "memory")) == len(EXPECTED["hosts"])
+    files = sorted(EXAMPLE.glob("*/eth0.pcap"))
+    assert sorted(seen) == [(f, f.stat().st_size) for f in files]
+    assert {h.name: h.tx_bytes for h in result.hosts} == {n: t["tx_ip_bytes"] for n, t in EXPECTED["hosts"].items()}
+
+
+def test_a_bad_file_read_on_a_worker_gives_the_local_one_line_error(cluster: Cluster, tmp_path: Path) -> None:
+    """The FileError raised on the worker crosses back and ends in the same line as a local run."""
+    good, bad = tmp_path / "a.pcap", tmp_path / "b.pcap"
+    good.write_bytes((EXAMPLE / "h1/eth0.pcap").read_bytes())
+    bad.write_bytes((EXAMPLE / "h2/eth0.pcap").read_bytes()[:10])
+    before = scan_tasks(cluster, "error")
+    remote = one_line_error(ringscope("analyze", good, bad, "--scheduler", cluster.address))
+    assert _delta(before, scan_tasks(cluster, "error")) == 1
+    assert remote == one_line_error(ringscope("analyze", good, bad))
+    assert remote == f"ringscope: error: {bad}: offset 10: pcap file header cut short (10 of 24 bytes)"
+
+
+def test_unreachable_scheduler_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing listens on the port: one line naming the address after the connect timeout, exit 2."""
+    _require_dask()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv(TIMEOUT_ENV, "1s")
+    line = one_line_error(ringscope("analyze", EXAMPLE, "--scheduler", address, timeout=30))
+    assert line.startswith(f"ringscope: error: cannot reach Dask scheduler at {address}: "), line
+
+
+def test_a_worker_that_dies_is_one_line(tmp_path: Path) -> None:
+    """A worker process that dies in the scan (here: by design, on every try) ends the run in one line."""
+    _require_dask()
+    preload = tmp_path / "die.py"
+    preload.write_text("import os\nimport analyze.scan\nanalyze.scan.scan_stream = lambda *a, **k: os._exit(1)\n")
+    with dask_cluster(tmp_path, workers=1, worker_args=("--preload", str(preload)),
+                      scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}) as c:
+        line = one_line_error(ringscope("analyze", EXAMPLE / "h1", "--scheduler", c.address))
+    assert line == f"ringscope: error: Dask workers kept dying while reading {EXAMPLE / 'h1/eth0.pcap'} " \
+                   f"(out of memory? see the worker logs)"
+
+
+def test_workers_and_scheduler_together_are_rejected() -> None:
+    line = one_line_error(ringscope("analyze", EXAMPLE, "--scheduler", "tcp://127.0.0.1:1", "--workers", "2"))
+    assert "--workers" in line and "--scheduler" in line
+
+
+def test_without_dask_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
+    with pytest.raises(ClusterError, match=r"pip install 'ringscope\[dask\]'"):
+        scan_on_cluster("tcp://127.0.0.1:1", [[EXAMPLE / "h1/eth0.pcap"]], [1], {"bin_ns": 1, "byte_mode": 0})
