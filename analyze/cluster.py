@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -88,13 +89,12 @@ def _connect(distributed: Any, address: str) -> Any:
 def _run(distributed: Any, client: Any, address: str, streams: list[list[Path]], sizes: list[int],
          kwargs: dict[str, int], progress: Optional[Progress]) -> list[StreamScan]:
     """Submit biggest first (the scheduler also runs the biggest first), collect as they finish."""
-    from dask.base import tokenize
-
+    run = uuid.uuid4().hex  # keys unique to this run: a rewritten file must never get an earlier run's result
     futures = {}
     order = biggest_first(sizes)
     for rank, i in enumerate(order):
         files = [Path(f).absolute() for f in streams[i]]
-        key = f"{KEY_PREFIX}-{i}-{tokenize([str(f) for f in files], sizes[i], kwargs)}"
+        key = f"{KEY_PREFIX}-{i}-{run}"
         futures[client.submit(scan_stream, files, key=key, priority=len(order) - rank, **kwargs)] = i
     out: list[Optional[StreamScan]] = [None] * len(streams)
     for fut in distributed.as_completed(futures, loop=client.loop):
