@@ -159,8 +159,9 @@ def assign_bursts(series: pd.DataFrame, coll: pd.DataFrame, windows: pd.DataFram
     the traffic has no silences) fall back to `assign`.
     """
     k = assign(series, windows, bin_ns)
-    if coll.empty:
-        return k
+    t = coll["t_ns"].to_numpy(np.int64)
+    if coll.empty or (int(t.max()) - int(t.min())) // bin_ns >= MAX_DENSE_BINS:
+        return k  # a span this long (a clock jump, a damaged timestamp) is cut bin by bin: memory stays bounded
     t0, a = dense_activity(coll, bin_ns)
     bursts, cut = gap_segments(a)
     if cut == 0:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clirun import one_line_error, ringscope
-from expect import FIXTURES, flow_mismatches, run
+from expect import FIXTURES, FLOW_FIELDS, flow_mismatches, run
 from oracles import dpkt_flows
 from pcapgen import BASE_NS, ETHERNET, Section, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write
 from requirements import is_root
@@ -139,3 +139,16 @@ def test_header_without_packets_is_a_warning_not_an_error(tmp_path: Path) -> Non
     proc = ringscope("analyze", path)
     assert proc.returncode == 0, proc.stderr
     assert f"warning: {path}: no packets" in proc.stdout
+
+
+def test_a_timestamp_damaged_to_1970_keeps_memory_bounded(tmp_path: Path) -> None:
+    """One record's seconds field with its top byte zeroed (a found-by-Hypothesis case): the capture now
+    spans 53 years, which at 10 ms bins once made the iteration code ask for 1.2 TiB. Every byte still counts."""
+    src = FIXTURES / "accounting" / "fragments.pcap"
+    damaged = bytearray(src.read_bytes())
+    damaged[24 + 3] = 0  # first record's ts_sec, most significant byte (little-endian file)
+    path = write(tmp_path / "old-clock.pcap", bytes(damaged))
+    result = run([path])
+    byte_fields = {k: v for k, v in FLOW_FIELDS.items() if not k.endswith("_ns")}
+    assert flow_mismatches(result, load_truth(src)["flows"], byte_fields) == []
+    assert result.captures[0].first_ns < 10**17 < result.captures[0].last_ns
