@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 
 from analyze import layouts as L
-from analyze.engine import Progress, ScanOptions, scan_streams
+from analyze.engine import Progress
 from analyze.flows import (
     HostFlows, address_key, address_text, infer_local, local_mask, merge_host, proto_name, unique_rows,
 )
-from analyze.inputs import HostInput, RunInput, discover
+from analyze.inputs import HostInput, RunInput
 from analyze.markers_table import load_markers
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
+from analyze.reading import Reading, start_reading
 from analyze.scan import FileHealth, StreamScan
 from analyze.utilization import utilization
 
@@ -41,19 +42,20 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
     Raises analyze.formats.FileError (one line: file, offset, cause) when input cannot be read, and
     analyze.cluster.ClusterError when the Dask cluster cannot do the scans.
     """
-    if byte_mode not in BYTE_COLUMN:
-        raise ValueError(f"--bytes must be one of ip, wire, payload (got {byte_mode!r})")
-    if bin_ns <= 0:
-        raise ValueError("the bin width must be positive")
-    if scheduler is not None and workers is not None:
-        raise ValueError("workers are local processes; with a Dask scheduler the cluster's workers read the files")
-    run_input = discover([Path(p) for p in paths])
-    mtu = _common_mtu(run_input)
-    scans = scan_streams([h.files for h in run_input.hosts],
-                         ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=mtu), workers, progress,
-                         scheduler)
-    result = build_result(run_input, scans, link_speed_bps=link_speed_bps, bin_ns=bin_ns, byte_mode=byte_mode,
-                          busy_threshold=busy_threshold)
+    reading = start_reading(paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress,
+                            scheduler=scheduler)
+    return finish(reading, link_speed_bps=link_speed_bps, busy_threshold=busy_threshold, launch_order=launch_order,
+                  gradient_bytes=gradient_bytes, nccl_log=nccl_log, single_iteration_time_s=single_iteration_time_s)
+
+
+def finish(reading: Reading, *, link_speed_bps: Optional[float] = None,
+           busy_threshold: float = DEFAULT_BUSY_THRESHOLD, launch_order: Optional[Sequence[str]] = None,
+           gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None,
+           single_iteration_time_s: Optional[float] = None) -> Result:
+    """The second half of analyze(): collect the scans `reading` set going and compute everything else."""
+    scans = reading.collect()
+    result = build_result(reading.run_input, scans, link_speed_bps=link_speed_bps, bin_ns=reading.bin_ns,
+                          byte_mode=reading.byte_mode, busy_threshold=busy_threshold)
     from analyze.collective import add_collective
 
     add_collective(result, launch_order=launch_order, gradient_bytes=gradient_bytes,
@@ -62,11 +64,6 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
 
     add_scaling(result, single_iteration_time_s=single_iteration_time_s)
     return result
-
-
-def _common_mtu(run_input: RunInput) -> int:
-    mtus = {int(h.meta["mtu"]) for h in run_input.hosts if h.meta and h.meta.get("mtu")}
-    return min(mtus) if mtus else 1500
 
 
 def build_result(run_input: RunInput, scans: list[StreamScan], *, link_speed_bps: Optional[float], bin_ns: int,

@@ -47,15 +47,18 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
     except ValueError as exc:
         raise _die(str(exc)) from None
 
-    from analyze.api import analyze
     from analyze.cluster import ClusterError
+    from analyze.reading import start_reading
 
     quiet = str(json_out) == "-" or not sys.stderr.isatty()
     try:
         with _progress(quiet) as progress:
-            result = analyze(paths, link_speed_bps=link_bps, bin_ns=bin_ns, byte_mode=byte_mode,
-                             workers=workers, progress=progress, launch_order=order, gradient_bytes=grad,
-                             nccl_log=nccl_log, single_iteration_time_s=t_single, scheduler=scheduler)
+            reading = start_reading(paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress,
+                                    scheduler=scheduler)
+            from analyze.api import finish  # pandas and the table code load while a local pool reads
+
+            result = finish(reading, link_speed_bps=link_bps, launch_order=order, gradient_bytes=grad,
+                            nccl_log=nccl_log, single_iteration_time_s=t_single)
     except (FileError, ClusterError) as exc:
         raise _die(str(exc)) from None
     if json_out is not None:

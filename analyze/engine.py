@@ -44,30 +44,54 @@ def scan_streams(streams: list[list[Path]], opts: ScanOptions, workers: Optional
     With `scheduler` (a Dask address) the cluster's workers scan and `workers` does not apply;
     analyze.cluster.ClusterError says why the cluster could not.
     """
+    return start_scans(streams, opts, workers, progress, scheduler)()
+
+
+def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[int] = None,
+                progress: Optional[Progress] = None,
+                scheduler: Optional[str] = None) -> Callable[[], list[StreamScan]]:
+    """Set the scans going and return the call that collects them, as scan_streams would return them.
+
+    A local pool starts reading at once, so the caller can do other serial work meanwhile (the CLI
+    imports pandas and the table code); in-process and Dask scans run when collected.
+    """
     sizes = [sum(_size(f) for f in s) for s in streams]
     kwargs = dict(bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
     if scheduler is not None:
         from analyze.cluster import scan_on_cluster
 
-        return scan_on_cluster(scheduler, streams, sizes, kwargs, progress)
+        return lambda: scan_on_cluster(scheduler, streams, sizes, kwargs, progress)
     n = workers if workers is not None else default_workers()
     n = max(1, min(n, len(streams)))
-    out: list[Optional[StreamScan]] = [None] * len(streams)
     if n == 1 or sum(sizes) < POOL_MIN_BYTES:
-        for i, files in enumerate(streams):
-            out[i] = scan_stream(files, **kwargs)
-            if progress:
-                progress(files[0], sizes[i])
-        return out  # type: ignore[return-value]
+        return lambda: _scan_here(streams, sizes, kwargs, progress)
     warm_kernels()
-    with ProcessPoolExecutor(max_workers=n) as pool:
-        futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in biggest_first(sizes)}
-        for fut in as_completed(futures):
-            i = futures[fut]
-            out[i] = fut.result()
-            if progress:
-                progress(streams[i][0], sizes[i])
-    return out  # type: ignore[return-value]
+    pool = ProcessPoolExecutor(max_workers=n)  # forks its workers at the first submit
+    futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in biggest_first(sizes)}
+
+    def collect() -> list[StreamScan]:
+        out: list[Optional[StreamScan]] = [None] * len(streams)
+        try:
+            for fut in as_completed(futures):
+                i = futures[fut]
+                out[i] = fut.result()
+                if progress:
+                    progress(streams[i][0], sizes[i])
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return out  # type: ignore[return-value]
+
+    return collect
+
+
+def _scan_here(streams: list[list[Path]], sizes: list[int], kwargs: dict[str, int],
+               progress: Optional[Progress]) -> list[StreamScan]:
+    out = []
+    for files, size in zip(streams, sizes):
+        out.append(scan_stream(files, **kwargs))
+        if progress:
+            progress(files[0], size)
+    return out
 
 
 def biggest_first(sizes: list[int]) -> list[int]:

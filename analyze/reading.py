@@ -1,0 +1,48 @@
+"""The first half of an analysis: find a run's inputs and set its scans going, without importing pandas.
+
+Why a half of its own: with a local pool the workers read the captures while the caller imports
+pandas and the table code (~0.3 s), instead of one after the other. `analyze.api.finish` is the other half.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from analyze import layouts as L
+from analyze.engine import Progress, ScanOptions, start_scans
+from analyze.inputs import RunInput, discover
+from analyze.scan import StreamScan
+
+
+@dataclass
+class Reading:
+    """A run whose scans are under way: collect() returns one StreamScan per host of run_input."""
+
+    run_input: RunInput
+    collect: Callable[[], list[StreamScan]]
+    bin_ns: int
+    byte_mode: str
+
+
+def start_reading(paths: Sequence[str | Path], *, bin_ns: int, byte_mode: str, workers: Optional[int] = None,
+                  progress: Optional[Progress] = None, scheduler: Optional[str] = None) -> Reading:
+    """Check the options, find the captures under `paths` and start scanning them (see analyze.api.analyze).
+
+    Raises ValueError for bad options and analyze.formats.FileError when the input cannot be found.
+    """
+    if byte_mode not in L.BYTE_MODES:
+        raise ValueError(f"--bytes must be one of ip, wire, payload (got {byte_mode!r})")
+    if bin_ns <= 0:
+        raise ValueError("the bin width must be positive")
+    if scheduler is not None and workers is not None:
+        raise ValueError("workers are local processes; with a Dask scheduler the cluster's workers read the files")
+    run_input = discover([Path(p) for p in paths])
+    opts = ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=_common_mtu(run_input))
+    collect = start_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler)
+    return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode)
+
+
+def _common_mtu(run_input: RunInput) -> int:
+    mtus = {int(h.meta["mtu"]) for h in run_input.hosts if h.meta and h.meta.get("mtu")}
+    return min(mtus) if mtus else 1500
