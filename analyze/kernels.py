@@ -104,14 +104,19 @@ def _load_or_build() -> Optional[ModuleType]:
         return mod
     import fcntl
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with open(dest.parent / (dest.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same kernel right now
-        mod = _import(dest)
-        if mod is None and not (dest.parent / (dest.name + ".failed")).exists():
-            print("ringscope: compiling the packet kernel for this CPU (once; about 20 s)...", file=sys.stderr)
-            if _build_in_subprocess(dest):
-                mod = _import(dest)
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest.parent / (dest.name + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same kernel right now
+            mod = _import(dest)
+            if mod is None and not (dest.parent / (dest.name + ".failed")).exists():
+                print("ringscope: compiling the packet kernel for this CPU (once; about 20 s)...", file=sys.stderr)
+                if _build_in_subprocess(dest):
+                    mod = _import(dest)
+    except OSError as exc:
+        print(f"ringscope: cannot keep a compiled kernel in {dest.parent} ({exc.strerror or exc}); using numba's "
+              f"JIT (set RINGSCOPE_CACHE_DIR to a writable directory)", file=sys.stderr)
+        return None
     return mod
 
 

@@ -102,3 +102,15 @@ def test_without_a_compiler_the_run_says_so_once_and_uses_the_jit(tmp_path: Path
     assert normal.returncode == 0, normal.stderr
     flows = [json.loads((tmp_path / f"{n}.json").read_text())["flows"] for n in "abc"]
     assert flows[0] == flows[1] == flows[2] and len(flows[0]) > 0
+
+
+def test_an_unwritable_cache_is_one_line_and_the_jit(tmp_path: Path) -> None:
+    """A kernel cache that cannot be created (a read-only home in a container) costs start-up, not the run."""
+    env = dict(os.environ, RINGSCOPE_CACHE_DIR="/proc/ringscope-cannot-exist")
+    env.pop("RINGSCOPE_KERNEL", None)
+    cli = [str(Path(sys.executable).with_name("ringscope")), "analyze", str(FIXTURES / "example"), "--json",
+           str(tmp_path / "r.json")]
+    out = subprocess.run(cli, capture_output=True, text=True, cwd=ROOT, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("\n") == 1 and "cannot keep a compiled kernel in /proc/ringscope-cannot-exist" in out.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["flows"]
