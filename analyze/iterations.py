@@ -191,9 +191,18 @@ def assign_bursts(series: pd.DataFrame, coll: pd.DataFrame, windows: pd.DataFram
 
 
 def on_pairs(series: pd.DataFrame, pairs: list[tuple[str, str]]) -> np.ndarray:
-    """Rows whose (src_host, dst_host) is one of `pairs`, without a Python loop over rows."""
-    index = pd.MultiIndex.from_arrays([series["src_host"].astype(object), series["dst_host"].astype(object)])
-    return np.asarray(index.isin(list(pairs)), dtype=bool) if pairs else np.zeros(len(series), dtype=bool)
+    """Rows whose (src_host, dst_host) is one of `pairs`: hosts factorized to codes, then one lookup in a
+    hosts x hosts table (a MultiIndex of a million string pairs took 0.3 s)."""
+    if not pairs:
+        return np.zeros(len(series), dtype=bool)
+    src, src_names = pd.factorize(series["src_host"])
+    dst, dst_names = pd.factorize(series["dst_host"])
+    want = set(pairs)
+    table = np.zeros((len(src_names) + 1, len(dst_names) + 1), dtype=bool)  # code -1 (no host) hits the last
+    for i, a in enumerate(src_names):
+        for j, b in enumerate(dst_names):
+            table[i, j] = (a, b) in want
+    return table[src, dst]
 
 
 def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple[str, str]],
