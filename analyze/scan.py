@@ -16,6 +16,7 @@ import numpy as np
 from analyze import layouts as L
 from analyze.formats import CaptureFormat, first_timestamp_ns, open_capture
 from analyze.kernels import kernels
+from analyze.resync import next_valid_record
 
 RECORDS_PER_CALL = 1 << 19  # ~50 MB of headers-only records: the most file pages held at once
 INITIAL_FLOWS = 1 << 10
@@ -163,6 +164,10 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
             t.grow_flows()
         elif status == L.STATUS_CELLS_FULL:
             t.flush_cells()
+        elif status == L.STATUS_CORRUPT and (good := next_valid_record(cap, t.st, pos)) is not None:
+            warnings.append(f"{cap.path}: offset {pos}: corrupt record header; skipped {good - pos} bytes "
+                            f"to the next valid record at offset {good}")
+            t.st[L.ST_POS] = good
         elif status != L.STATUS_BUDGET:
             break
     if status == L.STATUS_TRUNCATED:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import random
 import struct
 import zlib
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from clirun import one_line_error, ringscope
 from expect import FIXTURES, FLOW_FIELDS, flow_mismatches, run
 from oracles import dpkt_flows
-from pcapgen import BASE_NS, ETHERNET, Section, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write
+from pcapgen import BASE_NS, ETHERNET, Frame, Section, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write
 from requirements import is_root
 from scenarios import load_truth, mixed, multi_pcapng
 
@@ -94,23 +95,75 @@ def test_gzip_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> Non
     assert proc.returncode == 0 and "gzip stream ends early" in proc.stdout
 
 
-def test_corrupt_record_header_keeps_the_records_before_it(tmp_path: Path) -> None:
-    """A record claiming a 2 GB capture length: the records before it are analyzed, the rest skipped with a warning."""
-    frames = mixed(ETHERNET, 30, BASE_NS)
+def _corrupt_caplen(frames: list[Frame], k: int) -> tuple[bytes, list[Frame], int]:
+    """A classic pcap whose k-th record claims a 2 GB capture length: (bytes, frames written, that record's offset)."""
     data, written = pcap_bytes(frames, linktype=1, nano=True)
-    k = 9
     offset = 24 + sum(16 + len(f.data) for f in written[:k])
-    bad = bytearray(data)
-    struct.pack_into("<I", bad, offset + 8, 0x7FFFFFFF)
-    path = write(tmp_path / "bad.pcap", bytes(bad))
+    damaged = bytearray(data)
+    struct.pack_into("<I", damaged, offset + 8, 0x7FFFFFFF)
+    return bytes(damaged), written, offset
+
+
+def test_corrupt_record_header_skips_only_that_record(tmp_path: Path) -> None:
+    """A record claiming a 2 GB capture length: reading resumes at the next record, every other frame is analyzed."""
+    k = 9
+    data, written, offset = _corrupt_caplen(mixed(ETHERNET, 30, BASE_NS), k)
+    path = write(tmp_path / "bad.pcap", data)
     result = run([path])
-    assert flow_mismatches(result, truth(written[:k])["flows"]) == []
+    assert flow_mismatches(result, truth(written[:k] + written[k + 1:])["flows"]) == []
+    assert result.captures[0].packets == len(written) - 1
+    skipped = 16 + len(written[k].data)
+    assert result.warnings == [f"{path}: offset {offset}: corrupt record header; skipped {skipped} bytes "
+                               f"to the next valid record at offset {offset + skipped}"]
+
+
+def test_corrupt_last_record_header_skips_the_rest(tmp_path: Path) -> None:
+    """No valid record after the damage: the records before it are analyzed, the rest is skipped with a warning."""
+    frames = mixed(ETHERNET, 31, BASE_NS)
+    data, written, offset = _corrupt_caplen(frames, len(frames) - 1)
+    path = write(tmp_path / "bad.pcap", data)
+    result = run([path])
+    assert flow_mismatches(result, truth(written[:-1])["flows"]) == []
     assert result.warnings == [f"{path}: offset {offset}: corrupt record header; the remaining "
                                f"{len(data) - offset} bytes were skipped"]
 
 
+def test_garbage_between_two_records_is_skipped(tmp_path: Path) -> None:
+    """1000 random bytes spliced in at a record boundary: every frame is recovered, the warning counts the 1000."""
+    frames = mixed(ETHERNET, 32, BASE_NS)
+    data, written = pcap_bytes(frames, linktype=1, nano=True)
+    at = 24 + sum(16 + len(f.data) for f in written[:12])
+    junk = random.Random(1000).randbytes(1000)
+    path = write(tmp_path / "junk.pcap", data[:at] + junk + data[at:])
+    result = run([path])
+    assert flow_mismatches(result, truth(written)["flows"]) == []
+    assert result.captures[0].packets == len(written)
+    assert result.warnings == [f"{path}: offset {at}: corrupt record header; skipped 1000 bytes "
+                               f"to the next valid record at offset {at + 1000}"]
+
+
+def test_pcapng_corrupt_block_length_skips_only_that_block(tmp_path: Path) -> None:
+    """An Enhanced Packet Block in the middle of a two-section pcapng with a length that cannot be: every
+    other packet, in both sections and both byte orders, is analyzed."""
+    sections, _ = multi_pcapng()
+    data, written = pcapng_bytes(sections)
+    first = sections[0]
+    j = [n for n, it in enumerate(first.items) if isinstance(it, tuple)][15]  # the 16th packet of section 1
+    epb = len(pcapng_bytes([Section(first.interfaces, first.items[:j])])[0])
+    blen = len(pcapng_bytes([Section(first.interfaces, first.items[:j + 1])])[0]) - epb
+    body = bytearray(data)
+    struct.pack_into("<I", body, epb + 4, 0x7FFFFFF3)
+    path = write(tmp_path / "blen.pcapng", bytes(body))
+    result = run([path])
+    assert flow_mismatches(result, truth(written[:15] + written[16:])["flows"]) == []
+    assert result.captures[0].packets == len(written) - 1
+    assert result.warnings == [f"{path}: offset {epb}: corrupt record header; skipped {blen} bytes "
+                               f"to the next valid record at offset {epb + blen}"]
+
+
 def test_pcapng_packet_on_an_undeclared_interface(tmp_path: Path) -> None:
-    """An Enhanced Packet Block naming interface 7 of a 1-interface section is corrupt: warning, rest skipped."""
+    """An Enhanced Packet Block naming interface 7 of a 1-interface section is corrupt; it is the last block,
+    so nothing valid follows: warning, rest skipped."""
     sections, _ = multi_pcapng()
     packets = [it for it in sections[0].items if isinstance(it, tuple) and it[0] == 0]
     data, written = pcapng_bytes([Section(sections[0].interfaces[:1], packets)])
