@@ -539,6 +539,9 @@ def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_of
                 st[ST_STATUS] = STATUS_BUDGET
                 break
             if btype == 3:  # Simple Packet Block: interface 0, no timestamp
+                if blen < 16:  # no room for its original-length field
+                    st[ST_STATUS] = STATUS_CORRUPT
+                    break
                 iface = st[ST_IFACE_BASE]
                 wirelen = _rd32(b, pos + 8, swap)
                 caplen = min(wirelen, blen - 16)

@@ -16,7 +16,7 @@ import pytest
 from clirun import one_line_error, ringscope
 from expect import FIXTURES, FLOW_FIELDS, flow_mismatches, run
 from oracles import dpkt_flows
-from pcapgen import BASE_NS, ETHERNET, Frame, Section, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write
+from pcapgen import BASE_NS, ETHERNET, Block, Frame, Section, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write
 from requirements import is_root
 from scenarios import load_truth, mixed, multi_pcapng
 
@@ -175,6 +175,22 @@ def test_pcapng_packet_on_an_undeclared_interface(tmp_path: Path) -> None:
     assert flow_mismatches(result, truth(written[:-1])["flows"]) == []
     assert result.warnings == [f"{path}: offset {epb}: corrupt record header; the remaining "
                                f"{len(data) - epb} bytes were skipped"]
+
+
+def test_pcapng_simple_packet_block_too_short_for_its_length_field(tmp_path: Path) -> None:
+    """A 12-byte Simple Packet Block has no original-length field: it is corrupt, not a packet of -4 bytes;
+    the packets on either side of it count, and nothing else does."""
+    sections, _ = multi_pcapng()
+    packets = [it for it in sections[0].items if isinstance(it, tuple) and it[0] == 0][:6]
+    itfs = sections[0].interfaces[:1]
+    data, written = pcapng_bytes([Section(itfs, [*packets[:3], Block(3, b""), *packets[3:]])])
+    spb = len(pcapng_bytes([Section(itfs, packets[:3])])[0])
+    path = write(tmp_path / "spb.pcapng", data)
+    result = run([path])
+    assert flow_mismatches(result, truth(written)["flows"]) == []
+    assert result.captures[0].packets == len(written) == 6
+    assert result.warnings == [f"{path}: offset {spb}: corrupt record header; skipped 12 bytes "
+                               f"to the next valid record at offset {spb + 12}"]
 
 
 def test_pcapng_cut_mid_block(tmp_path: Path) -> None:
