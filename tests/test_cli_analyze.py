@@ -173,3 +173,20 @@ def test_console_script_on_the_bundled_example(tmp_path: Path) -> None:
     result = run([EXAMPLE])
     assert doc["flows"] == [dict(asdict(f)) for f in result.flows]
     assert flows_by_key(result).keys() == {(f["src"], f["dst"], f["sport"], f["dport"], f["proto"]) for f in EXPECTED["flows"]}
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["analyze", "--help"], ["capture", "agent", "--help"]])
+def test_help_loads_none_of_the_heavy_libraries(argv: list[str]) -> None:
+    """The start-up target (--help under 0.5 s) as a check that cannot flake: help imports no numpy,
+    pandas, numba, plotly, pyarrow, torch or dask (together several seconds on a cold machine)."""
+    heavy = ("numpy", "pandas", "numba", "plotly", "pyarrow", "torch", "dask", "distributed")
+    code = ("import sys, cli\n"
+            f"sys.argv = ['ringscope', *{argv!r}]\n"
+            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+            f"print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules))")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert "Usage" in out.stdout, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "LOADED []"
