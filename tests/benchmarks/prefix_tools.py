@@ -1,4 +1,7 @@
-"""Time scapy or pyshark on the first N packets of a capture (they are too slow for the whole file)."""
+"""Time scapy or pyshark on the first N packets of a capture (they are too slow for the whole file).
+
+Prints seconds, the IP bytes the tool counted, and the IP bytes dpkt counts on the same prefix.
+"""
 from __future__ import annotations
 
 import sys
@@ -8,9 +11,10 @@ import time
 import dpkt
 
 
-def write_prefix(path: str, n: int) -> str:
-    """Copy the first n packets into a temporary classic pcap."""
+def write_prefix(path: str, n: int) -> tuple[str, int]:
+    """Copy the first n packets into a temporary classic pcap; also their IP bytes as dpkt reads them."""
     out = tempfile.NamedTemporaryFile(suffix=".pcap", delete=False)
+    ip_bytes = 0
     with open(path, "rb") as fh:
         reader = dpkt.pcap.UniversalReader(fh)
         writer = dpkt.pcap.Writer(out, snaplen=65535, nano=True)
@@ -18,13 +22,16 @@ def write_prefix(path: str, n: int) -> str:
             if i == n:
                 break
             writer.writepkt(buf, ts)
+            eth = dpkt.ethernet.Ethernet(buf)
+            if isinstance(eth.data, dpkt.ip.IP):
+                ip_bytes += eth.data.len
     out.close()
-    return out.name
+    return out.name, ip_bytes
 
 
 if __name__ == "__main__":
     tool, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    prefix = write_prefix(path, n)
+    prefix, expected = write_prefix(path, n)
     t0 = time.perf_counter()
     total = 0
     if tool == "scapy":
@@ -41,4 +48,4 @@ if __name__ == "__main__":
             if hasattr(pkt, "ip"):
                 total += int(pkt.ip.len)
         cap.close()
-    print(time.perf_counter() - t0, total)
+    print(time.perf_counter() - t0, total, expected)

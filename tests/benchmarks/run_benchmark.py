@@ -80,6 +80,23 @@ def check(tool: str, got: dict[tuple[str, str, int, int], int], truth: Truth, sc
         raise SystemExit(f"benchmark: {tool} disagrees with ground truth on {len(diff)}+ flows, e.g. {diff}")
 
 
+def check_tshark_frames(conv: str, truth: Truth) -> None:
+    """tshark prints bytes rounded to kB/MB, but frames exactly: every conversation's frames each way must
+    equal the generator's packets per flow, and every flow must be in one conversation."""
+    want = {k: v[0] for k, v in truth.as_dict().items()}
+    seen = {}
+    for line in conv.splitlines():
+        tok = line.split()
+        if len(tok) < 9 or tok[1] != "<->":
+            continue
+        (a, pa), (b, pb) = tok[0].rsplit(":", 1), tok[2].rsplit(":", 1)
+        seen[(b, a, int(pb), int(pa))] = int(tok[3])  # "<-": frames from the right side to the left
+        seen[(a, b, int(pa), int(pb))] = int(tok[6])
+    if seen != want:
+        bad = [k for k in want.keys() | seen.keys() if seen.get(k) != want.get(k)][:3]
+        raise SystemExit(f"benchmark: tshark's frames per direction disagree with ground truth, e.g. {bad}")
+
+
 def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: int) -> list[Timing]:
     packets = int(truth.packets.sum())
     rows = []
@@ -111,9 +128,8 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
         rows.append(Timing("dpkt per-packet loop", wall, rss, packets))
     if shutil.which("tshark") and not skip_slow:
         wall, rss, out = timed(["tshark", "-n", "-q", "-r", str(path), "-z", "conv,tcp"])
-        rows.append(Timing("tshark -z conv,tcp", wall, rss, packets, "frame bytes; flow count checked"))
-        if out.count("<->") != len(truth.packets) // 2:
-            raise SystemExit("benchmark: tshark found a different number of conversations")
+        rows.append(Timing("tshark -z conv,tcp", wall, rss, packets, "frames per direction checked"))
+        check_tshark_frames(out, truth)
     for tool in ("scapy", "pyshark"):
         n = prefix if tool == "scapy" else max(prefix // 20, 1000)
         try:
@@ -121,7 +137,10 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
         except SystemExit as exc:
             print(f"  ({tool} skipped: {exc})")
             continue
-        secs = float(out.split()[0])
+        secs, counted, expected = out.split()
+        if int(counted) != int(expected):
+            raise SystemExit(f"benchmark: {tool} counted {counted} IP bytes in the prefix, dpkt {expected}")
+        secs = float(secs)
         rows.append(Timing(f"{tool} (first {n:,} packets, extrapolated)", secs * packets / n, rss, packets,
                            "extrapolated"))
     return rows
