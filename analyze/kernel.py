@@ -156,39 +156,27 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
     """Decode one record and fold it into the flow table and the series cells."""
     end = o + caplen
     # ---- link layer -> (l3 offset, ethertype or 0 for "look at the IP version")
-    ethertype = np.int64(0)
-    p = o
     if linktype == LINKTYPE_ETHERNET:
-        if caplen < 14:
-            kinds[KIND_TRUNCATED] += 1
-            return
-        ethertype = _be16(b, o + 12)
-        p = o + 14
-        while (ethertype == 0x8100 or ethertype == 0x88A8 or ethertype == 0x9100) and p + 4 <= end:
-            ethertype = _be16(b, p + 2)
-            p += 4
+        hdr, type_at = 14, 12
     elif linktype == LINKTYPE_LINUX_SLL:
-        if caplen < 16:
-            kinds[KIND_TRUNCATED] += 1
-            return
-        ethertype = _be16(b, o + 14)
-        p = o + 16
+        hdr, type_at = 16, 14
     elif linktype == LINKTYPE_LINUX_SLL2:
-        if caplen < 20:
-            kinds[KIND_TRUNCATED] += 1
-            return
-        ethertype = _be16(b, o)
-        p = o + 20
-    elif linktype == LINKTYPE_RAW or linktype == LINKTYPE_RAW_BSD or linktype == LINKTYPE_IPV4 or linktype == LINKTYPE_IPV6:
-        p = o
+        hdr, type_at = 20, 0
     elif linktype == LINKTYPE_NULL:
-        if caplen < 4:
-            kinds[KIND_TRUNCATED] += 1
-            return
-        p = o + 4
+        hdr, type_at = 4, -1  # the address family says only "IP": the version nibble decides
+    elif linktype == LINKTYPE_RAW or linktype == LINKTYPE_RAW_BSD or linktype == LINKTYPE_IPV4 or linktype == LINKTYPE_IPV6:
+        hdr, type_at = 0, -1
     else:
         kinds[KIND_UNKNOWN_LINKTYPE] += 1
         return
+    if caplen < hdr:
+        kinds[KIND_TRUNCATED] += 1
+        return
+    ethertype = _be16(b, o + type_at) if type_at >= 0 else np.int64(0)
+    p = o + hdr
+    while (ethertype == 0x8100 or ethertype == 0x88A8 or ethertype == 0x9100) and p + 4 <= end:
+        ethertype = _be16(b, p + 2)  # 802.1Q / QinQ tags between the addresses and the type
+        p += 4
     if ethertype == 0x0806:
         kinds[KIND_ARP] += 1
         return
@@ -267,21 +255,15 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
     seq = np.int64(-1)
     if later_fragment:
         kinds[KIND_FRAGMENT] += 1
-    elif proto == 6:
-        kinds[KIND_TCP] += 1
-        if l4 + 4 <= end:
+    elif proto == 6 or proto == 17:
+        kinds[KIND_TCP if proto == 6 else KIND_UDP] += 1
+        if l4 + 4 <= end:  # both start with the two ports
             sport = _be16(b, l4)
             dport = _be16(b, l4 + 2)
-        l4hdr = 20
-        if l4 + 13 <= end:
+        l4hdr = 20 if proto == 6 else 8
+        if proto == 6 and l4 + 13 <= end:
             seq = _be32(b, l4 + 4)
             l4hdr = (np.int64(b[l4 + 12]) >> 4) * 4
-    elif proto == 17:
-        kinds[KIND_UDP] += 1
-        if l4 + 4 <= end:
-            sport = _be16(b, l4)
-            dport = _be16(b, l4 + 2)
-        l4hdr = 8
     elif proto == 1 or proto == 58:
         kinds[KIND_ICMP] += 1
     else:
@@ -402,12 +384,25 @@ def _note_time(st, ts):
 
 
 @njit(inline="always", cache=_CACHE)
-def _room(st, keys, cell_flow):
-    """Status code when a table may not take one more packet, else -1."""
+def _must_return(st, keys, cell_flow, done, budget):
+    """Status code when the walker must hand back before the next packet (a table may not take one
+    more, or the budget is spent), else -1."""
     if st[ST_NFLOWS] + 1 >= keys.shape[0]:
         return STATUS_FLOWS_FULL
     if st[ST_NCELLS] + 1 >= cell_flow.shape[0]:
         return STATUS_CELLS_FULL
+    if done == budget:
+        return STATUS_BUDGET
+    return -1
+
+
+@njit(inline="always", cache=_CACHE)
+def _past_end(pos, end, header):
+    """Status code when no whole record header starts at pos (the data ended there or inside it), else -1."""
+    if pos == end:
+        return STATUS_END
+    if pos + header > end:
+        return STATUS_TRUNCATED
     return -1
 
 
@@ -419,11 +414,9 @@ def scan_pcap(b, end, swap, nano, linktype, budget, mtu, bin_ns, byte_mode,
     frac_ns = 1 if nano else 1000
     done = 0
     while True:
-        if pos == end:
-            st[ST_STATUS] = STATUS_END
-            break
-        if pos + 16 > end:
-            st[ST_STATUS] = STATUS_TRUNCATED
+        stop = _past_end(pos, end, 16)
+        if stop >= 0:
+            st[ST_STATUS] = stop
             break
         caplen = _rd32(b, pos + 8, swap)
         if caplen > MAX_RECORD_BYTES:
@@ -432,12 +425,9 @@ def scan_pcap(b, end, swap, nano, linktype, budget, mtu, bin_ns, byte_mode,
         if pos + 16 + caplen > end:
             st[ST_STATUS] = STATUS_TRUNCATED
             break
-        full = _room(st, keys, cell_flow)
-        if full >= 0:
-            st[ST_STATUS] = full
-            break
-        if done == budget:
-            st[ST_STATUS] = STATUS_BUDGET
+        stop = _must_return(st, keys, cell_flow, done, budget)
+        if stop >= 0:
+            st[ST_STATUS] = stop
             break
         ts = _rd32(b, pos, swap) * 1000000000 + _rd32(b, pos + 4, swap) * frac_ns
         wirelen = _rd32(b, pos + 12, swap)
@@ -503,11 +493,9 @@ def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_of
     pos = st[ST_POS]
     done = 0
     while True:
-        if pos == end:
-            st[ST_STATUS] = STATUS_END
-            break
-        if pos + 12 > end:
-            st[ST_STATUS] = STATUS_TRUNCATED
+        stop = _past_end(pos, end, 12)
+        if stop >= 0:
+            st[ST_STATUS] = stop
             break
         btype = _rd32(b, pos, 0)
         if btype == 0x0A0D0D0A:  # Section Header Block: byte order may change here
@@ -531,12 +519,9 @@ def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_of
             st[ST_STATUS] = STATUS_TRUNCATED
             break
         if btype == 6 or btype == 3 or btype == 2:
-            full = _room(st, keys, cell_flow)
-            if full >= 0:
-                st[ST_STATUS] = full
-                break
-            if done == budget:
-                st[ST_STATUS] = STATUS_BUDGET
+            stop = _must_return(st, keys, cell_flow, done, budget)
+            if stop >= 0:
+                st[ST_STATUS] = stop
                 break
             if btype == 3:  # Simple Packet Block: interface 0, no timestamp
                 if blen < 16:  # no room for its original-length field
