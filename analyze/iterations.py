@@ -17,6 +17,7 @@ import pandas as pd
 GAP_JUMP = 3.0  # a separating idle run is >= 3x longer than the longest idle run inside a burst
 SMALL_BURST = 0.2  # bursts under 20% of the median burst's bytes are setup/teardown, not iterations
 ACTIVE_FRACTION = 0.01  # a bin is active at >= 1% of the 90th-percentile non-empty bin
+MAX_SUBMULTIPLE = 5  # the autocorrelation peak found may be up to this multiple of the period
 MAX_DENSE_BINS = 1 << 21  # longer spans are inferred on coarser bins so memory and FFT time stay bounded
 
 
@@ -57,6 +58,17 @@ def autocorr_period(a: np.ndarray) -> tuple[Optional[int], float]:
     k = int(np.nonzero(seg >= 0.9 * seg.max())[0][0])
     while k + 1 < len(seg) and seg[k + 1] > seg[k]:
         k += 1
+    # with few periods and uneven bursts the overlap normalisation can still lift a multiple above the
+    # period (seen: 6 all-reduces found at twice their spacing); the period is the shortest lag k/m whose
+    # own raw autocorrelation peak comes close (0.8x) to that of the lag found
+    best = lo + k
+    for m in range(min(MAX_SUBMULTIPLE, best // max(lo, 1)), 1, -1):
+        c = int(round(best / m))
+        j0 = max(c - 2, lo)
+        near = ac[j0:c + 3]
+        if len(near) and near.max() >= 0.8 * ac[best]:
+            k = j0 + int(np.argmax(near)) - lo
+            break
     return lo + k, float(min(1.0, max(0.0, seg[k])))
 
 

@@ -99,3 +99,22 @@ def test_non_ring_has_no_theory(tmp_path):
     res = analyze([synth.build("star", tmp_path / "s", 4, iterations=3)], workers=1, gradient_bytes=1e6)
     it = res.extra["iterations"]
     assert it["count"] == 3 and it["theory_ratio"] is None and it["implied_gradient_bytes"] is None
+
+
+def _uneven_bursts(seed: int, period: int = 31, count: int = 6) -> np.ndarray:
+    """`count` all-reduces `period` bins apart (±2), each 4 to 13 bins long: communication time varies under load."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        width = int(rng.integers(4, 14))
+        out += [rng.integers(1_000, 10_000, width).astype(float), np.zeros(period - width + int(rng.integers(-2, 3)))]
+    return np.concatenate(out)
+
+
+def test_autocorrelation_prefers_the_period_to_its_multiples():
+    """Six uneven bursts: the overlap-normalised autocorrelation often peaks higher at twice the spacing
+    (the gloo e2e run once reported "does not confirm the spacing" for exactly this). Over 200 seeded
+    series the period found is the spacing in at least 90 % (63 % before the sub-multiple check)."""
+    found = [autocorr_period(_uneven_bursts(seed))[0] for seed in range(200)]
+    right = sum(p is not None and abs(p - 31) <= 0.15 * 31 + 1 for p in found)
+    assert right >= 180, f"{right} of 200"
