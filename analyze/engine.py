@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from analyze.scan import StreamScan, scan_stream, warm_kernels
+from analyze.kernels import kernels
+from analyze.scan import StreamScan, scan_stream
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 
@@ -65,7 +66,7 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
     n = max(1, min(n, len(streams)))
     if n == 1 or sum(sizes) < POOL_MIN_BYTES:
         return lambda: _scan_here(streams, sizes, kwargs, progress)
-    warm_kernels()
+    kernels()  # loaded here, so the forked workers inherit them instead of each loading them
     pool = ProcessPoolExecutor(max_workers=n)  # forks its workers at the first submit
     futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in biggest_first(sizes)}
 

@@ -104,11 +104,6 @@ class _Tables:
                 np.concatenate([p[2] for p in parts]))
 
 
-def warm_kernels() -> None:
-    """Load the compiled kernels in this process, so forked workers inherit them instead of each loading them."""
-    kernels()
-
-
 def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 1500,
                 tmp_dir: str | None = None) -> StreamScan:
     """Read a host's files one after another in first-packet order, carrying flow and TCP sequence state.
@@ -151,12 +146,12 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
     while True:
         if cap.kind == "pcapng":
             walkers.scan_pcapng(buf, end, RECORDS_PER_CALL, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
-                        t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
-                        t.frag_keys, t.frag_flow, t.frag_pend, t.st)
+                                t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
+                                t.frag_keys, t.frag_flow, t.frag_pend, t.st)
         else:
-            walkers.scan_pcap(buf, end, cap.swapped, cap.nano, cap.linktype, RECORDS_PER_CALL, mtu, bin_ns, byte_mode,
-                      t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
-                      t.frag_keys, t.frag_flow, t.frag_pend, t.st)
+            walkers.scan_pcap(buf, end, cap.swapped, cap.nano, cap.linktype, RECORDS_PER_CALL, mtu, bin_ns,
+                              byte_mode, t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
+                              t.frag_keys, t.frag_flow, t.frag_pend, t.st)
         status = int(t.st[L.ST_STATUS])
         pos = int(t.st[L.ST_POS])
         dropped_to = cap.release(dropped_to, pos)
