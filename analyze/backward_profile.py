@@ -95,7 +95,9 @@ class ReduceCostTable:
 def _read_lines(path: Path) -> list[str]:
     try:
         return path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
+        raise ProfileFormatError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
         raise ProfileFormatError(f"{path}: cannot read: {exc}") from exc
 
 

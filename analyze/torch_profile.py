@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 import time
 from pathlib import Path
@@ -89,6 +90,8 @@ def profile_model(factory: Callable[..., Any], batch_size: int = 32, device: str
 
     if steps < 1 or batch_size < 1:
         raise ValueError("steps and batch size must be at least 1")
+    if device != "auto" and device != "cpu" and not re.fullmatch(r"cuda(:\d+)?", device):
+        raise ValueError(f"bad --device {device!r}: choose auto, cpu or cuda (cuda:N for one GPU)")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():

@@ -101,3 +101,11 @@ def test_cuda_profile_matches_parameter_bytes() -> None:
     prof = profile_spec(SMALL_CNN, batch_size=8, device="cuda", steps=3)
     assert prof.meta["device"].startswith("cuda")
     assert abs(float(prof.wait_s.sum()) - prof.meta["backward_s"]) <= 0.10 * prof.meta["backward_s"] + 2e-3
+
+
+def test_an_unknown_device_is_one_line() -> None:
+    """torch.device('foo') raises a RuntimeError with a traceback; the CLI names the choices instead."""
+    from clirun import one_line_error, ringscope
+
+    line = one_line_error(ringscope("profile", SMALL_CNN, "--device", "foo"))
+    assert line == "ringscope: error: bad --device 'foo': choose auto, cpu or cuda (cuda:N for one GPU)"
