@@ -149,7 +149,8 @@ def collective_lines(extra: dict[str, Any]) -> list[str]:
     lines.extend(f"  note: {n}" for n in t["notes"])
     if it.get("count"):
         b = it["bytes_per_iteration_per_host"]
-        lines.append(f"iterations: {it['count']} ({it['source']}: {it['method']}, confidence {it['confidence']:.2f})"
+        how = it["source"] if it["method"] == it["source"] else f"{it['source']}: {it['method']}"
+        lines.append(f"iterations: {it['count']} ({how}, confidence {it['confidence']:.2f})"
                      + (f", every {it['period_ns'] / 1e6:.4g} ms" if it.get("period_ns") else ""))
         lines.append(f"  bytes per iteration per host (tx): median {b['median']:,.0f}, p5 {b['p5']:,.0f}, "
                      f"p95 {b['p95']:,.0f}; rx median {it['rx_bytes_per_iteration_per_host']['median']:,.0f}")
