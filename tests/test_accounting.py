@@ -72,6 +72,15 @@ def test_retransmitted_payload_bytes_from_sequence_numbers() -> None:
     assert flow.payload_bytes == 11 * MSS  # every payload byte sent, retransmitted ones included
 
 
+def test_capture_reordering_is_not_retransmission() -> None:
+    """Segments the tap saw a few µs out of order count nothing; a quick resend of seen bytes and a segment
+    lost before the tap and resent 5 ms later count their 1,448 bytes each (what the sender knows)."""
+    truth, result = _fixture("reordered.pcap")
+    assert flow_mismatches(result, truth["flows"]) == []
+    flow = flows_by_key(result)[("10.12.0.1", "10.12.0.2", 40012, 29500, "tcp")]
+    assert flow.retransmitted_bytes == 2 * MSS
+
+
 @pytest.mark.parametrize("mode,field", [("ip", "ip_bytes"), ("payload", "payload_bytes")])
 def test_byte_modes_ip_and_payload(mode: str, field: str) -> None:
     """--bytes ip counts IP lengths, --bytes payload the TCP/UDP payload; flows and hosts agree."""

@@ -187,6 +187,7 @@ def test_help_loads_none_of_the_heavy_libraries(argv: list[str]) -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent,
+                         timeout=120)
     assert "Usage" in out.stdout, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "LOADED []"

@@ -48,10 +48,10 @@ def dask_cluster(folder: Path, workers: int, worker_args: tuple[str, ...] = (),
     groups: list[subprocess.Popen] = []
 
     def start(name: str, *args: str, env: dict[str, str] | None = None) -> None:
-        log = open(folder / f"{name}.log", "wb")
-        groups.append(subprocess.Popen([str(DASK), *args, "--no-dashboard", "--scheduler-file", str(sched_file)],
-                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                       env={**os.environ, **(env or {})}))
+        with open(folder / f"{name}.log", "wb") as log:  # the child keeps its own descriptor
+            groups.append(subprocess.Popen([str(DASK), *args, "--no-dashboard", "--scheduler-file", str(sched_file)],
+                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                           env={**os.environ, **(env or {})}))
 
     try:
         start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0", env=scheduler_env)

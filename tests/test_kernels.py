@@ -78,7 +78,8 @@ def test_a_built_run_never_imports_numba(both) -> None:
             f"r = analyze([{str(FIXTURES / 'example')!r}], workers=1); "
             "print(kernels().origin, 'numba' in sys.modules, len(r.flows))")
     env = {k: v for k, v in os.environ.items() if k != "RINGSCOPE_KERNEL"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True,
+                         timeout=300)
     origin, numba_loaded, flows = out.stdout.split()
     assert (origin, numba_loaded) == ("aot", "False")
     assert int(flows) > 0
@@ -91,14 +92,16 @@ def test_without_a_compiler_the_run_says_so_once_and_uses_the_jit(tmp_path: Path
     env = dict(os.environ, RINGSCOPE_CACHE_DIR=str(tmp_path / "cache"), CC="/bin/false")
     env.pop("RINGSCOPE_KERNEL", None)
     cli = [str(Path(sys.executable).with_name("ringscope")), "analyze", example, "--json"]
-    first = subprocess.run(cli + [str(tmp_path / "a.json")], capture_output=True, text=True, cwd=ROOT, env=env)
+    first = subprocess.run(cli + [str(tmp_path / "a.json")], capture_output=True, text=True, cwd=ROOT, env=env,
+                           timeout=300)
     assert first.returncode == 0, first.stderr
     notes = [ln for ln in first.stderr.splitlines() if "could not compile the packet kernel" in ln]
     assert len(notes) == 1 and "using numba's JIT" in notes[0] and "Traceback" not in first.stderr
-    second = subprocess.run(cli + [str(tmp_path / "b.json")], capture_output=True, text=True, cwd=ROOT, env=env)
+    second = subprocess.run(cli + [str(tmp_path / "b.json")], capture_output=True, text=True, cwd=ROOT, env=env,
+                            timeout=300)
     assert second.returncode == 0 and "compil" not in second.stderr, second.stderr
     normal = subprocess.run(cli + [str(tmp_path / "c.json")], capture_output=True, text=True, cwd=ROOT,
-                            env={k: v for k, v in env.items() if k not in ("RINGSCOPE_CACHE_DIR", "CC")})
+                            env={k: v for k, v in env.items() if k not in ("RINGSCOPE_CACHE_DIR", "CC")}, timeout=300)
     assert normal.returncode == 0, normal.stderr
     flows = [json.loads((tmp_path / f"{n}.json").read_text())["flows"] for n in "abc"]
     assert flows[0] == flows[1] == flows[2] and len(flows[0]) > 0
@@ -110,7 +113,7 @@ def test_an_unwritable_cache_is_one_line_and_the_jit(tmp_path: Path) -> None:
     env.pop("RINGSCOPE_KERNEL", None)
     cli = [str(Path(sys.executable).with_name("ringscope")), "analyze", str(FIXTURES / "example"), "--json",
            str(tmp_path / "r.json")]
-    out = subprocess.run(cli, capture_output=True, text=True, cwd=ROOT, env=env)
+    out = subprocess.run(cli, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("\n") == 1 and "cannot keep a compiled kernel in /proc/ringscope-cannot-exist" in out.stderr
     assert json.loads((tmp_path / "r.json").read_text())["flows"]

@@ -11,30 +11,37 @@ import numpy as np
 
 from analyze.engine import POOL_MIN_BYTES
 from analyze.reading import start_reading
-from expect import ROOT
+from expect import FIXTURES, ROOT
 from tests.benchmarks.synth import ring_capture
 
 
 def test_starting_a_run_imports_no_pandas() -> None:
-    code = "import sys, analyze.reading; print(sorted(m for m in ('pandas', 'numba') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.strip() == "[]"
+    code = ("import sys; from analyze.reading import start_reading; "
+            f"r = start_reading([{str(FIXTURES / 'example')!r}], bin_ns=10_000_000, byte_mode='ip', workers=1); "
+            "print(sorted(m for m in ('pandas', 'numba') if m in sys.modules), len(r.collect()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
+                         timeout=120)
+    assert out.stdout.strip() == "[] 4"  # four hosts read, and still neither library loaded
 
 
 def test_the_pool_is_reading_when_start_returns(tmp_path: Path) -> None:
     """Two hosts' captures above the pool threshold: the workers exist before collect() is called, and
     what they return equals an in-process read of the same files, host by host."""
-    paths = []
+    paths, truths = [], []
     for i in range(2):
         paths.append(tmp_path / f"h{i}.pcap")
-        ring_capture(paths[-1], packets=400_000, seed=i)
+        truths.append(ring_capture(paths[-1], packets=400_000, seed=i))
     assert sum(p.stat().st_size for p in paths) > POOL_MIN_BYTES
     reading = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=2)
-    assert len(multiprocessing.active_children()) == 2
-    pooled = reading.collect()
+    try:
+        workers_running = len(multiprocessing.active_children())
+    finally:
+        pooled = reading.collect()
+    assert workers_running == 2
     assert multiprocessing.active_children() == []
     here = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=1).collect()
     assert [s.records for s in pooled] == [s.records for s in here] == [400_000, 400_000]
+    assert [int(s.agg[:, 1].sum()) for s in pooled] == [int(t.ip_bytes.sum()) for t in truths]
     for a, b in zip(pooled, here):
         assert np.array_equal(a.keys, b.keys) and np.array_equal(a.agg, b.agg)
         assert np.array_equal(a.cell_bytes, b.cell_bytes)
