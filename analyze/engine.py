@@ -7,6 +7,7 @@ TCP state carries across rotation points; hosts are read in parallel.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -67,7 +68,8 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
     if n == 1 or sum(sizes) < POOL_MIN_BYTES:
         return lambda: _scan_here(streams, sizes, kwargs, progress)
     kernels()  # loaded here, so the forked workers inherit them instead of each loading them
-    pool = ProcessPoolExecutor(max_workers=n)  # forks its workers at the first submit
+    # fork (not Python 3.14's forkserver default): the workers inherit the loaded kernels and start at once
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"))
     futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in biggest_first(sizes)}
 
     def collect() -> list[StreamScan]:

@@ -98,13 +98,14 @@ def _cpu_identity() -> str:
 
 def _load_or_build() -> Optional[ModuleType]:
     """The cached extension, building it first when this machine has never built this source."""
-    dest = build_dir()
-    mod = _import(dest)
-    if mod is not None or (dest.parent / (dest.name + ".failed")).exists():
-        return mod
     import fcntl
 
+    dest: Optional[Path] = None
     try:
+        dest = build_dir()  # Path.home() raises RuntimeError without HOME and a passwd entry (containers)
+        mod = _import(dest)
+        if mod is not None or (dest.parent / (dest.name + ".failed")).exists():
+            return mod
         dest.parent.mkdir(parents=True, exist_ok=True)
         with open(dest.parent / (dest.name + ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same kernel right now
@@ -113,9 +114,11 @@ def _load_or_build() -> Optional[ModuleType]:
                 print("ringscope: compiling the packet kernel for this CPU (once; about 20 s)...", file=sys.stderr)
                 if _build_in_subprocess(dest):
                     mod = _import(dest)
-    except OSError as exc:
-        print(f"ringscope: cannot keep a compiled kernel in {dest.parent} ({exc.strerror or exc}); using numba's "
-              f"JIT (set RINGSCOPE_CACHE_DIR to a writable directory)", file=sys.stderr)
+    except (OSError, RuntimeError) as exc:
+        where = f" in {dest.parent}" if dest is not None else ""
+        why = getattr(exc, "strerror", None) or exc
+        print(f"ringscope: cannot keep a compiled kernel{where} ({why}); using numba's JIT (set RINGSCOPE_CACHE_DIR "
+              f"to a writable directory)", file=sys.stderr)
         return None
     return mod
 
