@@ -15,17 +15,17 @@ import numpy as np
 from numba import njit
 
 from analyze.layouts import (
-    AGG_CUR_BIN, AGG_CUR_BYTES, AGG_FIRST_NS, AGG_GAP_HI, AGG_GAP_LO, AGG_GAP_NS, AGG_IP_BYTES, AGG_LAST_NS,
-    AGG_PACKETS, AGG_PAYLOAD_BYTES, AGG_RETRANS_BYTES, AGG_SEQ_END, AGG_WIRE_BYTES, BYTES_IP, BYTES_PAYLOAD,
-    ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES, KIND_ARP, KIND_BAD_IP, KIND_FRAGMENT, KIND_ICMP,
-    KIND_OTHER_ETHERTYPE, KIND_OTHER_IP, KIND_TCP, KIND_TRUNCATED, KIND_UDP, KIND_UNKNOWN_LINKTYPE,
-    LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_NULL,
-    LINKTYPE_RAW, LINKTYPE_RAW_BSD, MAX_IFACES, REORDER_NS, ST_FIRST_NS, ST_IFACE_BASE, ST_LAST_NS, ST_MAX_NS,
-    ST_NCELLS, ST_NFLOWS, ST_NIFACE, ST_PACKET_BYTES, ST_POS, ST_RECORDS, ST_STATUS, ST_SWAP, STATUS_BUDGET,
-    STATUS_CELLS_FULL, STATUS_CORRUPT, STATUS_END, STATUS_FLOWS_FULL, STATUS_TOO_MANY_IFACES, STATUS_TRUNCATED,
+    AGG_CUR_BIN, AGG_CUR_BYTES, AGG_FIRST_NS, AGG_GAP2_HI, AGG_GAP2_LO, AGG_GAP2_NS, AGG_GAP_HI, AGG_GAP_LO,
+    AGG_GAP_NS, AGG_IP_BYTES, AGG_LAST_NS, AGG_PACKETS, AGG_PAYLOAD_BYTES, AGG_RETRANS_BYTES, AGG_SEQ_END,
+    AGG_WIRE_BYTES, BOM_BIG, BOM_LITTLE, BYTES_IP, BYTES_PAYLOAD, ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES,
+    KIND_ARP, KIND_BAD_IP, KIND_FRAGMENT, KIND_ICMP, KIND_OTHER_ETHERTYPE, KIND_OTHER_IP, KIND_TCP, KIND_TRUNCATED,
+    KIND_UDP, KIND_UNKNOWN_LINKTYPE, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_RAW_BSD, MAX_BLOCK_BYTES, MAX_IFACES,
+    MAX_RECORD_BYTES, REORDER_NS, SHB_TYPE, STATUS_BUDGET, STATUS_CELLS_FULL, STATUS_CORRUPT, STATUS_END,
+    STATUS_FLOWS_FULL, STATUS_TOO_MANY_IFACES, STATUS_TRUNCATED, ST_FIRST_NS, ST_IFACE_BASE, ST_LAST_NS, ST_MAX_NS,
+    ST_NCELLS, ST_NFLOWS, ST_NIFACE, ST_PACKET_BYTES, ST_POS, ST_RECORDS, ST_STATUS, ST_SWAP,
 )
 
-MAX_RECORD_BYTES = 1 << 20  # a record larger than this is corrupt (tcpdump's maximum snaplen is 256 KiB)
 IPV4_MAPPED = np.uint64(0x0000FFFF00000000)
 FRAG_SLOTS = 4096
 
@@ -107,6 +107,7 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
             agg[f, AGG_SEQ_END] = -1
             agg[f, AGG_CUR_BIN] = -1
             agg[f, AGG_GAP_LO] = -1
+            agg[f, AGG_GAP2_LO] = -1
             return f
         if (keys[f, 0] == a0 and keys[f, 1] == a1 and keys[f, 2] == a2 and keys[f, 3] == a3
                 and keys[f, 4] == ((np.uint64(ports) << np.uint64(8)) | np.uint64(proto))):
@@ -131,23 +132,30 @@ def _wire_bytes(ip_len, hdr_len, mtu):
 
 
 @njit(inline="always", cache=_CACHE)
-def _fills_gap(agg, f, seq, n, ts):
-    """True when [seq, seq+n) lies in the flow's open hole within REORDER_NS of its opening; the hole
-    then shrinks from whichever end was filled (a fill in its middle leaves it as it was)."""
-    lo = agg[f, AGG_GAP_LO]
-    if lo < 0 or ts - agg[f, AGG_GAP_NS] > REORDER_NS:
+def _fills(agg, f, lo_col, hi_col, ns_col, seq, n, ts):
+    """True when [seq, seq+n) lies in the hole kept in columns lo/hi/ns within REORDER_NS of its opening;
+    the hole then shrinks from whichever end was filled (a fill in its middle leaves it as it was)."""
+    lo = agg[f, lo_col]
+    if lo < 0 or ts - agg[f, ns_col] > REORDER_NS:
         return False
-    width = (agg[f, AGG_GAP_HI] - lo) & 0xFFFFFFFF
+    width = (agg[f, hi_col] - lo) & 0xFFFFFFFF
     off = (seq - lo) & 0xFFFFFFFF
     if off + n > width:
         return False
     if off == 0:
-        agg[f, AGG_GAP_LO] = (seq + n) & 0xFFFFFFFF
+        agg[f, lo_col] = (seq + n) & 0xFFFFFFFF
     elif off + n == width:
-        agg[f, AGG_GAP_HI] = seq
-    if agg[f, AGG_GAP_LO] == agg[f, AGG_GAP_HI]:
-        agg[f, AGG_GAP_LO] = -1
+        agg[f, hi_col] = seq
+    if agg[f, lo_col] == agg[f, hi_col]:
+        agg[f, lo_col] = -1
     return True
+
+
+@njit(inline="always", cache=_CACHE)
+def _fills_gap(agg, f, seq, n, ts):
+    """Bytes below the highest sequence seen that fill one of the flow's two latest holes soon enough."""
+    return (_fills(agg, f, AGG_GAP_LO, AGG_GAP_HI, AGG_GAP_NS, seq, n, ts)
+            or _fills(agg, f, AGG_GAP2_LO, AGG_GAP2_HI, AGG_GAP2_NS, seq, n, ts))
 
 
 @njit(inline="always", cache=_CACHE)
@@ -164,7 +172,8 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
         hdr, type_at = 20, 0
     elif linktype == LINKTYPE_NULL:
         hdr, type_at = 4, -1  # the address family says only "IP": the version nibble decides
-    elif linktype == LINKTYPE_RAW or linktype == LINKTYPE_RAW_BSD or linktype == LINKTYPE_IPV4 or linktype == LINKTYPE_IPV6:
+    elif (linktype == LINKTYPE_RAW or linktype == LINKTYPE_RAW_BSD or linktype == LINKTYPE_IPV4
+          or linktype == LINKTYPE_IPV6):
         hdr, type_at = 0, -1
     else:
         kinds[KIND_UNKNOWN_LINKTYPE] += 1
@@ -346,6 +355,9 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
             if ahead != 0 and ahead < 0x80000000:
                 skip = (seq - top) & 0xFFFFFFFF
                 if skip != 0 and skip < 0x80000000:  # [top, seq) not seen (yet): a hole opens
+                    agg[f, AGG_GAP2_LO] = agg[f, AGG_GAP_LO]
+                    agg[f, AGG_GAP2_HI] = agg[f, AGG_GAP_HI]
+                    agg[f, AGG_GAP2_NS] = agg[f, AGG_GAP_NS]
                     agg[f, AGG_GAP_LO] = top
                     agg[f, AGG_GAP_HI] = seq
                     agg[f, AGG_GAP_NS] = ts
@@ -498,21 +510,21 @@ def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_of
             st[ST_STATUS] = stop
             break
         btype = _rd32(b, pos, 0)
-        if btype == 0x0A0D0D0A:  # Section Header Block: byte order may change here
+        if btype == SHB_TYPE:  # Section Header Block: byte order may change here
             bom = _rd32(b, pos + 8, 0)
-            if bom == 0x1A2B3C4D:
+            if bom == BOM_LITTLE:
                 st[ST_SWAP] = 0
-            elif bom == 0x4D3C2B1A:
+            elif bom == BOM_BIG:
                 st[ST_SWAP] = 1
             else:
                 st[ST_STATUS] = STATUS_CORRUPT
                 break
             st[ST_IFACE_BASE] = st[ST_NIFACE]
         swap = st[ST_SWAP]
-        if btype != 0x0A0D0D0A:
+        if btype != SHB_TYPE:
             btype = _rd32(b, pos, swap)
         blen = _rd32(b, pos + 4, swap)
-        if blen < 12 or (blen & 3) != 0 or blen > MAX_RECORD_BYTES + 64:
+        if blen < 12 or (blen & 3) != 0 or blen > MAX_BLOCK_BYTES:
             st[ST_STATUS] = STATUS_CORRUPT
             break
         if pos + blen > end:

@@ -62,7 +62,10 @@ AGG_CUR_BYTES = 9
 AGG_GAP_LO = 10  # the latest hole in the sequence space ([lo, hi) mod 2^32 not seen yet); -1: none
 AGG_GAP_HI = 11
 AGG_GAP_NS = 12  # when that hole opened
-N_AGG = 13
+AGG_GAP2_LO = 13  # the hole before it (two CPUs feeding the tap can leave two open at once); -1: none
+AGG_GAP2_HI = 14
+AGG_GAP2_NS = 15
+N_AGG = 16
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.
@@ -103,6 +106,12 @@ ETHERNET_OVERHEAD_BYTES = 38
 ETHERNET_MIN_FRAME_BYTES = 64  # header + payload + FCS, padded
 
 MAX_IFACES = 4096
+
+# Record limits and pcapng magics shared by the compiled reader and the resync search (analyze.resync).
+MAX_RECORD_BYTES = 1 << 20  # a record larger than this is corrupt (tcpdump's maximum snaplen is 256 KiB)
+MAX_BLOCK_BYTES = MAX_RECORD_BYTES + 64  # a pcapng block: the record plus its block framing
+SHB_TYPE = 0x0A0D0D0A  # Section Header Block: the same bytes in either byte order
+BOM_LITTLE, BOM_BIG = 0x1A2B3C4D, 0x4D3C2B1A  # the SHB's byte-order magic, read little-endian
 
 # The compiled entry points' arguments, (numpy dtype, ndim) for arrays or a scalar kind: analyze.kernels
 # makes both the numba signatures and the ahead-of-time extension's argument check from this one table.

@@ -22,12 +22,9 @@ MAX_WINDOW = 1 << 20  # the most per step, which bounds the arrays (tens of MB a
 DAY_S = 86_400  # a resumed record's clock is within a day of what the file showed so far
 MAX_CAPLEN = 262_144  # tcpdump's largest snaplen
 MAX_WIRELEN = 16 << 20
-MAX_BLOCK = (1 << 20) + 64  # the reader's own pcapng block limit (analyze.kernel.MAX_RECORD_BYTES + 64)
-SHB = 0x0A0D0D0A  # Section Header Block: the same bytes in either byte order
-LITTLE_ENDIAN_BOM, BIG_ENDIAN_BOM = 0x1A2B3C4D, 0x4D3C2B1A  # the SHB's byte-order magic read little-endian
 # Block types a resumed pcapng may start with: SHB, IDB, obsolete PB, SPB, NRB, ISB, EPB, systemd
 # journal, decryption secrets, custom blocks (unknown types are legal but say nothing about alignment).
-KNOWN_BLOCKS = np.array([SHB, 1, 2, 3, 4, 5, 6, 9, 10, 0x00000BAD, 0x40000BAD], dtype=np.int64)
+KNOWN_BLOCKS = np.array([L.SHB_TYPE, 1, 2, 3, 4, 5, 6, 9, 10, 0x00000BAD, 0x40000BAD], dtype=np.int64)
 
 FAIL, FITS, TAIL = 0, 1, 2  # a record that cannot be; a whole one; a plausible one cut off by the end of the file
 
@@ -146,7 +143,8 @@ class _PcapngBlocks:
         in the current section."""
         words = _words(self.buf, start, stop + 4, self.section_swap)
         blen = words[4:]
-        found = start + np.nonzero(((blen >= 12) & ((blen & 3) == 0) & (blen <= MAX_BLOCK)) | (words[:-4] == SHB))[0]
+        sane = (blen >= 12) & ((blen & 3) == 0) & (blen <= L.MAX_BLOCK_BYTES)
+        found = start + np.nonzero(sane | (words[:-4] == L.SHB_TYPE))[0]
         self.swap = np.full(found.size, self.section_swap)
         self.ifaces = np.full(found.size, self.section_ifaces, dtype=np.int64)
         return found
@@ -158,14 +156,14 @@ class _PcapngBlocks:
         nxt = np.zeros_like(at)
         rows = np.nonzero(verdict == FAIL)[0]  # type and length are whole: judge them
         a = at[rows]
-        shb = _u32(buf, a, False) == SHB
+        shb = _u32(buf, a, False) == L.SHB_TYPE
         bom = _u32(buf, a + 8, False)
-        swap = np.where(shb, bom == BIG_ENDIAN_BOM, self.swap[idx[rows]])
+        swap = np.where(shb, bom == L.BOM_BIG, self.swap[idx[rows]])
         btype, blen = _u32(buf, a, swap), _u32(buf, a + 4, swap)
         packet = (btype == 6) | (btype == 2)
         least = np.select([shb, btype == 1, packet, btype == 3], [28, 20, 28, 16], 12)  # what the reader reads
-        legal = (np.isin(btype, KNOWN_BLOCKS) & (blen >= least) & ((blen & 3) == 0) & (blen <= MAX_BLOCK)
-                 & (~shb | (bom == LITTLE_ENDIAN_BOM) | (bom == BIG_ENDIAN_BOM)))
+        legal = (np.isin(btype, KNOWN_BLOCKS) & (blen >= least) & ((blen & 3) == 0) & (blen <= L.MAX_BLOCK_BYTES)
+                 & (~shb | (bom == L.BOM_LITTLE) | (bom == L.BOM_BIG)))
         nxt[rows] = a + blen
         verdict[rows[legal & (nxt[rows] > self.end)]] = TAIL
         whole = np.nonzero(legal & (nxt[rows] <= self.end))[0]  # the trailing length is in the file

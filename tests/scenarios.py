@@ -179,16 +179,18 @@ def _retrans() -> tuple[bytes, dict]:
 
 def _reordered() -> tuple[bytes, dict]:
     """What the sender knows, captured out of order: segments the tap saw a few µs out of sequence are not
-    retransmissions (a one-segment hole, a hole filled from its end, then from its start); a quick resend of
-    bytes already seen is one; a segment lost before the tap and resent 5 ms later fills its hole late: one."""
+    retransmissions (a one-segment hole, a hole filled from its end, then from its start, two holes open at
+    once); a quick resend of bytes already seen is one; a segment lost before the tap and resent 5 ms later
+    fills its hole late: one."""
     c = TcpConn(ETHERNET, v4(12, 1), v4(12, 2), 40012, 29500, isn_c=77)
-    s = [c.data(0, MSS) for _ in range(12)]
+    s = [c.data(0, MSS) for _ in range(18)]
     again = c.resend(0, 3 * MSS, MSS)  # segment 3 again at once: 1448 retransmitted
     lost_at = c.high[c.fwd]
     c.data(0, MSS)  # lost before the tap: never captured
     after = c.data(0, MSS)
+    two_holes = [s[12], s[14], s[16], s[13], s[15], s[17]]  # two holes open at once, both filled
     frames = _timed([*c.handshake(0), s[0], s[2], s[1], s[3], again, s[5], s[6], s[4], s[7], s[8], s[11], s[10],
-                     s[9], c.ack(0), after], BASE_NS + 9_500_000_000, 25_000)
+                     s[9], *two_holes, c.ack(0), after], BASE_NS + 9_500_000_000, 25_000)
     late = replace(c.resend(0, lost_at, MSS), ts_ns=frames[-1].ts_ns + 5_000_000)
     data, frames = _pcap([*frames, late, replace(c.ack(0), ts_ns=late.ts_ns + 25_000)])
     return data, _truth(frames, "pcap-us-le", [LINKTYPE_ETHERNET])

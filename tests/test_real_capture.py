@@ -106,12 +106,16 @@ def real_capture(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPa
 
 
 def test_analyzer_reports_exactly_the_bytes_sent(real_capture: tuple) -> None:
-    """The data flow carries SENT_BYTES of payload, none retransmitted; the ACK flow carries none."""
+    """The data flow carries SENT_BYTES of payload once, plus exactly what TCP re-sent; the ACK flow none.
+
+    Loopback under load does re-send (seen: 95,232 bytes, segments tshark also marks as retransmissions;
+    and segments handed to the tap a few µs out of order, which are not re-sends), so the exact identity
+    is payload − retransmitted = SENT_BYTES, with re-sends an exception."""
     path, data, acks = real_capture
     flows = flows_by_key(run([path]))
     assert set(flows) == {data, acks}
-    assert flows[data].payload_bytes == SENT_BYTES
-    assert flows[data].retransmitted_bytes == 0
+    assert flows[data].payload_bytes - flows[data].retransmitted_bytes == SENT_BYTES
+    assert flows[data].retransmitted_bytes <= 0.2 * SENT_BYTES
     assert flows[acks].payload_bytes == 0
     assert flows[data].bytes > SENT_BYTES > path.stat().st_size  # counted from IP headers, not captured bytes
 
