@@ -1,7 +1,7 @@
 """On-demand benchmark: ringscope against dpkt, tshark, scapy, pyshark and `cat`, measured in one run.
 
     .venv/bin/python -m tests.benchmarks.run_benchmark --packets 5000000 [--format pcap|pcapng] [--skip-slow]
-        [--parallel 5000000]
+        [--parallel 5000000 [--hosts 8]]
 
 Each tool runs as its own process (whole-process wall time, median of --repeat runs) and its peak RSS
 is read from the kernel's accounting of that child (getrusage RUSAGE_CHILDREN via /usr/bin/time -f %M,
@@ -156,18 +156,21 @@ def print_table(title: str, rows: list[Timing], size: int) -> None:
               f"{r.rss_mb:>12.0f} {ratio:>24.2f}  {r.note}")
 
 
-def bench_parallel(tmp: Path, per_file: int, repeat: int) -> None:
-    """Four hosts' files read by 1 and by 2 local workers: the reading phase and the whole process."""
+def bench_parallel(tmp: Path, per_file: int, hosts: int, repeat: int) -> None:
+    """One ring's hosts' files (one each) read by 1 and by 2 local workers: the reading phase and the whole process."""
     files = []
-    for i in range(4):
-        f = tmp / f"par{i}.pcap"
-        ring_capture(f, packets=per_file, seed=i)
+    for i in range(hosts):
+        f = tmp / f"host{i + 1}.pcap"
+        ring_capture(f, packets=per_file, hosts=hosts, me=i + 1, seed=i)
         files.append(str(f))
     one, _, _ = median_run([RINGSCOPE, "analyze", *files, "--workers", "1", "--json", str(tmp / "a.json")], repeat)
     two, _, _ = median_run([RINGSCOPE, "analyze", *files, "--workers", "2", "--json", str(tmp / "b.json")], repeat)
     if json.loads((tmp / "a.json").read_text())["flows"] != json.loads((tmp / "b.json").read_text())["flows"]:
         raise SystemExit("benchmark: 1 and 2 workers disagree on the flows")
-    print(f"\nparallel: 4 hosts' files x {per_file:,} packets: whole process 1 worker {one:.2f} s, "
+    ring = [f"host{i}" for i in (1, *range(hosts, 1, -1))]  # each host sends to its predecessor
+    if json.loads((tmp / "b.json").read_text())["topology"]["order"] != ring:
+        raise SystemExit(f"benchmark: the ring was not reconstructed as {ring}")
+    print(f"\nparallel: {hosts} hosts' files x {per_file:,} packets: whole process 1 worker {one:.2f} s, "
           f"2 workers {two:.2f} s, speed-up {one / two:.2f}x")
     _, _, out = timed([PY, str(HERE / "parallel_scan.py"), *files])
     print(f"parallel: reading phase alone (in-process, pool start included): {out.strip()}")
@@ -183,7 +186,8 @@ def main() -> None:
     ap.add_argument("--prefix", type=int, default=20_000, help="packets given to scapy (pyshark gets 1/20)")
     ap.add_argument("--skip-slow", action="store_true", help="skip dpkt and tshark (minutes on 5 M packets)")
     ap.add_argument("--parallel", type=int, default=0, metavar="PACKETS",
-                    help="also measure 1 vs 2 local workers on 4 files of PACKETS packets each")
+                    help="also measure 1 vs 2 local workers on a ring's files of PACKETS packets each")
+    ap.add_argument("--hosts", type=int, default=8, help="hosts in the --parallel ring, one file each")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the generated captures")
     args = ap.parse_args()
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="ringscope-bench-"))
@@ -196,7 +200,7 @@ def main() -> None:
             print_table(f"{n:,} packets, {fmt}, {path.stat().st_size / 1e6:.0f} MB, 32 flows", rows, path.stat().st_size)
             path.unlink()
     if args.parallel:
-        bench_parallel(tmp, args.parallel, args.repeat)
+        bench_parallel(tmp, args.parallel, args.hosts, args.repeat)
     if args.dir is None:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -38,11 +38,15 @@ class Truth:
                 for s, d, a, b, p, y in zip(self.src, self.dst, self.sport, self.dport, self.packets, self.ip_bytes)}
 
 
-def ring_capture(path: Path, *, packets: int, hosts: int = 4, conns: int = 8, iterations: int = 50,
+def ring_capture(path: Path, *, packets: int, hosts: int = 4, me: int = 1, conns: int = 8, iterations: int = 50,
                  fmt: str = "pcap", seed: int = 0, start_ns: int = 1_763_000_000_000_000_000) -> Truth:
-    """Write host 0's capture of a ring all-reduce with `packets` records; returns the ground truth."""
+    """Write host `me`'s capture (1..hosts) of a ring all-reduce with `packets` records; returns the ground truth.
+
+    Host 10.77.0.<me> sends to its ring predecessor and receives from its successor, so the captures
+    of me = 1..hosts are the same ring seen from each host (byte counts differ: each is its own draw).
+    """
     rng = np.random.default_rng(seed)
-    me, pred, succ = 1, hosts, 2  # host numbers: 10.77.0.1 sends to its predecessor, receives from its successor
+    pred, succ = (me - 2) % hosts + 1, me % hosts + 1
     n_data = packets * 2 // 3
     n_ack = packets - n_data
     # flows 0..C-1: me -> pred (tx); C..2C-1: succ -> me (rx)
