@@ -2,8 +2,9 @@
 
 The unit of work is one host's capture stream (`analyze.scan.scan_stream`): a pure function from
 paths and options to a small StreamScan, so the same call can be shipped to any executor
-(`analyze.cluster` ships it to Dask). A host's rotated files are read by one worker, in time order, so
-TCP state carries across rotation points; hosts are read in parallel.
+(`analyze.cluster` ships it to Dask). A host's rotated files are read in time order so TCP state
+carries across rotation points; hosts are read in parallel. When there are fewer hosts than a local
+pool can use, big streams are cut into pieces read at once and joined exactly (`analyze.pieces`).
 """
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from analyze.kernels import kernels
-from analyze.scan import StreamScan, scan_stream
+from analyze import pieces
+from analyze.scan import StreamScan, scan_range, scan_stream
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 
-Progress = Callable[[Path, int], None]  # called after each stream with its size in bytes
+Progress = Callable[[Path, int], None]  # called as each stream or piece of one is read, with its bytes
 
 
 @dataclass(frozen=True)
@@ -64,24 +66,42 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
 
         return lambda: scan_on_cluster(scheduler, streams, sizes, kwargs, progress)
     n = workers if workers is not None else default_workers()
-    n = max(1, min(n, len(streams)))
     if n == 1 or sum(sizes) < POOL_MIN_BYTES:
+        return lambda: _scan_here(streams, sizes, kwargs, progress)
+    plans = pieces.plan(streams, sizes, n)
+    tasks = [(i, -1, streams[i][0], sizes[i]) for i, p in enumerate(plans) if p is None]
+    tasks += [(i, j, piece.path, piece.size) for i, p in enumerate(plans) if p for j, piece in enumerate(p)]
+    n = min(n, len(tasks))
+    if n <= 1:
         return lambda: _scan_here(streams, sizes, kwargs, progress)
     kernels()  # loaded here, so the forked workers inherit them instead of each loading them
     # fork (not Python 3.14's forkserver default): the workers inherit the loaded kernels and start at once
     pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"))
-    futures = {pool.submit(scan_stream, streams[i], **kwargs): i for i in biggest_first(sizes)}
+    futures = {}
+    for t in biggest_first([t[3] for t in tasks]):
+        i, j, path, size = tasks[t]
+        if j < 0:
+            futures[pool.submit(scan_stream, streams[i], **kwargs)] = tasks[t]
+        else:
+            piece = plans[i][j]  # type: ignore[index]
+            futures[pool.submit(scan_range, piece.path, piece.start, piece.end, **kwargs)] = tasks[t]
 
     def collect() -> list[StreamScan]:
         out: list[Optional[StreamScan]] = [None] * len(streams)
+        parts: dict[int, list[StreamScan]] = {i: [None] * len(p) for i, p in enumerate(plans) if p}  # type: ignore[misc]
         try:
             for fut in as_completed(futures):
-                i = futures[fut]
-                out[i] = fut.result()
+                i, j, path, size = futures[fut]
+                if j < 0:
+                    out[i] = fut.result()
+                else:
+                    parts[i][j] = fut.result()
                 if progress:
-                    progress(streams[i][0], sizes[i])
+                    progress(path, size)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+        for i, got in parts.items():  # a seam that does not hold: read that stream again, in one piece
+            out[i] = pieces.join(plans[i], got) or scan_stream(streams[i], **kwargs)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
     return collect

@@ -56,6 +56,12 @@ def sum_cells(flow: np.ndarray, bins: np.ndarray, values: np.ndarray) -> tuple[n
 
 def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:
     """Fold a host's stream scans into one flow table (several when its streams were scanned apart)."""
+    keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans(scans)
+    return HostFlows(host=host, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes)
+
+
+def fold_scans(scans: list[StreamScan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Unique flow keys, their summed counters and first/last times, and their cells with twins added up."""
     keys = np.concatenate([s.keys for s in scans]) if scans else np.zeros((0, 5), np.uint64)
     agg = np.concatenate([s.agg for s in scans]) if scans else np.zeros((0, L.N_AGG), np.int64)
     ukeys, inv = unique_rows(keys)
@@ -77,7 +83,7 @@ def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:
         ok = keep[cf]
         ukeys, out, cf, cb, cv = ukeys[keep], out[keep], new_id[cf[ok]], cb[ok], cv[ok]
     cf, cb, cv = sum_cells(cf, cb, cv)
-    return HostFlows(host=host, keys=ukeys, agg=out, cell_flow=cf, cell_bin=cb, cell_bytes=cv)
+    return ukeys, out, cf, cb, cv
 
 
 @lru_cache(maxsize=65536)

@@ -17,7 +17,7 @@ from numba import njit
 from analyze.layouts import (
     AGG_CUR_BIN, AGG_CUR_BYTES, AGG_FIRST_NS, AGG_GAP2_HI, AGG_GAP2_LO, AGG_GAP2_NS, AGG_GAP_HI, AGG_GAP_LO,
     AGG_GAP_NS, AGG_IP_BYTES, AGG_LAST_NS, AGG_PACKETS, AGG_PAYLOAD_BYTES, AGG_RETRANS_BYTES, AGG_SEQ_END,
-    AGG_WIRE_BYTES, BOM_BIG, BOM_LITTLE, BYTES_IP, BYTES_PAYLOAD, ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES,
+    AGG_SEQ_FIRST, AGG_SEQ_FIRST_NS, AGG_WIRE_BYTES, BOM_BIG, BOM_LITTLE, BYTES_IP, BYTES_PAYLOAD, ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES,
     KIND_ARP, KIND_BAD_IP, KIND_FRAGMENT, KIND_ICMP, KIND_OTHER_ETHERTYPE, KIND_OTHER_IP, KIND_TCP, KIND_TRUNCATED,
     KIND_UDP, KIND_UNKNOWN_LINKTYPE, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_RAW_BSD, MAX_BLOCK_BYTES, MAX_IFACES,
@@ -108,6 +108,7 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
             agg[f, AGG_CUR_BIN] = -1
             agg[f, AGG_GAP_LO] = -1
             agg[f, AGG_GAP2_LO] = -1
+            agg[f, AGG_SEQ_FIRST] = -1
             return f
         if (keys[f, 0] == a0 and keys[f, 1] == a1 and keys[f, 2] == a2 and keys[f, 3] == a3
                 and keys[f, 4] == ((np.uint64(ports) << np.uint64(8)) | np.uint64(proto))):
@@ -345,6 +346,8 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
         top = agg[f, AGG_SEQ_END]
         if top < 0:
             agg[f, AGG_SEQ_END] = seq_end
+            agg[f, AGG_SEQ_FIRST] = seq
+            agg[f, AGG_SEQ_FIRST_NS] = ts
         else:
             behind = (top - seq) & 0xFFFFFFFF  # bytes of this segment at or below the highest seen
             if behind < 0x80000000 and behind > 0:

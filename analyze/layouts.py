@@ -65,7 +65,9 @@ AGG_GAP_NS = 12  # when that hole opened
 AGG_GAP2_LO = 13  # the hole before it (two CPUs feeding the tap can leave two open at once); -1: none
 AGG_GAP2_HI = 14
 AGG_GAP2_NS = 15
-N_AGG = 16
+AGG_SEQ_FIRST = 16  # sequence number of the first data segment, -1 before it: where a piece's flow picks up
+AGG_SEQ_FIRST_NS = 17  # when that segment was captured
+N_AGG = 18
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.

@@ -7,7 +7,7 @@ Dask cluster.
 """
 from __future__ import annotations
 
-import os
+import mmap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,6 +49,7 @@ class StreamScan:
     cell_flow: np.ndarray  # int32
     cell_bin: np.ndarray  # int64, absolute bin index (ts // bin_ns)
     cell_bytes: np.ndarray  # int64
+    ended_on_record: bool = True  # the walk stopped exactly at the end of its data (a piece's seam lines up)
 
     @property
     def records(self) -> int:
@@ -112,37 +113,58 @@ def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 15
     is still recognised, and a flow's series continues across files. Raises FileError on unreadable input.
     """
     t = _Tables()
-    files = [_scan_one(Path(p), t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu, tmp_dir=tmp_dir)
-             for p in sorted(paths, key=_time_order)]
+    files = []
+    for p in sorted(paths, key=time_order):
+        with open_capture(Path(p), tmp_dir=tmp_dir) as cap:
+            files.append(_scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)[0])
+    return _stream_scan(t, files)
+
+
+def scan_range(path: Path, start: int | None = None, end: int | None = None, *, bin_ns: int, byte_mode: int,
+               mtu: int = 1500, tmp_dir: str | None = None) -> StreamScan:
+    """Scan the records of one capture file in bytes [start, end) (default: all of it) with fresh state.
+
+    One piece of a stream split for parallel reading: analyze.pieces chose start and end at record
+    boundaries and joins the pieces, checking at each seam that fresh state gave what carried state would.
+    """
+    t = _Tables()
+    with open_capture(Path(path), tmp_dir=tmp_dir) as cap:
+        health, status = _scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu, start=start, end=end)
+    scan = _stream_scan(t, [health])
+    scan.ended_on_record = (start is None and end is None) or status == L.STATUS_END
+    return scan
+
+
+def _stream_scan(t: "_Tables", files: list[FileHealth]) -> StreamScan:
     n = int(t.st[L.ST_NFLOWS])
     cell_flow, cell_bin, cell_bytes = t.finish_cells()
     return StreamScan(files=files, keys=t.keys[:n].copy(), agg=t.agg[:n].copy(), cell_flow=cell_flow,
                       cell_bin=cell_bin, cell_bytes=cell_bytes)
 
 
-def _time_order(path: Path) -> tuple[int, str]:
+def time_order(path: Path) -> tuple[int, str]:
+    """Sort key putting a host's rotated files in capture order (first packet's time, then name)."""
     ts = first_timestamp_ns(path)
     return (ts if ts is not None else np.iinfo(np.int64).max, str(path))
 
 
-def _scan_one(path: Path, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int, tmp_dir: str | None) -> FileHealth:
-    with open_capture(path, tmp_dir=tmp_dir) as cap:
-        return _scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)
-
-
-def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int) -> FileHealth:
+def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int,
+               start: int | None = None, end: int | None = None) -> tuple[FileHealth, int]:
+    """Walk the records in [start, end) (default: the whole file) into t; the file's health and how the
+    walk stopped (an L.STATUS_*)."""
     walkers = kernels()
     warnings = list(cap.warnings)
     kinds_before = t.kinds.copy()
     for k in (L.ST_RECORDS, L.ST_FIRST_NS, L.ST_MAX_NS, L.ST_PACKET_BYTES, L.ST_NIFACE, L.ST_IFACE_BASE, L.ST_SWAP):
         t.st[k] = 0
-    t.st[L.ST_POS] = cap.data_offset
+    whole = start is None and end is None
+    t.st[L.ST_POS] = cap.data_offset if start is None else start
     if_link = np.zeros(L.MAX_IFACES, dtype=np.int64)
     if_resol = np.zeros(L.MAX_IFACES, dtype=np.int64)
     if_offset = np.zeros(L.MAX_IFACES, dtype=np.int64)
     buf = cap.buffer
-    end = len(buf)
-    dropped_to = 0
+    end = len(buf) if end is None else end
+    dropped_to = int(t.st[L.ST_POS]) - int(t.st[L.ST_POS]) % mmap.PAGESIZE
     while True:
         if cap.kind == "pcapng":
             walkers.scan_pcapng(buf, end, RECORDS_PER_CALL, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
@@ -176,11 +198,16 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
     else:
         linktypes = [L.linktype_name(cap.linktype)]
     records = int(t.st[L.ST_RECORDS])
-    if records == 0:
-        warnings.append(f"{cap.path}: no packets")
+    if records == 0 and whole:
+        warnings.append(no_packets(cap.path))
     return FileHealth(
         path=str(cap.path), format=cap.format_name, linktypes=linktypes, file_bytes=cap.file_bytes,
         records=records, captured_bytes=int(t.st[L.ST_PACKET_BYTES]),
         first_ns=int(t.st[L.ST_FIRST_NS]), last_ns=int(t.st[L.ST_MAX_NS]), kinds=t.kinds - kinds_before,
         warnings=warnings,
-    )
+    ), status
+
+
+def no_packets(path: Path | str) -> str:
+    """The warning for a capture file without a single record."""
+    return f"{path}: no packets"

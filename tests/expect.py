@@ -8,10 +8,14 @@ import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import numpy as np
 from pcapgen import Frame, flow_key
 
+from analyze import layouts as L
 from analyze.api import analyze
+from analyze.flows import SUMMED, merge_host
 from analyze.result import CaptureSummary, FlowRecord, Result
+from analyze.scan import StreamScan
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -82,3 +86,18 @@ def wire_truth(frames: Iterable[Frame], mtu: int = 1500) -> dict[tuple, int]:
             key = (f.flow.src, f.flow.dst, f.flow.sport, f.flow.dport, f.flow.proto)
             out[key] = out.get(key, 0) + wire_bytes(f, mtu)
     return out
+
+
+def same_scan(got: StreamScan, want: StreamScan) -> None:
+    """Same flows, counters, first/last times, series and per-file health as the sequential read."""
+    a, b = merge_host("h", [got]), merge_host("h", [want])
+    assert np.array_equal(a.keys, b.keys)
+    for col in (*SUMMED, L.AGG_FIRST_NS, L.AGG_LAST_NS):
+        assert np.array_equal(a.agg[:, col], b.agg[:, col]), col
+    for field in ("cell_flow", "cell_bin", "cell_bytes"):
+        assert np.array_equal(getattr(a, field), getattr(b, field)), field
+    for x, y in zip(got.files, want.files, strict=True):
+        assert (x.path, x.format, x.linktypes, x.file_bytes, x.records, x.captured_bytes, x.first_ns, x.last_ns,
+                x.kinds.tolist(), x.warnings) == \
+               (y.path, y.format, y.linktypes, y.file_bytes, y.records, y.captured_bytes, y.first_ns, y.last_ns,
+                y.kinds.tolist(), y.warnings)

@@ -1,15 +1,19 @@
-"""Time ringscope's read-and-aggregate core alone (kernel loaded first): prints seconds for one scan."""
+"""Time ringscope's read-and-aggregate core alone (kernel loaded first): prints seconds for one scan.
+
+    core_scan.py PATH [WORKERS]   with WORKERS > 1 the file is read in pieces by a local pool (its start included)
+"""
 from __future__ import annotations
 
 import sys
 import time
 from pathlib import Path
 
-from analyze.scan import scan_stream
+from analyze.engine import ScanOptions, scan_streams
 
 if __name__ == "__main__":
-    path = sys.argv[1]
-    scan_stream([Path(path)], bin_ns=10_000_000, byte_mode=0)  # load the compiled kernel and warm the page cache
+    path, workers = Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    opts = ScanOptions(bin_ns=10_000_000, byte_mode=0)
+    scan_streams([[path]], opts, workers=1)  # load the compiled kernel and warm the page cache
     t0 = time.perf_counter()
-    scan_stream([Path(path)], bin_ns=10_000_000, byte_mode=0)
+    scan_streams([[path]], opts, workers=workers)
     print(time.perf_counter() - t0)

@@ -118,8 +118,16 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
     timed(cmd, jit)  # numba compiles once into its cache
     wall, rss, _ = median_run(cmd, repeat, jit)
     rows.append(Timing("ringscope analyze, numba JIT kernel (fallback)", wall, rss, packets, "no C compiler"))
-    wall, rss, out = median_run([PY, str(HERE / "core_scan.py"), str(path)], repeat, env)
-    rows.append(Timing("ringscope read+aggregate core", float(out.split()[0]), rss, packets, "in-process, no imports"))
+    two = cmd[:-1] + ["2"]
+    wall, rss, _ = median_run(two, repeat, env)
+    rows.append(Timing("ringscope analyze --workers 2", wall, rss, packets, "the file read in pieces"))
+    if json.loads(out_json.read_text())["flows"] != result["flows"]:
+        raise SystemExit("benchmark: the file read in pieces gave other flows than read in one")
+    for workers in (1, 2):
+        _, rss, out = median_run([PY, str(HERE / "core_scan.py"), str(path), str(workers)], repeat, env)
+        rows.append(Timing(f"ringscope read+aggregate core, {workers} worker{'s' if workers > 1 else ''}",
+                           float(out.split()[0]), rss, packets,
+                           "in-process, no imports" if workers == 1 else "pieces, pool start included"))
     shutil.rmtree(cache, ignore_errors=True)
 
     if not skip_slow:
