@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -65,7 +65,7 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
         from analyze.cluster import scan_on_cluster
 
         return lambda: scan_on_cluster(scheduler, streams, sizes, kwargs, progress)
-    n = workers if workers is not None else default_workers()
+    n = max(1, workers if workers is not None else default_workers())
     if n == 1 or sum(sizes) < POOL_MIN_BYTES:
         return lambda: _scan_here(streams, sizes, kwargs, progress)
     plans = pieces.plan(streams, sizes, n)
@@ -88,20 +88,29 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
 
     def collect() -> list[StreamScan]:
         out: list[Optional[StreamScan]] = [None] * len(streams)
-        parts: dict[int, list[StreamScan]] = {i: [None] * len(p) for i, p in enumerate(plans) if p}  # type: ignore[misc]
+        parts: dict[int, list[Optional[StreamScan]]] = {i: [None] * len(p) for i, p in enumerate(plans) if p}
+        pending = set(futures)
         try:
-            for fut in as_completed(futures):
-                i, j, path, size = futures[fut]
-                if j < 0:
-                    out[i] = fut.result()
-                else:
-                    parts[i][j] = fut.result()
-                if progress:
-                    progress(path, size)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    i, j, path, size = futures[fut]
+                    scan = fut.result()
+                    if progress and size:
+                        progress(path, size)
+                    if j < 0:
+                        out[i] = scan
+                        continue
+                    parts[i][j] = scan
+                    if not all(parts[i]):
+                        continue
+                    out[i] = pieces.join(plans[i], parts[i])  # type: ignore[arg-type]
+                    if out[i] is None:  # a seam does not hold: read the stream again, whole
+                        again = pool.submit(scan_stream, streams[i], **kwargs)
+                        futures[again] = (i, -1, path, 0)
+                        pending.add(again)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-        for i, got in parts.items():  # a seam that does not hold: read that stream again, in one piece
-            out[i] = pieces.join(plans[i], got) or scan_stream(streams[i], **kwargs)  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
     return collect

@@ -1,14 +1,18 @@
 """Split a host's capture stream into pieces that workers read at once, and join them back exactly.
 
 Why: one worker per host leaves cores idle when there are fewer hosts than cores (one big capture on a
-16-core box). A piece is a byte range of one classic pcap file starting at a record boundary, read with
-fresh state. Fresh state differs from the state a sequential read would carry in just two places, so
-each seam is checked and a stream whose seams do not all hold is read again in one piece:
-- TCP sequence tracking: a flow must pick up in the next piece exactly where the previous ones left
-  it (its first data segment starts at the highest sequence end seen before), with no hole still open
-  that the next piece could fill as reordering (holes opened over a second before are long closed).
+16-core box). A piece is a byte range of one classic pcap file starting at a record boundary, or one
+whole classic pcap file of a rotation set, read with fresh state. Where fresh state could read
+differently from the state a sequential read carries, the join checks, and a stream whose seams do
+not all hold is read again in one piece:
+- TCP sequence tracking: a flow must pick up in a piece exactly where the pieces before left it (its
+  first data segment starts at the highest sequence end seen before), and no hole left open before
+  may be filled in it as reordering (every record of the piece is over REORDER_NS after the hole opened).
 - IP fragments: a datagram's fragments may straddle a seam, so a stream with any is not joined.
-A piece that did not end exactly on its end offset (a damaged record hid the boundary) fails too.
+- Alignment and damage: a piece that did not end exactly on its cut, or resynced after a damaged
+  record mid-file, is not joinable (analyze.scan.scan_range says why).
+pcapng and gzip files are never pieces: a pcapng piece would need the interfaces (and, for Simple Packet
+Blocks, the time) read before it, and a gzip file would be inflated once per piece.
 Series cells of a bin cut by a seam are added up when the host's flows are merged.
 """
 from __future__ import annotations
@@ -22,12 +26,11 @@ import numpy as np
 
 from analyze import layouts as L
 from analyze.flows import fold_scans, unique_rows
-from analyze.formats import open_capture
+from analyze.formats import open_capture, sniff
 from analyze.resync import next_valid_record
 from analyze.scan import FileHealth, StreamScan, no_packets, time_order
 
 MIN_PIECE_BYTES = 32 << 20  # ~10 ms of reading: smaller pieces cost more in hand-offs than they save
-SETTLED_NS = 1_000_000_000  # a hole opened this long before a piece's first segment cannot be filled in it
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ def plan(streams: list[list[Path]], sizes: list[int], workers: int,
     target = max(least, math.ceil(sum(sizes) / (2 * workers)))
     out: list[Optional[list[Piece]]] = []
     for files, size in zip(streams, sizes):
-        if size <= target:
+        if size <= target or not all(_is_classic_pcap(f) for f in files):
             out.append(None)
             continue
         pieces = [p for f in sorted(files, key=time_order) for p in _split_file(f, target)]
@@ -59,19 +62,21 @@ def plan(streams: list[list[Path]], sizes: list[int], workers: int,
     return out
 
 
-def _split_file(path: Path, target: int) -> list[Piece]:
-    """The file as pieces of about `target` bytes cut at record boundaries (classic pcap only: a pcapng
-    piece would need the interfaces declared before it; gzip would be inflated once per piece)."""
+def _is_classic_pcap(path: Path) -> bool:
     try:
-        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            return sniff(fh.read(4)) == "pcap"
     except OSError:
-        return [Piece(path)]  # reading it will say what is wrong, in one line
+        return False  # reading it whole will say what is wrong, in one line
+
+
+def _split_file(path: Path, target: int) -> list[Piece]:
+    """The classic pcap file as pieces of about `target` bytes cut at record boundaries."""
+    size = path.stat().st_size
     whole = [Piece(path, size=size)]
     if size <= target:
         return whole
     with open_capture(path) as cap:
-        if cap.kind != "pcap" or cap.file_bytes != size:
-            return whole
         st = np.zeros(L.N_ST, dtype=np.int64)  # no records seen: any timestamp is plausible
         cuts = [cap.data_offset]
         for k in range(1, math.ceil(size / target)):
@@ -86,7 +91,7 @@ def _split_file(path: Path, target: int) -> list[Piece]:
 
 def join(pieces: list[Piece], parts: list[StreamScan]) -> Optional[StreamScan]:
     """The stream's scan from its pieces' scans (in capture order), or None when a seam does not hold."""
-    if not all(p.ended_on_record for p in parts[:-1]):
+    if not all(p.joinable for p in parts):
         return None
     if len(parts) > 1 and sum(int(f.kinds[L.KIND_FRAGMENT]) for p in parts for f in p.files):
         return None
@@ -98,25 +103,28 @@ def join(pieces: list[Piece], parts: list[StreamScan]) -> Optional[StreamScan]:
 
 
 def _seams_hold(parts: list[StreamScan]) -> bool:
-    """Every flow's first data segment in a piece continues the sequence state left by the pieces before."""
+    """Every flow's first data segment in a piece continues the sequence end left by the pieces before,
+    and no record of the piece is recent enough to fill a hole any of them opened.
+
+    Holes are judged by the latest opening time the flow ever had: a sequential read may still hold an
+    older hole that a fresh piece never saw, and the latest time bounds them all.
+    """
     _, gid = unique_rows(np.concatenate([p.keys for p in parts]))
     n = int(gid.max()) + 1 if gid.size else 0
-    state = np.full((n, 7), -1, dtype=np.int64)  # seq end, hole lo/hi/ns, hole 2 lo/hi/ns
-    cols = [L.AGG_SEQ_END, L.AGG_GAP_LO, L.AGG_GAP_HI, L.AGG_GAP_NS, L.AGG_GAP2_LO, L.AGG_GAP2_HI, L.AGG_GAP2_NS]
+    seq_end = np.full(n, -1, dtype=np.int64)
+    hole_ns = np.full(n, -(1 << 62), dtype=np.int64)  # latest time a hole opened (0: never, or at time 0)
     at = 0
     for p in parts:
         g = gid[at:at + len(p.keys)]
         at += len(p.keys)
         data = p.agg[:, L.AGG_SEQ_FIRST] >= 0
-        g, a = g[data], p.agg[data]
-        prev = state[g]
-        seen = prev[:, 0] >= 0
-        first_ns = a[:, L.AGG_SEQ_FIRST_NS]
-        settled = ((prev[:, 1] < 0) | (first_ns - prev[:, 3] > SETTLED_NS)) & \
-                  ((prev[:, 4] < 0) | (first_ns - prev[:, 6] > SETTLED_NS))
-        if not np.all(~seen | ((a[:, L.AGG_SEQ_FIRST] == prev[:, 0]) & settled)):
+        earliest = min((f.first_ns for f in p.files if f.records), default=0)
+        gd, a = g[data], p.agg[data]
+        picks_up = (seq_end[gd] < 0) | (a[:, L.AGG_SEQ_FIRST] == seq_end[gd])
+        if not (picks_up.all() and np.all(earliest - hole_ns[gd] > L.REORDER_NS)):
             return False
-        state[g] = a[:, cols]
+        seq_end[gd] = a[:, L.AGG_SEQ_END]
+        hole_ns[g] = np.maximum(hole_ns[g], np.maximum(p.agg[:, L.AGG_GAP_NS], p.agg[:, L.AGG_GAP2_NS]))
     return True
 
 

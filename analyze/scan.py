@@ -49,7 +49,7 @@ class StreamScan:
     cell_flow: np.ndarray  # int32
     cell_bin: np.ndarray  # int64, absolute bin index (ts // bin_ns)
     cell_bytes: np.ndarray  # int64
-    ended_on_record: bool = True  # the walk stopped exactly at the end of its data (a piece's seam lines up)
+    joinable: bool = True  # a piece read as carried state would have read it, seams aside (see scan_range)
 
     @property
     def records(self) -> int:
@@ -126,12 +126,20 @@ def scan_range(path: Path, start: int | None = None, end: int | None = None, *, 
 
     One piece of a stream split for parallel reading: analyze.pieces chose start and end at record
     boundaries and joins the pieces, checking at each seam that fresh state gave what carried state would.
+    The scan is not joinable when the piece did not end on its cut (a damaged record hid it, or the file
+    shrank since), or when it resynced after damage mid-file: the search for the next record trusts
+    timestamps near those read so far, and a piece has read fewer.
     """
     t = _Tables()
     with open_capture(Path(path), tmp_dir=tmp_dir) as cap:
-        health, status = _scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu, start=start, end=end)
+        size = len(cap.buffer)
+        stop = None if end is None else min(end, size)
+        health, status, resynced = _scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu, start=start,
+                                              end=stop)
+        mid_file = start is not None and start > cap.data_offset
     scan = _stream_scan(t, [health])
-    scan.ended_on_record = (start is None and end is None) or status == L.STATUS_END
+    ended_on_cut = end is None or end == size or (end < size and status == L.STATUS_END)
+    scan.joinable = ended_on_cut and not (resynced and mid_file)
     return scan
 
 
@@ -150,8 +158,8 @@ def time_order(path: Path) -> tuple[int, str]:
 
 def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int,
                start: int | None = None, end: int | None = None) -> tuple[FileHealth, int]:
-    """Walk the records in [start, end) (default: the whole file) into t; the file's health and how the
-    walk stopped (an L.STATUS_*)."""
+    """Walk the records in [start, end) (default: the whole file) into t; the file's health, how the walk
+    stopped (an L.STATUS_*) and whether it resynced after a corrupt record header."""
     walkers = kernels()
     warnings = list(cap.warnings)
     kinds_before = t.kinds.copy()
@@ -165,6 +173,7 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
     buf = cap.buffer
     end = len(buf) if end is None else end
     dropped_to = int(t.st[L.ST_POS]) - int(t.st[L.ST_POS]) % mmap.PAGESIZE
+    resynced = False
     while True:
         if cap.kind == "pcapng":
             walkers.scan_pcapng(buf, end, RECORDS_PER_CALL, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
@@ -185,6 +194,7 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
             warnings.append(f"{cap.path}: offset {pos}: corrupt record header; skipped {good - pos} bytes "
                             f"to the next valid record at offset {good}")
             t.st[L.ST_POS] = good
+            resynced = True
         elif status != L.STATUS_BUDGET:
             break
     if status == L.STATUS_TRUNCATED:
@@ -205,7 +215,7 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
         records=records, captured_bytes=int(t.st[L.ST_PACKET_BYTES]),
         first_ns=int(t.st[L.ST_FIRST_NS]), last_ns=int(t.st[L.ST_MAX_NS]), kinds=t.kinds - kinds_before,
         warnings=warnings,
-    ), status
+    ), status, resynced
 
 
 def no_packets(path: Path | str) -> str:

@@ -17,6 +17,7 @@ from analyze.flows import fold_scans, merge_host
 from analyze.formats import is_capture
 from analyze.scan import StreamScan, scan_range, scan_stream
 from expect import FIXTURES, same_scan
+from pcapgen import BASE_NS, ETHERNET, LINKTYPE_ETHERNET, Flow, ip_packet, pcap_bytes, write
 from tests.benchmarks.synth import ring_capture
 
 OPTS = dict(bin_ns=1_000_000, byte_mode=0)
@@ -71,22 +72,101 @@ def test_a_ring_capture_in_pieces_joins_exactly(tmp_path: Path) -> None:
     assert sorted(merge_host("h", [got]).agg[:, L.AGG_IP_BYTES].tolist()) == sorted(truth.ip_bytes.tolist())
 
 
-def test_a_damaged_record_hiding_a_seam_is_read_again_whole(tmp_path: Path) -> None:
-    """A record header damaged just before a cut: the piece before it cannot end on the cut, so the join
-    is refused; a damaged header inside a piece resyncs there and the join still equals one pass."""
+def test_a_damaged_record_hiding_a_seam_is_read_again_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record header damaged just before a cut: the piece before it cannot end on the cut, the join is
+    refused, and the pool reads the stream again whole, giving the sequential result and its warning."""
     path = tmp_path / "ring.pcap"
     ring_capture(path, packets=20_000, conns=2)
     data = bytearray(path.read_bytes())
-    plan = pieces.plan([[path]], [len(data)], 1 << 30, min_piece_bytes=len(data) // 4)[0]
-    cut = plan[2].start
+    cut = pieces.plan([[path]], [len(data)], 1 << 30, min_piece_bytes=len(data) // 4)[0][2].start
     before = _record_before(data, cut)
     data[before + 8:before + 12] = struct.pack("<I", 0x7FFFFFF0)  # caplen far past the cut
     path.write_bytes(bytes(data))
     plan, parts = _pieces([path], len(data) // 4)
-    assert [p.start for p in plan][2] == cut and pieces.join(plan, parts) is None
+    assert plan[2].start == cut and not parts[1].joinable and pieces.join(plan, parts) is None
     want = scan_stream([path], **OPTS)
     assert any("corrupt record header" in w for w in want.files[0].warnings)
-    same_scan(engine.scan_streams([[path]], engine.ScanOptions(bin_ns=1_000_000, byte_mode=0), workers=1)[0], want)
+    same_scan(_pooled([path], monkeypatch, len(data) // 4), want)
+
+
+@pytest.mark.parametrize("piece, joined", [(0, True), (2, False)])
+def test_damage_inside_a_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int, joined: bool) -> None:
+    """A damaged header inside the first piece resyncs as a sequential read would (the join holds); inside a
+    later piece the search for the next record knows fewer timestamps, so that piece is not joinable."""
+    path = tmp_path / "ring.pcap"
+    ring_capture(path, packets=20_000, conns=2)
+    data = bytearray(path.read_bytes())
+    plan = pieces.plan([[path]], [len(data)], 1 << 30, min_piece_bytes=len(data) // 4)[0]
+    inside = _record_before(data, _record_after(data, (plan[piece].start + plan[piece].end) // 2))
+    data[inside + 8:inside + 12] = struct.pack("<I", 0x7FFFFFF0)
+    path.write_bytes(bytes(data))
+    plan, parts = _pieces([path], len(data) // 4)
+    want = scan_stream([path], **OPTS)
+    assert any("corrupt record header" in w for w in want.files[0].warnings)
+    got = pieces.join(plan, parts)
+    assert (got is not None) == joined
+    if got is not None:
+        same_scan(got, want)
+    same_scan(_pooled([path], monkeypatch, len(data) // 4), want)
+
+
+def test_a_clock_stepping_back_over_a_seam_cannot_fill_an_old_hole_unseen(tmp_path: Path) -> None:
+    """A hole opens, the next piece continues the sequence 1.5 s later, then the clock steps back and a
+    segment fills the hole 0.5 ms after it opened: reordering to a sequential read, so the join is refused
+    (a fresh piece would count it as retransmitted)."""
+    flow = Flow("10.9.0.1", "10.9.0.2", 4000, 5000, "tcp")
+    t0 = BASE_NS + 10_000_000_000
+    frames = [ip_packet(ETHERNET, t0, flow, 1000, seq=0), ip_packet(ETHERNET, t0 + 10_000, flow, 1000, seq=2000),
+              ip_packet(ETHERNET, t0 + 1_500_000_000, flow, 1000, seq=3000),
+              ip_packet(ETHERNET, t0 + 510_000, flow, 1000, seq=1000)]
+    path = write(tmp_path / "back.pcap", pcap_bytes(frames, linktype=LINKTYPE_ETHERNET)[0])
+    data = path.read_bytes()
+    cut = _record_after(bytearray(data), 25)
+    cut = _record_after(bytearray(data), cut + 1)  # after the first two records
+    plan = [pieces.Piece(path, 24, cut, cut - 24), pieces.Piece(path, cut, len(data), len(data) - cut)]
+    parts = [scan_range(x.path, x.start, x.end, **OPTS) for x in plan]
+    assert merge_host("h", [scan_stream([path], **OPTS)]).agg[0, L.AGG_RETRANS_BYTES] == 0
+    assert fold_scans(parts)[1][0, L.AGG_RETRANS_BYTES] == 1000 and pieces.join(plan, parts) is None
+
+
+def test_a_file_that_shrank_since_the_plan_is_not_joined(tmp_path: Path) -> None:
+    """tcpdump may reopen a file between planning and reading: the piece stops at the file's real end
+    (no read past the mapping) and says it did not end on its cut."""
+    path = tmp_path / "ring.pcap"
+    ring_capture(path, packets=5_000, conns=2)
+    size = path.stat().st_size
+    plan = pieces.plan([[path]], [size], 1 << 30, min_piece_bytes=size // 2)[0]
+    with open(path, "r+b") as fh:
+        fh.truncate(plan[-1].start + 1000)
+    last = scan_range(path, plan[-1].start, plan[-1].end, **OPTS)
+    assert not last.joinable and last.records > 0
+
+
+def test_streams_with_pcapng_or_gzip_files_are_not_cut(tmp_path: Path) -> None:
+    """A rotation set holding a pcapng or gzip file is read whole: a pcapng piece would lack the interfaces
+    (and Simple Packet Blocks the time) read before it; gzip would be inflated per piece."""
+    first = tmp_path / "a.pcap"
+    ring_capture(first, packets=5_000, conns=2)
+    for other in (FIXTURES / "formats" / "multi.pcapng", FIXTURES / "formats" / "gzip-pcap.pcap.gz"):
+        stream = [first, other]
+        assert pieces.plan([stream], [sum(p.stat().st_size for p in stream)], 1 << 30, min_piece_bytes=1) == [None]
+
+
+def _pooled(paths: list[Path], monkeypatch: pytest.MonkeyPatch, piece_bytes: int) -> StreamScan:
+    """The stream read by a 2-worker pool that cuts it into pieces of about piece_bytes."""
+    monkeypatch.setattr(engine, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pieces, "MIN_PIECE_BYTES", piece_bytes)
+    total = sum(p.stat().st_size for p in paths)
+    assert pieces.plan([paths], [total], 2) is not None
+    return engine.scan_streams([paths], engine.ScanOptions(bin_ns=1_000_000, byte_mode=0), workers=2)[0]
+
+
+def _record_after(data: bytearray, offset: int) -> int:
+    """Offset of the first classic pcap record starting at or after `offset`."""
+    pos = 24
+    while pos < offset:
+        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
+    return pos
 
 
 def _record_before(data: bytearray, offset: int) -> int:
