@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from analyze import engine, pieces
+from analyze.api import analyze
 from expect import flows_by_key, run
 from oracles import dpkt_flows, tshark_flows
 from requirements import have, require, require_capture
@@ -132,3 +134,16 @@ def test_real_capture_per_flow_totals_equal_dpkt_and_tshark(real_capture: tuple)
     theirs = tshark_flows(path)
     assert {k: (v["packets"], v["ip_bytes"]) for k, v in ours.items()} == \
         {k: (v["packets"], v["ip_bytes"]) for k, v in theirs.items()}
+
+
+def test_a_real_capture_cut_into_pieces_gives_the_same_flows(real_capture: tuple,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers cutting the real file into pieces (at cuts tcpdump's records happen to fall on, through
+    re-sends and reordering) report what one sequential read does: joined, or read again whole."""
+    path = real_capture[0]
+    size = path.stat().st_size
+    monkeypatch.setattr(engine, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pieces, "MIN_PIECE_BYTES", size // 8)
+    plan = pieces.plan([[path]], [size], 2)[0]
+    assert plan is not None and len(plan) >= 3
+    assert flows_by_key(analyze([path], workers=2)) == flows_by_key(run([path]))

@@ -128,7 +128,8 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
         _, rss, out = median_run([PY, str(HERE / "core_scan.py"), str(path), str(workers)], repeat, env)
         rows.append(Timing(f"ringscope read+aggregate core, {workers} worker{'s' if workers > 1 else ''}",
                            float(out.split()[0]), rss, packets,
-                           "in-process, no imports" if workers == 1 else "pieces, pool start included"))
+                           "in-process, no imports" if workers == 1 else
+                           "pieces, pool start included" if path.suffix == ".pcap" else "pcapng: one piece"))
     shutil.rmtree(cache, ignore_errors=True)
 
     if not skip_slow:
