@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"workload": "ddp_train", "backend": backend, "world_size": world, "params": n_params,
                           "gradient_bytes": grad_bytes, "iters": args.iters, "seconds": round(elapsed, 3),
                           "loss": loss.item()}), flush=True)
+    # every rank reaches the end before any tears down: rank 0 hosts the rendezvous store, and a rank still
+    # talking to it when rank 0 exits aborts ("terminate called without an active exception", exit 250)
+    dist.barrier()
     dist.destroy_process_group()
     return 0
 
