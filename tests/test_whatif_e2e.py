@@ -123,8 +123,15 @@ def _check_inputs(result: dict, scaling: dict, link_bps: float) -> dict:
     assert len(ours["points"]) == len(scaling["points"]) == 1
     assert ours["points"][0] == pytest.approx(scaling["points"][0])
     assert [(p["workers"], p["bandwidth_bps"]) for p in scaling["points"]] == [(N, pytest.approx(link_bps))]
-    # the job does not overlap communication with compute, and the verdict says so (not "stragglers")
-    assert "of the communication is exposed rather than overlapping the computation" in scaling["verdict"]
+    # the job does not overlap communication with compute: where that makes the measured scaling factor well
+    # below the model's (by 0.05), the verdict says the communication is exposed (not "stragglers"). On the
+    # unthrottled veth a fast run's all-reduce can take under 5 % of the iteration, and then there is no gap
+    # to explain (a CI run's verdict had none)
+    model_sf = min(m["full_utilization_scaling_factor"],
+                   m.get("scaling_factor_at_measured_efficiency") or m["full_utilization_scaling_factor"])
+    exposed = "of the communication is exposed rather than overlapping the computation"
+    assert (exposed in scaling["verdict"]) == (m["measured_scaling_factor"] < model_sf - 0.05), scaling["verdict"]
+    assert "time is lost outside the link" not in scaling["verdict"]
     return m
 
 
@@ -140,6 +147,7 @@ def test_100mbit_link_is_the_bottleneck(tmp_path, netns_cluster):  # noqa: F811
     result, scaling, link_bps, run = _capture_and_analyze(tmp_path, cluster, 100e6)
     m = _check_inputs(result, scaling, link_bps)
     verdict, sf = scaling["verdict"], m["full_utilization_scaling_factor"]
+    assert "of the communication is exposed rather than overlapping the computation" in verdict  # 0.48 s of it
     # By hand: fully used, the ring takes comm = 2(N−1)/N·8S/B ≈ 0.48 s; gradients are ready evenly over
     # backward = 2/3·T = 0.2 s in 5 ms Horovod cycles, so the link is saturated from the first bucket (~5 ms)
     # and overhead ≈ 5 ms + comm + 2(N−1)·10 µs per bucket − backward.
