@@ -72,15 +72,18 @@ def _is_classic_pcap(path: Path) -> bool:
 
 def _split_file(path: Path, target: int) -> list[Piece]:
     """The classic pcap file as pieces of about `target` bytes cut at record boundaries."""
-    size = path.stat().st_size
-    whole = [Piece(path, size=size)]
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return [Piece(path)]  # reading it will say what is wrong, in one line
     if size <= target:
-        return whole
+        return [Piece(path, size=size)]
+    n = math.ceil(size / target)
     with open_capture(path) as cap:
         st = np.zeros(L.N_ST, dtype=np.int64)  # no records seen: any timestamp is plausible
         cuts = [cap.data_offset]
-        for k in range(1, math.ceil(size / target)):
-            at = next_valid_record(cap, st, max(k * size // math.ceil(size / target), cuts[-1]) - 1)
+        for k in range(1, n):
+            at = next_valid_record(cap, st, max(k * size // n, cuts[-1]) - 1)
             if at is None or at >= size:
                 break
             if at > cuts[-1]:
@@ -148,8 +151,7 @@ def _files(pieces: list[Piece], parts: list[StreamScan]) -> list[FileHealth]:
         have.kinds = have.kinds + h.kinds
         have.linktypes = sorted(set(have.linktypes) | set(h.linktypes))
         have.warnings = list(dict.fromkeys(have.warnings + h.warnings))
-    for piece in pieces:
-        h = out[piece.path]
+    for h in out.values():
         if h.records == 0 and no_packets(h.path) not in h.warnings:
             h.warnings.append(no_packets(h.path))
     return list(out.values())

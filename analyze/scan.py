@@ -121,7 +121,7 @@ def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 15
 
 
 def scan_range(path: Path, start: int | None = None, end: int | None = None, *, bin_ns: int, byte_mode: int,
-               mtu: int = 1500, tmp_dir: str | None = None) -> StreamScan:
+               mtu: int = 1500) -> StreamScan:
     """Scan the records of one capture file in bytes [start, end) (default: all of it) with fresh state.
 
     One piece of a stream split for parallel reading: analyze.pieces chose start and end at record
@@ -131,7 +131,7 @@ def scan_range(path: Path, start: int | None = None, end: int | None = None, *, 
     timestamps near those read so far, and a piece has read fewer.
     """
     t = _Tables()
-    with open_capture(Path(path), tmp_dir=tmp_dir) as cap:
+    with open_capture(Path(path)) as cap:
         size = len(cap.buffer)
         stop = None if end is None else min(end, size)
         health, status, resynced = _scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu, start=start,
@@ -157,7 +157,7 @@ def time_order(path: Path) -> tuple[int, str]:
 
 
 def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int,
-               start: int | None = None, end: int | None = None) -> tuple[FileHealth, int]:
+               start: int | None = None, end: int | None = None) -> tuple[FileHealth, int, bool]:
     """Walk the records in [start, end) (default: the whole file) into t; the file's health, how the walk
     stopped (an L.STATUS_*) and whether it resynced after a corrupt record header."""
     walkers = kernels()
