@@ -150,55 +150,45 @@ def infer_windows(series: pd.DataFrame, bin_ns: int) -> tuple[pd.DataFrame, dict
     return w, info
 
 
-def assign(series: pd.DataFrame, windows: pd.DataFrame, bin_ns: int) -> np.ndarray:
-    """Iteration row of every series cell (-1 outside every window), by the bin's centre."""
-    centre = series["t_ns"].to_numpy(np.int64) + bin_ns // 2
+def assign(t_ns: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
+    """Window row of every bin starting at t_ns (-1 outside every window), by the bin's first nanosecond.
+
+    So the bin a boundary cuts goes to the earlier window: a data-parallel step communicates at its end
+    (the all-reduce after the backward pass) and begins with a forward pass that sends nothing. Judged by
+    the bin's centre, the tail of a short all-reduce moved to the next iteration whenever the boundary fell
+    in the first half of its bin.
+    """
     starts = windows["start_ns"].to_numpy(np.int64)
-    ends = windows["end_ns"].to_numpy(np.int64)
     if not len(starts):
-        return np.full(len(centre), -1)
-    k = np.searchsorted(starts, centre, side="right") - 1
-    inside = (k >= 0) & (centre < np.append(starts[1:], ends[-1] + bin_ns)[np.clip(k, 0, None)])
+        return np.full(len(t_ns), -1)
+    stops = np.append(starts[1:], windows["end_ns"].to_numpy(np.int64)[-1])
+    k = np.searchsorted(starts, t_ns, side="right") - 1
+    inside = (k >= 0) & (t_ns < stops[np.clip(k, 0, None)])
     return np.where(inside, k, -1)
 
 
-def assign_bursts(series: pd.DataFrame, coll: pd.DataFrame, windows: pd.DataFrame, bin_ns: int) -> np.ndarray:
-    """Iteration row of every cell, keeping each traffic burst of the collective whole.
+def assign_by_receiver(series: pd.DataFrame, windows: pd.DataFrame, markers: Optional[pd.DataFrame]) -> np.ndarray:
+    """Iteration row of every cell, cut at the receiving host's own marker windows where it has them.
 
-    Marker windows end when the all-reduce ends, so the last bin of a burst straddles the next window's
-    start; a burst goes wholly to the window where it began (or, failing that, the one holding most of its
-    bytes). Cells outside bursts (or when
-    the traffic has no silences) fall back to `assign`.
+    A host receives an iteration's bytes inside its own marker window, on its own clock: it cannot leave the
+    all-reduce before the last of them arrives, and its sender's next-iteration bytes queue behind them on
+    the same connection. The windows shared by all hosts start at the earliest rank's marker, and Horovod's
+    ranks run up to tens of ms apart, so the shared cut moved part of a ring phase to the neighbouring
+    iteration (seen: half an all-reduce, 7.5 MB of 15). The sender's windows are no better: its all-reduce
+    returns with its last chunk still in the socket buffer, which drains into its next window (at 100 Mbit/s
+    for tens of ms). Cells to hosts without markers are cut at the shared windows.
     """
-    k = assign(series, windows, bin_ns)
-    t = coll["t_ns"].to_numpy(np.int64)
-    if coll.empty or (int(t.max()) - int(t.min())) // bin_ns >= MAX_DENSE_BINS:
-        return k  # a span this long (a clock jump, a damaged timestamp) is cut bin by bin: memory stays bounded
-    t0, a = dense_activity(coll, bin_ns)
-    bursts, cut = gap_segments(a)
-    if cut == 0:
+    t = series["t_ns"].to_numpy(np.int64)
+    k = assign(t, windows)
+    if markers is None or markers.empty:
         return k
-    first = np.array([s for s, _ in bursts])
-    last = np.array([e for _, e in bursts])
-    b = series["t_ns"].to_numpy(np.int64) // bin_ns - t0 // bin_ns
-    j = np.searchsorted(first, b, side="right") - 1
-    inb = (j >= 0) & (b <= last[np.clip(j, 0, None)])
-    votes = pd.DataFrame({"burst": j[inb & (k >= 0)], "it": k[inb & (k >= 0)],
-                          "bytes": series["bytes"].to_numpy()[inb & (k >= 0)]})
-    if votes.empty:
-        return k
-    owner = votes.groupby(["burst", "it"])["bytes"].sum().reset_index()
-    # only a burst that mostly lies in one window straddles a boundary; one that spans several windows
-    # (iterations back to back, no silences between them) is cut bin by bin
-    owner = owner[owner["bytes"] > 0.5 * owner.groupby("burst")["bytes"].transform("sum")]
-    owner = owner.sort_values("bytes", ascending=False, kind="stable").drop_duplicates("burst").set_index("burst")["it"]
-    # a collective belongs to the iteration that issued it: when the burst's first bin lies in the window
-    # just before the one holding most of its bytes, its tail merely spilled past a rank's marker end
-    starts_at = assign(pd.DataFrame({"t_ns": t0 + first[owner.index.to_numpy()] * bin_ns}), windows, bin_ns)
-    owner = pd.Series(np.where(starts_at == owner.to_numpy() - 1, starts_at, owner.to_numpy()), index=owner.index)
-    mapped = owner.reindex(j[inb]).to_numpy()
-    k = k.copy()
-    k[np.nonzero(inb)[0][~np.isnan(mapped)]] = mapped[~np.isnan(mapped)].astype(np.int64)
+    row = {int(it): r for r, it in enumerate(windows["iteration"].tolist())}
+    dst = series["dst_host"].to_numpy()
+    for host, own in markers.groupby("host"):
+        mine = np.nonzero(dst == host)[0]
+        host_windows = windows_from_markers(own)
+        rows = np.array([row[int(it)] for it in host_windows["iteration"].tolist()] + [-1])
+        k[mine] = rows[assign(t[mine], host_windows)]
     return k
 
 
@@ -218,14 +208,15 @@ def on_pairs(series: pd.DataFrame, pairs: list[tuple[str, str]]) -> np.ndarray:
 
 
 def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple[str, str]],
-                  bin_ns: int) -> list[dict[str, Any]]:
+                  bin_ns: int, markers: Optional[pd.DataFrame] = None) -> list[dict[str, Any]]:
     """Per window: tx and rx bytes per host, bytes per edge, and first-to-last byte of the collective.
 
     `series` is flow_series with src_host/dst_host; host bytes count every inter-host flow, the
-    communication time and edge bytes only the collective's edges.
+    communication time and edge bytes only the collective's edges. With `markers` (the ones `windows` came
+    from) each host's received bytes are cut at its own windows.
     """
     on_edge = on_pairs(series, edges)
-    s = series.assign(it=assign_bursts(series, series[on_edge] if edges else series, windows, bin_ns))
+    s = series.assign(it=assign_by_receiver(series, windows, markers))
     keep = s["it"].to_numpy() >= 0
     s = s[keep]
     coll = s[on_edge[keep]] if edges else s
@@ -289,4 +280,4 @@ def ring_theory(bytes_per_host: Optional[float], n: int, gradient_bytes: Optiona
 
 
 __all__ = ["on_pairs", "windows_from_markers", "infer_windows", "per_iteration", "host_percentiles", "ring_theory",
-           "autocorr_period", "gap_segments", "dense_activity", "assign", "assign_bursts"]
+           "autocorr_period", "gap_segments", "dense_activity", "assign", "assign_by_receiver"]

@@ -15,7 +15,9 @@ sys.path.insert(0, str(ROOT / "fixtures" / "collective"))
 import collective_synth as synth  # noqa: E402
 
 from analyze.api import analyze  # noqa: E402
-from analyze.iterations import autocorr_period, gap_segments, infer_windows, ring_theory  # noqa: E402
+from analyze.iterations import (  # noqa: E402
+    autocorr_period, gap_segments, infer_windows, per_iteration, ring_theory, windows_from_markers,
+)
 
 BIN = 10_000_000
 
@@ -118,3 +120,44 @@ def test_autocorrelation_prefers_the_period_to_its_multiples():
     found = [autocorr_period(_uneven_bursts(seed))[0] for seed in range(200)]
     right = sum(p is not None and abs(p - 31) <= 0.15 * 31 + 1 for p in found)
     assert right >= 180, f"{right} of 200"
+
+
+def _cells(rows: list[tuple[str, str, int, int]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["src_host", "dst_host", "t_ns", "bytes"])
+
+
+def _marks(rows: list[tuple[str, int, int, int]]) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["host", "iteration", "start_ns", "end_ns"]).assign(rank=0)
+
+
+def test_a_bin_cut_by_the_boundary_goes_to_the_iteration_that_ends_in_it():
+    """Each step sleeps (forward pass), then all-reduces; the all-reduce's last bin holds the next step's
+    marker start. Judged by bin centres, iteration 0's tail went to iteration 1 whenever the boundary fell
+    in the first half of that bin."""
+    ms = BIN // 10
+    marks = _marks([("a", 0, 0, 63 * ms), ("a", 1, 63 * ms, 128 * ms)])
+    # iteration 0 sends in the bins at 50 and 60 ms (the second cut at 63 ms), iteration 1 in 110 and 120 ms
+    cells = _cells([("a", "b", 50 * ms, 700), ("a", "b", 60 * ms, 300), ("a", "b", 110 * ms, 900),
+                    ("a", "b", 120 * ms, 100)])
+    out = per_iteration(cells, windows_from_markers(marks), [("a", "b")], BIN, marks)
+    assert [it["bytes_by_host"] for it in out] == [{"a": 1000}, {"a": 1000}]
+    assert [it["rx_bytes_by_host"] for it in out] == [{"b": 1000}, {"b": 1000}]
+
+
+def test_each_host_is_cut_at_its_own_markers():
+    """Host b runs 20 ms behind host a. The shared window 1 opens at a's marker, 95 ms; at 100 ms b still
+    receives the tail of a's iteration-0 bytes (a's all-reduce returned with them in its socket buffer), inside
+    b's own window 0, which ends at 115 ms."""
+    ms = BIN // 10
+    marks = _marks([("a", 0, 0, 95 * ms), ("a", 1, 95 * ms, 180 * ms),
+                    ("b", 0, 30 * ms, 115 * ms), ("b", 1, 115 * ms, 200 * ms)])
+    cells = _cells([("a", "b", 80 * ms, 600), ("a", "b", 100 * ms, 400), ("a", "b", 170 * ms, 1000),
+                    ("b", "a", 70 * ms, 1000), ("b", "a", 150 * ms, 1000)])
+    windows = windows_from_markers(marks)
+    assert windows["start_ns"].tolist() == [0, 95 * ms]
+    out = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN, marks)
+    assert [it["bytes_by_host"] for it in out] == [{"a": 1000, "b": 1000}] * 2
+    assert [it["rx_bytes_by_host"] for it in out] == [{"a": 1000, "b": 1000}] * 2
+    # without the markers every host is cut at the shared windows: a's 400 bytes move to iteration 1
+    shared = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN)
+    assert [it["bytes_by_host"]["a"] for it in shared] == [600, 1400]
