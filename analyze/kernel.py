@@ -35,14 +35,24 @@ _CACHE = True
 _NO_NRT = dict(cache=_CACHE, _nrt=False)
 
 
+# Indices on the per-packet path are unsigned (np.uint64): numba then drops its fix-up for negative indices,
+# and LLVM can prove neighbouring bytes neighbours and merge their loads into one (the walk took 30 % less time).
+@njit(inline="always", cache=_CACHE)
+def _byte(b, o):
+    return np.int64(b[np.uint64(o)])
+
+
 @njit(inline="always", cache=_CACHE)
 def _be16(b, o):
-    return (np.int64(b[o]) << 8) | np.int64(b[o + 1])
+    u = np.uint64(o)
+    return (np.int64(b[u]) << 8) | np.int64(b[u + np.uint64(1)])
 
 
 @njit(inline="always", cache=_CACHE)
 def _be32(b, o):
-    return (np.int64(b[o]) << 24) | (np.int64(b[o + 1]) << 16) | (np.int64(b[o + 2]) << 8) | np.int64(b[o + 3])
+    u = np.uint64(o)
+    return ((np.int64(b[u]) << 24) | (np.int64(b[u + np.uint64(1)]) << 16) | (np.int64(b[u + np.uint64(2)]) << 8)
+            | np.int64(b[u + np.uint64(3)]))
 
 
 @njit(inline="always", cache=_CACHE)
@@ -54,14 +64,17 @@ def _be64(b, o):
 def _rd16(b, o, swap):
     if swap:
         return _be16(b, o)
-    return np.int64(b[o]) | (np.int64(b[o + 1]) << 8)
+    u = np.uint64(o)
+    return np.int64(b[u]) | (np.int64(b[u + np.uint64(1)]) << 8)
 
 
 @njit(inline="always", cache=_CACHE)
 def _rd32(b, o, swap):
     if swap:
         return _be32(b, o)
-    return np.int64(b[o]) | (np.int64(b[o + 1]) << 8) | (np.int64(b[o + 2]) << 16) | (np.int64(b[o + 3]) << 24)
+    u = np.uint64(o)
+    return (np.int64(b[u]) | (np.int64(b[u + np.uint64(1)]) << 8) | (np.int64(b[u + np.uint64(2)]) << 16)
+            | (np.int64(b[u + np.uint64(3)]) << 24))
 
 
 @njit(inline="always", cache=_CACHE)
@@ -92,26 +105,28 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
     mask = slots.shape[0] - 1
     s = np.int64(h & np.uint64(mask))
     while True:
-        f = slots[s]
+        f = slots[np.uint64(s)]
         if f < 0:
             f = st[ST_NFLOWS]
+            row = np.uint64(f)
             st[ST_NFLOWS] = f + 1
-            slots[s] = f
-            keys[f, 0] = a0
-            keys[f, 1] = a1
-            keys[f, 2] = a2
-            keys[f, 3] = a3
-            keys[f, 4] = (np.uint64(ports) << np.uint64(8)) | np.uint64(proto)
-            agg[f, :] = 0
-            agg[f, AGG_FIRST_NS] = ts
-            agg[f, AGG_SEQ_END] = -1
-            agg[f, AGG_CUR_BIN] = -1
-            agg[f, AGG_GAP_LO] = -1
-            agg[f, AGG_GAP2_LO] = -1
-            agg[f, AGG_SEQ_FIRST] = -1
+            slots[np.uint64(s)] = f
+            keys[row, 0] = a0
+            keys[row, 1] = a1
+            keys[row, 2] = a2
+            keys[row, 3] = a3
+            keys[row, 4] = (np.uint64(ports) << np.uint64(8)) | np.uint64(proto)
+            agg[row, :] = 0
+            agg[row, AGG_FIRST_NS] = ts
+            agg[row, AGG_SEQ_END] = -1
+            agg[row, AGG_CUR_BIN] = -1
+            agg[row, AGG_GAP_LO] = -1
+            agg[row, AGG_GAP2_LO] = -1
+            agg[row, AGG_SEQ_FIRST] = -1
             return f
-        if (keys[f, 0] == a0 and keys[f, 1] == a1 and keys[f, 2] == a2 and keys[f, 3] == a3
-                and keys[f, 4] == ((np.uint64(ports) << np.uint64(8)) | np.uint64(proto))):
+        row = np.uint64(f)
+        if (keys[row, 0] == a0 and keys[row, 1] == a1 and keys[row, 2] == a2 and keys[row, 3] == a3
+                and keys[row, 4] == ((np.uint64(ports) << np.uint64(8)) | np.uint64(proto))):
             return f
         s = (s + 1) & mask
 
@@ -136,19 +151,19 @@ def _wire_bytes(ip_len, hdr_len, mtu):
 def _fills(agg, f, lo_col, hi_col, ns_col, seq, n, ts):
     """True when [seq, seq+n) lies in the hole kept in columns lo/hi/ns within REORDER_NS of its opening;
     the hole then shrinks from whichever end was filled (a fill in its middle leaves it as it was)."""
-    lo = agg[f, lo_col]
-    if lo < 0 or ts - agg[f, ns_col] > REORDER_NS:
+    lo = agg[np.uint64(f), lo_col]
+    if lo < 0 or ts - agg[np.uint64(f), ns_col] > REORDER_NS:
         return False
-    width = (agg[f, hi_col] - lo) & 0xFFFFFFFF
+    width = (agg[np.uint64(f), hi_col] - lo) & 0xFFFFFFFF
     off = (seq - lo) & 0xFFFFFFFF
     if off + n > width:
         return False
     if off == 0:
-        agg[f, lo_col] = (seq + n) & 0xFFFFFFFF
+        agg[np.uint64(f), lo_col] = (seq + n) & 0xFFFFFFFF
     elif off + n == width:
-        agg[f, hi_col] = seq
-    if agg[f, lo_col] == agg[f, hi_col]:
-        agg[f, lo_col] = -1
+        agg[np.uint64(f), hi_col] = seq
+    if agg[np.uint64(f), lo_col] == agg[np.uint64(f), hi_col]:
+        agg[np.uint64(f), lo_col] = -1
     return True
 
 
@@ -196,7 +211,7 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
     if p >= end:
         kinds[KIND_TRUNCATED] += 1
         return
-    version = np.int64(b[p]) >> 4
+    version = _byte(b, p) >> 4
     frame_ip = wirelen - (p - o)  # IP bytes implied by the frame, when the header says 0 (TSO)
 
     # ---- network layer
@@ -210,14 +225,14 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
         if p + 20 > end:
             kinds[KIND_TRUNCATED] += 1
             return
-        ihl = (np.int64(b[p]) & 15) * 4
+        ihl = (_byte(b, p) & 15) * 4
         ip_len = _be16(b, p + 2)
         if ihl < 20:
             kinds[KIND_BAD_IP] += 1
             return
         if ip_len == 0:
             ip_len = frame_ip
-        proto = np.int64(b[p + 9])
+        proto = _byte(b, p + 9)
         a1 = IPV4_MAPPED | np.uint64(_be32(b, p + 12))
         a3 = IPV4_MAPPED | np.uint64(_be32(b, p + 16))
         fl = _be16(b, p + 6)
@@ -235,7 +250,7 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
         ip_len = 40 + _be16(b, p + 4)
         if ip_len == 40 and frame_ip > 40:
             ip_len = frame_ip
-        proto = np.int64(b[p + 6])
+        proto = _byte(b, p + 6)
         a0 = _be64(b, p + 8)
         a1 = _be64(b, p + 16)
         a2 = _be64(b, p + 24)
@@ -247,11 +262,11 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
                 if (_be16(b, l4 + 2) & 0xFFF8) != 0:
                     later_fragment = True
                 frag_id = _be32(b, l4 + 4)
-                proto = np.int64(b[l4])
+                proto = _byte(b, l4)
                 l4 += 8
             else:
-                nxt = np.int64(b[l4])
-                l4 += (np.int64(b[l4 + 1]) + 1) * 8
+                nxt = _byte(b, l4)
+                l4 += (_byte(b, l4 + 1) + 1) * 8
                 proto = nxt
         hdr = l4 - p
     else:
@@ -273,7 +288,7 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
         l4hdr = 20 if proto == 6 else 8
         if proto == 6 and l4 + 13 <= end:
             seq = _be32(b, l4 + 4)
-            l4hdr = (np.int64(b[l4 + 12]) >> 4) * 4
+            l4hdr = (_byte(b, l4 + 12) >> 4) * 4
     elif proto == 1 or proto == 58:
         kinds[KIND_ICMP] += 1
     else:
@@ -298,7 +313,7 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
     elif later_fragment:
         f = _flow_index(keys, slots, agg, st, a0, a1, a2, a3, 0, proto, ts)
         if not (same and frag_pend[fslot, 3] == f):
-            agg[f, AGG_PACKETS] += 1  # counts the datagram once, however many fragments precede the first
+            agg[np.uint64(f), AGG_PACKETS] += 1  # counts the datagram once, however many fragments precede the first
             frag_keys[fslot, 0] = a1
             frag_keys[fslot, 1] = a3
             frag_keys[fslot, 2] = np.uint64((frag_id << 8) | proto)
@@ -311,19 +326,19 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
         frag_pend[fslot, 2] += payload
     else:
         f = _flow_index(keys, slots, agg, st, a0, a1, a2, a3, (sport << 16) | dport, proto, ts)
-        agg[f, AGG_PACKETS] += 1
+        agg[np.uint64(f), AGG_PACKETS] += 1
         if frag_id >= 0:
             if same and frag_flow[fslot] < 0 and frag_pend[fslot, 3] >= 0 and frag_pend[fslot, 0] > 0:
                 o = frag_pend[fslot, 3]
-                agg[o, AGG_PACKETS] -= 1
-                agg[o, AGG_IP_BYTES] -= frag_pend[fslot, 0]
-                agg[o, AGG_WIRE_BYTES] -= frag_pend[fslot, 1]
-                agg[o, AGG_PAYLOAD_BYTES] -= frag_pend[fslot, 2]
-                agg[f, AGG_IP_BYTES] += frag_pend[fslot, 0]
-                agg[f, AGG_WIRE_BYTES] += frag_pend[fslot, 1]
-                agg[f, AGG_PAYLOAD_BYTES] += frag_pend[fslot, 2]
-                if frag_pend[fslot, 4] < agg[f, AGG_FIRST_NS]:
-                    agg[f, AGG_FIRST_NS] = frag_pend[fslot, 4]
+                agg[np.uint64(o), AGG_PACKETS] -= 1
+                agg[np.uint64(o), AGG_IP_BYTES] -= frag_pend[fslot, 0]
+                agg[np.uint64(o), AGG_WIRE_BYTES] -= frag_pend[fslot, 1]
+                agg[np.uint64(o), AGG_PAYLOAD_BYTES] -= frag_pend[fslot, 2]
+                agg[np.uint64(f), AGG_IP_BYTES] += frag_pend[fslot, 0]
+                agg[np.uint64(f), AGG_WIRE_BYTES] += frag_pend[fslot, 1]
+                agg[np.uint64(f), AGG_PAYLOAD_BYTES] += frag_pend[fslot, 2]
+                if frag_pend[fslot, 4] < agg[np.uint64(f), AGG_FIRST_NS]:
+                    agg[np.uint64(f), AGG_FIRST_NS] = frag_pend[fslot, 4]
             frag_keys[fslot, 0] = a1
             frag_keys[fslot, 1] = a3
             frag_keys[fslot, 2] = np.uint64((frag_id << 8) | proto)
@@ -331,40 +346,41 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
             frag_pend[fslot, :] = 0
             frag_pend[fslot, 3] = -1
 
-    agg[f, AGG_IP_BYTES] += ip_len
-    agg[f, AGG_WIRE_BYTES] += wire
-    agg[f, AGG_PAYLOAD_BYTES] += payload
-    if ts < agg[f, AGG_FIRST_NS]:
-        agg[f, AGG_FIRST_NS] = ts
-    if ts > agg[f, AGG_LAST_NS]:
-        agg[f, AGG_LAST_NS] = ts
+    row = np.uint64(f)
+    agg[row, AGG_IP_BYTES] += ip_len
+    agg[row, AGG_WIRE_BYTES] += wire
+    agg[row, AGG_PAYLOAD_BYTES] += payload
+    if ts < agg[row, AGG_FIRST_NS]:
+        agg[row, AGG_FIRST_NS] = ts
+    if ts > agg[row, AGG_LAST_NS]:
+        agg[row, AGG_LAST_NS] = ts
 
     # ---- retransmitted payload from TCP sequence numbers (modulo 2^32): bytes below the highest seen,
     # unless they fill the latest hole soon after it opened (reordered by the capture, not resent)
     if seq >= 0 and payload > 0:
         seq_end = (seq + payload) & 0xFFFFFFFF
-        top = agg[f, AGG_SEQ_END]
+        top = agg[row, AGG_SEQ_END]
         if top < 0:
-            agg[f, AGG_SEQ_END] = seq_end
-            agg[f, AGG_SEQ_FIRST] = seq
-            agg[f, AGG_SEQ_FIRST_NS] = ts
+            agg[row, AGG_SEQ_END] = seq_end
+            agg[row, AGG_SEQ_FIRST] = seq
+            agg[row, AGG_SEQ_FIRST_NS] = ts
         else:
             behind = (top - seq) & 0xFFFFFFFF  # bytes of this segment at or below the highest seen
             if behind < 0x80000000 and behind > 0:
                 old = behind if behind < payload else payload
-                if not _fills_gap(agg, f, seq, old, ts):
-                    agg[f, AGG_RETRANS_BYTES] += old
+                if not _fills_gap(agg, row, seq, old, ts):
+                    agg[row, AGG_RETRANS_BYTES] += old
             ahead = (seq_end - top) & 0xFFFFFFFF
             if ahead != 0 and ahead < 0x80000000:
                 skip = (seq - top) & 0xFFFFFFFF
                 if skip != 0 and skip < 0x80000000:  # [top, seq) not seen (yet): a hole opens
-                    agg[f, AGG_GAP2_LO] = agg[f, AGG_GAP_LO]
-                    agg[f, AGG_GAP2_HI] = agg[f, AGG_GAP_HI]
-                    agg[f, AGG_GAP2_NS] = agg[f, AGG_GAP_NS]
-                    agg[f, AGG_GAP_LO] = top
-                    agg[f, AGG_GAP_HI] = seq
-                    agg[f, AGG_GAP_NS] = ts
-                agg[f, AGG_SEQ_END] = seq_end
+                    agg[row, AGG_GAP2_LO] = agg[row, AGG_GAP_LO]
+                    agg[row, AGG_GAP2_HI] = agg[row, AGG_GAP_HI]
+                    agg[row, AGG_GAP2_NS] = agg[row, AGG_GAP_NS]
+                    agg[row, AGG_GAP_LO] = top
+                    agg[row, AGG_GAP_HI] = seq
+                    agg[row, AGG_GAP_NS] = ts
+                agg[row, AGG_SEQ_END] = seq_end
 
     # ---- sparse series: one cell per (flow, bin) run
     if byte_mode == BYTES_IP:
@@ -374,18 +390,18 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
     else:
         counted = wire
     bn = ts // bin_ns
-    cur = agg[f, AGG_CUR_BIN]
+    cur = agg[row, AGG_CUR_BIN]
     if cur != bn:
         if cur >= 0:
             c = st[ST_NCELLS]
             cell_flow[c] = f
             cell_bin[c] = cur
-            cell_bytes[c] = agg[f, AGG_CUR_BYTES]
+            cell_bytes[c] = agg[row, AGG_CUR_BYTES]
             st[ST_NCELLS] = c + 1
-        agg[f, AGG_CUR_BIN] = bn
-        agg[f, AGG_CUR_BYTES] = counted
+        agg[row, AGG_CUR_BIN] = bn
+        agg[row, AGG_CUR_BYTES] = counted
     else:
-        agg[f, AGG_CUR_BYTES] += counted
+        agg[row, AGG_CUR_BYTES] += counted
 
 
 @njit(inline="always", cache=_CACHE)
@@ -491,7 +507,7 @@ def _read_idb(b, pos, blen, swap, st, if_link, if_resol, if_offset):
         if code == 0:
             break
         if code == 9 and ln >= 1:
-            if_resol[idx] = np.int64(b[o + 4])
+            if_resol[idx] = _byte(b, o + 4)
         elif code == 14 and ln >= 8:
             w0 = _rd32(b, o + 4, swap)
             w1 = _rd32(b, o + 8, swap)
@@ -580,10 +596,10 @@ def rehash(keys, n, slots):
     """Rebuild the open-addressing slots after the flow table grew."""
     mask = slots.shape[0] - 1
     for f in range(n):
-        proto = keys[f, 4] & np.uint64(0xFF)
-        ports = keys[f, 4] >> np.uint64(8)
-        h = _flow_hash(keys[f, 0], keys[f, 1], keys[f, 2], keys[f, 3], ports, proto)
+        proto = keys[np.uint64(f), 4] & np.uint64(0xFF)
+        ports = keys[np.uint64(f), 4] >> np.uint64(8)
+        h = _flow_hash(keys[np.uint64(f), 0], keys[np.uint64(f), 1], keys[np.uint64(f), 2], keys[np.uint64(f), 3], ports, proto)
         s = np.int64(h & np.uint64(mask))
-        while slots[s] >= 0:
+        while slots[np.uint64(s)] >= 0:
             s = (s + 1) & mask
-        slots[s] = f
+        slots[np.uint64(s)] = f
