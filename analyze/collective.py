@@ -92,7 +92,7 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
     nodes = sorted({e["src"] for e in topo["edges"]} | {e["dst"] for e in topo["edges"]}) or \
         sorted(set(series["src_host"]))
     series = series[series["src_host"].isin(nodes) | series["dst_host"].isin(nodes)]
-    per_it = per_iteration(series, windows, pairs, bin_ns, markers)
+    per_it = per_iteration(series, windows, pairs, bin_ns, markers, nodes)
     starts = windows["start_ns"].to_numpy(np.int64)
     out.update(count=len(per_it), period_ns=float(np.median(np.diff(starts))) if len(starts) > 1 else None,
                per_iteration=per_it,

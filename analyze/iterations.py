@@ -207,13 +207,14 @@ def on_pairs(series: pd.DataFrame, pairs: list[tuple[str, str]]) -> np.ndarray:
     return table[src, dst]
 
 
-def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple[str, str]],
-                  bin_ns: int, markers: Optional[pd.DataFrame] = None) -> list[dict[str, Any]]:
+def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple[str, str]], bin_ns: int,
+                  markers: Optional[pd.DataFrame] = None, hosts: Optional[list[str]] = None) -> list[dict[str, Any]]:
     """Per window: tx and rx bytes per host, bytes per edge, and first-to-last byte of the collective.
 
     `series` is flow_series with src_host/dst_host; host bytes count every inter-host flow, the
     communication time and edge bytes only the collective's edges. With `markers` (the ones `windows` came
-    from) each host's received bytes are cut at its own windows.
+    from) each host's received bytes are cut at its own windows. With `hosts`, the per-host maps name only
+    those (not a multicast group a host sent router solicitations to).
     """
     on_edge = on_pairs(series, edges)
     s = series.assign(it=assign_by_receiver(series, windows, markers))
@@ -222,6 +223,9 @@ def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple
     coll = s[on_edge[keep]] if edges else s
     tx = s.groupby(["it", "src_host"])["bytes"].sum()
     rx = s.groupby(["it", "dst_host"])["bytes"].sum()
+    if hosts is not None:
+        tx = tx[tx.index.get_level_values("src_host").isin(hosts)]
+        rx = rx[rx.index.get_level_values("dst_host").isin(hosts)]
     eb = coll.groupby(["it", "src_host", "dst_host"])["bytes"].sum()
     per_bin = coll.groupby(["it", "t_ns"])["bytes"].sum().reset_index()
     if len(per_bin):  # first to last *active* bin: a stray handshake byte is not communication time

@@ -152,12 +152,12 @@ def test_each_host_is_cut_at_its_own_markers():
     marks = _marks([("a", 0, 0, 95 * ms), ("a", 1, 95 * ms, 180 * ms),
                     ("b", 0, 30 * ms, 115 * ms), ("b", 1, 115 * ms, 200 * ms)])
     cells = _cells([("a", "b", 80 * ms, 600), ("a", "b", 100 * ms, 400), ("a", "b", 170 * ms, 1000),
-                    ("b", "a", 70 * ms, 1000), ("b", "a", 150 * ms, 1000)])
+                    ("b", "a", 70 * ms, 1000), ("b", "a", 150 * ms, 1000), ("a", "ff02::2", 20 * ms, 32)])
     windows = windows_from_markers(marks)
     assert windows["start_ns"].tolist() == [0, 95 * ms]
-    out = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN, marks)
-    assert [it["bytes_by_host"] for it in out] == [{"a": 1000, "b": 1000}] * 2
-    assert [it["rx_bytes_by_host"] for it in out] == [{"a": 1000, "b": 1000}] * 2
+    out = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN, marks, ["a", "b"])
+    assert [it["bytes_by_host"] for it in out] == [{"a": 1032, "b": 1000}, {"a": 1000, "b": 1000}]
+    assert [it["rx_bytes_by_host"] for it in out] == [{"a": 1000, "b": 1000}] * 2  # no multicast group
     # without the markers every host is cut at the shared windows: a's 400 bytes move to iteration 1
     shared = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN)
-    assert [it["bytes_by_host"]["a"] for it in shared] == [600, 1400]
+    assert [it["bytes_by_host"]["a"] for it in shared] == [632, 1400]
