@@ -36,7 +36,8 @@ _NO_NRT = dict(cache=_CACHE, _nrt=False)
 
 
 # Indices on the per-packet path are unsigned (np.uint64): numba then drops its fix-up for negative indices,
-# and LLVM can prove neighbouring bytes neighbours and merge their loads into one (the walk took 30 % less time).
+# and LLVM can prove neighbouring bytes neighbours and merge their loads into one (the walk took 30 % less time;
+# the readers add unsigned offsets to an unsigned base, which measured faster than np.uint64(o + k)).
 @njit(inline="always", cache=_CACHE)
 def _byte(b, o):
     return np.int64(b[np.uint64(o)])
@@ -148,30 +149,31 @@ def _wire_bytes(ip_len, hdr_len, mtu):
 
 
 @njit(inline="always", cache=_CACHE)
-def _fills(agg, f, lo_col, hi_col, ns_col, seq, n, ts):
+def _fills(agg, row, lo_col, hi_col, ns_col, seq, n, ts):
     """True when [seq, seq+n) lies in the hole kept in columns lo/hi/ns within REORDER_NS of its opening;
     the hole then shrinks from whichever end was filled (a fill in its middle leaves it as it was)."""
-    lo = agg[np.uint64(f), lo_col]
-    if lo < 0 or ts - agg[np.uint64(f), ns_col] > REORDER_NS:
+    lo = agg[row, lo_col]
+    if lo < 0 or ts - agg[row, ns_col] > REORDER_NS:
         return False
-    width = (agg[np.uint64(f), hi_col] - lo) & 0xFFFFFFFF
+    width = (agg[row, hi_col] - lo) & 0xFFFFFFFF
     off = (seq - lo) & 0xFFFFFFFF
     if off + n > width:
         return False
     if off == 0:
-        agg[np.uint64(f), lo_col] = (seq + n) & 0xFFFFFFFF
+        agg[row, lo_col] = (seq + n) & 0xFFFFFFFF
     elif off + n == width:
-        agg[np.uint64(f), hi_col] = seq
-    if agg[np.uint64(f), lo_col] == agg[np.uint64(f), hi_col]:
-        agg[np.uint64(f), lo_col] = -1
+        agg[row, hi_col] = seq
+    if agg[row, lo_col] == agg[row, hi_col]:
+        agg[row, lo_col] = -1
     return True
 
 
 @njit(inline="always", cache=_CACHE)
-def _fills_gap(agg, f, seq, n, ts):
-    """Bytes below the highest sequence seen that fill one of the flow's two latest holes soon enough."""
-    return (_fills(agg, f, AGG_GAP_LO, AGG_GAP_HI, AGG_GAP_NS, seq, n, ts)
-            or _fills(agg, f, AGG_GAP2_LO, AGG_GAP2_HI, AGG_GAP2_NS, seq, n, ts))
+def _fills_gap(agg, row, seq, n, ts):
+    """Bytes below the highest sequence seen that fill one of the flow's two latest holes soon enough
+    (row: the flow's row, unsigned)."""
+    return (_fills(agg, row, AGG_GAP_LO, AGG_GAP_HI, AGG_GAP_NS, seq, n, ts)
+            or _fills(agg, row, AGG_GAP2_LO, AGG_GAP2_HI, AGG_GAP2_NS, seq, n, ts))
 
 
 @njit(inline="always", cache=_CACHE)
