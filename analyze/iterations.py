@@ -182,12 +182,18 @@ def assign_by_receiver(series: pd.DataFrame, windows: pd.DataFrame, markers: Opt
     k = assign(t, windows)
     if markers is None or markers.empty:
         return k
-    row = {int(it): r for r, it in enumerate(windows["iteration"].tolist())}
-    dst = series["dst_host"].to_numpy()
+    shared = pd.Index(windows["iteration"])
+    # cells grouped by receiver once: comparing a million host names per host cost seconds on big runs
+    codes, names = pd.factorize(series["dst_host"])
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(names) + 1))
     for host, own in markers.groupby("host"):
-        mine = np.nonzero(dst == host)[0]
+        c = int(names.get_indexer([host])[0])
+        if c < 0:
+            continue
+        mine = order[bounds[c]:bounds[c + 1]]
         host_windows = windows_from_markers(own)
-        rows = np.array([row[int(it)] for it in host_windows["iteration"].tolist()] + [-1])
+        rows = np.append(shared.get_indexer(host_windows["iteration"]), -1)
         k[mine] = rows[assign(t[mine], host_windows)]
     return k
 
