@@ -117,3 +117,23 @@ def test_an_unwritable_cache_is_one_line_and_the_jit(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("\n") == 1 and "cannot keep a compiled kernel in /proc/ringscope-cannot-exist" in out.stderr
     assert json.loads((tmp_path / "r.json").read_text())["flows"]
+
+
+def test_another_numba_builds_into_another_directory(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The cache key reads numba's version file without importing numba; upgrading numba changes it, so an
+    extension built by another numba is never loaded."""
+    import importlib.machinery
+    import importlib.util
+
+    pkg = tmp_path / "numba"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    spec = importlib.machinery.ModuleSpec("numba", None, origin=str(pkg / "__init__.py"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec if name == "numba" else None)
+    dirs = []
+    for version in ("0.68.1", "0.69.0"):
+        (pkg / "_version.py").write_text(f'version_json = \'{{"version": "{version}"}}\'\n')
+        dirs.append(K.build_dir())
+    assert dirs[0] != dirs[1] and dirs[0].parent == dirs[1].parent
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    assert K.build_dir() not in dirs  # no numba at all: a key of its own
