@@ -199,12 +199,17 @@ def assign_by_receiver(series: pd.DataFrame, windows: pd.DataFrame, markers: Opt
 
 
 def on_pairs(series: pd.DataFrame, pairs: list[tuple[str, str]]) -> np.ndarray:
-    """Rows whose (src_host, dst_host) is one of `pairs`: hosts factorized to codes, then one lookup in a
-    hosts x hosts table (a MultiIndex of a million string pairs took 0.3 s)."""
-    if not pairs:
-        return np.zeros(len(series), dtype=bool)
+    """Rows whose (src_host, dst_host) is one of `pairs` (hosts factorized to codes, then one table lookup)."""
     src, src_names = pd.factorize(series["src_host"])
     dst, dst_names = pd.factorize(series["dst_host"])
+    return _pair_mask(src, list(src_names), dst, list(dst_names), pairs)
+
+
+def _pair_mask(src: np.ndarray, src_names: list[str], dst: np.ndarray, dst_names: list[str],
+               pairs: list[tuple[str, str]]) -> np.ndarray:
+    """One lookup in a hosts x hosts table per row: a MultiIndex of a million string pairs took 0.3 s."""
+    if not pairs:
+        return np.zeros(len(src), dtype=bool)
     want = set(pairs)
     table = np.zeros((len(src_names) + 1, len(dst_names) + 1), dtype=bool)  # code -1 (no host) hits the last
     for i, a in enumerate(src_names):
@@ -220,26 +225,27 @@ def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple
     `series` is flow_series with src_host/dst_host; host bytes count every inter-host flow, the
     communication time and edge bytes only the collective's edges. With `markers` (the ones `windows` came
     from) each host's received bytes are cut at its own windows. With `hosts`, the per-host maps name only
-    those (not a multicast group a host sent router solicitations to).
+    those (not a multicast group a host sent router solicitations to). Sums run on integer codes (hosts
+    factorized in name order), not a pandas groupby over host names: this is the analysis's largest step
+    after the reading, and it runs once per analysis whatever the number of iterations.
     """
-    on_edge = on_pairs(series, edges)
-    s = series.assign(it=assign_by_receiver(series, windows, markers))
-    keep = s["it"].to_numpy() >= 0
-    s = s[keep]
-    coll = s[on_edge[keep]] if edges else s
-    tx = s.groupby(["it", "src_host"])["bytes"].sum()
-    rx = s.groupby(["it", "dst_host"])["bytes"].sum()
-    if hosts is not None:
-        tx = tx[tx.index.get_level_values("src_host").isin(hosts)]
-        rx = rx[rx.index.get_level_values("dst_host").isin(hosts)]
-    eb = coll.groupby(["it", "src_host", "dst_host"])["bytes"].sum()
-    per_bin = coll.groupby(["it", "t_ns"])["bytes"].sum().reset_index()
-    if len(per_bin):  # first to last *active* bin: a stray handshake byte is not communication time
-        per_bin = per_bin[per_bin["bytes"] >= ACTIVE_FRACTION * np.percentile(per_bin["bytes"], 90)]
-    span = per_bin.groupby("it")["t_ns"].agg(["min", "max"])
-    spans = dict(zip(span.index.tolist(), zip(span["min"].tolist(), span["max"].tolist())))
-    tx_by, rx_by = _by_iteration(tx, str), _by_iteration(rx, str)
-    edge_by = _by_iteration(eb, lambda ab: f"{ab[0]}->{ab[1]}")
+    it = assign_by_receiver(series, windows, markers)
+    keep = it >= 0
+    src, src_names = pd.factorize(series["src_host"], sort=True)
+    dst, dst_names = pd.factorize(series["dst_host"], sort=True)
+    src_names, dst_names = list(src_names), list(dst_names)
+    on_edge = _pair_mask(src, src_names, dst, dst_names, edges)[keep] if edges else np.ones(int(keep.sum()), bool)
+    it, src, dst = it[keep], src[keep], dst[keep]
+    nbytes = series["bytes"].to_numpy(np.int64)[keep]
+    t = series["t_ns"].to_numpy(np.int64)[keep]
+    n_it = len(windows)
+    nd = len(dst_names)
+    tx_by = _by_iteration(_group_sum([it, src], [n_it, len(src_names)], nbytes), src_names.__getitem__, hosts)
+    rx_by = _by_iteration(_group_sum([it, dst], [n_it, nd], nbytes), dst_names.__getitem__, hosts)
+    ce = on_edge
+    edge_by = _by_iteration(_group_sum([it[ce], src[ce] * nd + dst[ce]], [n_it, len(src_names) * nd], nbytes[ce]),
+                            lambda c: f"{src_names[c // nd]}->{dst_names[c % nd]}", None)
+    spans = _active_spans(it[ce], t[ce], nbytes[ce], n_it)
     out = []
     for i, w in enumerate(windows.itertuples(index=False)):
         first, last = (int(spans[i][0]), int(spans[i][1]) + bin_ns) if i in spans else (0, 0)
@@ -255,14 +261,51 @@ def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple
     return out
 
 
-def _by_iteration(sums: pd.Series, name: Callable[[Any], str]) -> dict[int, dict[str, int]]:
-    """{iteration: {name(rest of the key): bytes}} from a sum grouped by ("it", ...), in one pass: a
-    .loc per iteration costs milliseconds, and an hour of training has tens of thousands of iterations."""
+def _group_sum(codes: list[np.ndarray], sizes: list[int], values: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Exact int64 sums of `values` per distinct tuple of codes (each code i in [0, sizes[i])), in code order:
+    the key columns of the non-empty groups and their sums."""
+    flat = np.zeros(len(values), dtype=np.int64)
+    for c, n in zip(codes, sizes):
+        flat = flat * n + c
+    order = np.argsort(flat, kind="stable")
+    fs = flat[order]
+    starts = np.flatnonzero(np.r_[True, fs[1:] != fs[:-1]]) if len(fs) else np.zeros(0, np.int64)
+    sums = np.add.reduceat(values[order], starts) if len(fs) else np.zeros(0, np.int64)
+    cols, rest = [], fs[starts]
+    for n in reversed(sizes):
+        cols.append(rest % n)
+        rest = rest // n
+    return cols[::-1], sums
+
+
+def _by_iteration(grouped: tuple[list[np.ndarray], np.ndarray], name_of: Callable[[int], str],
+                  only: Optional[list[str]]) -> dict[int, dict[str, int]]:
+    """{iteration: {name: bytes}} from a _group_sum over (iteration, code), in one pass (a .loc per iteration
+    cost milliseconds, and an hour of training has tens of thousands); with `only`, those names alone."""
+    (its, codes), sums = grouped
+    allowed = set(only) if only is not None else None
     out: dict[int, dict[str, int]] = {}
-    for key, v in zip(sums.index.tolist(), sums.tolist()):
-        rest = key[1] if len(key) == 2 else key[1:]
-        out.setdefault(int(key[0]), {})[name(rest)] = int(v)
+    for i, c, v in zip(its.tolist(), codes.tolist(), sums.tolist()):
+        name = name_of(c)
+        if allowed is None or name in allowed:
+            out.setdefault(i, {})[name] = v
     return out
+
+
+def _active_spans(it: np.ndarray, t: np.ndarray, nbytes: np.ndarray, n_it: int) -> dict[int, tuple[int, int]]:
+    """First and last *active* bin of each iteration's collective: a stray handshake byte is not communication
+    time (a bin is active at >= ACTIVE_FRACTION of the 90th-percentile (iteration, bin) sum)."""
+    if not len(t):
+        return {}
+    bins, tcode = np.unique(t, return_inverse=True)
+    (its, tc), sums = _group_sum([it, tcode], [n_it, len(bins)], nbytes)
+    active = sums >= ACTIVE_FRACTION * np.percentile(sums, 90)
+    its, tb = its[active], bins[tc[active]]
+    if not len(its):
+        return {}
+    first = np.r_[True, its[1:] != its[:-1]]
+    last = np.r_[its[1:] != its[:-1], True]
+    return dict(zip(its[first].tolist(), zip(tb[first].tolist(), tb[last].tolist())))
 
 
 def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -> dict[str, Optional[float]]:

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "fixtures" / "collective"))
@@ -161,3 +163,63 @@ def test_each_host_is_cut_at_its_own_markers():
     # without the markers every host is cut at the shared windows: a's 400 bytes move to iteration 1
     shared = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN)
     assert [it["bytes_by_host"]["a"] for it in shared] == [632, 1400]
+
+
+def _per_iteration_oracle(rows: list[tuple[str, str, int, int]], starts: list[int], last_end: int,
+                          edges: list[tuple[str, str]], hosts: list[str] | None) -> list[dict]:
+    """per_iteration written out cell by cell: a cell belongs to window k when start_k <= t < start_k+1 (the last
+    window stops at its end); bins of the collective at >= 1 % of the 90th-percentile (iteration, bin) sum
+    are active, and the communication runs from the first active bin to the end of the last."""
+    stops = starts[1:] + [last_end]
+    def window(t: int) -> int:
+        return next((k for k, (a, b) in enumerate(zip(starts, stops)) if a <= t < b), -1)
+    per_bin: dict[tuple[int, int], int] = {}
+    out = [{"tx": {}, "rx": {}, "edge": {}} for _ in starts]
+    for src, dst, t, n in rows:
+        k = window(t)
+        if k < 0:
+            continue
+        if hosts is None or src in hosts:
+            out[k]["tx"][src] = out[k]["tx"].get(src, 0) + n
+        if hosts is None or dst in hosts:
+            out[k]["rx"][dst] = out[k]["rx"].get(dst, 0) + n
+        if not edges or (src, dst) in edges:
+            out[k]["edge"][f"{src}->{dst}"] = out[k]["edge"].get(f"{src}->{dst}", 0) + n
+            per_bin[(k, t)] = per_bin.get((k, t), 0) + n
+    floor = 0.01 * np.percentile(list(per_bin.values()), 90) if per_bin else 0
+    active = [(k, t) for (k, t), n in per_bin.items() if n >= floor]
+    result = []
+    for k, o in enumerate(out):
+        ts = [t for kk, t in active if kk == k]
+        first, last = (min(ts), max(ts) + BIN) if ts else (0, 0)
+        busiest = max(o["tx"].values(), default=0)
+        result.append({"bytes_by_host": dict(sorted(o["tx"].items())), "rx_bytes_by_host": dict(sorted(o["rx"].items())),
+                       "bytes_by_edge": {e: o["edge"][e] for e in sorted(o["edge"], key=lambda e: tuple(e.split("->")))},
+                       "comm_start_ns": first, "comm_ns": last - first,
+                       "rate_bps": busiest * 8e9 / (last - first) if last > first else 0.0})
+    return result
+
+
+_HOSTS = ["a", "b", "c", "d", "10.0.0.9"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(cells=st.lists(st.tuples(st.sampled_from(_HOSTS), st.sampled_from(_HOSTS), st.integers(0, 40),
+                                st.integers(1, 10**9)), min_size=1, max_size=60),
+       gaps=st.lists(st.integers(1, 12), min_size=1, max_size=5), first=st.integers(0, 10),
+       edges=st.sets(st.tuples(st.sampled_from(_HOSTS), st.sampled_from(_HOSTS)), max_size=6),
+       hosts=st.one_of(st.none(), st.lists(st.sampled_from(_HOSTS), unique=True)))
+def test_per_iteration_sums_each_cell_once_into_its_window(cells, gaps, first, edges, hosts):
+    """Every cell's bytes land in exactly one window's host, receiver and edge maps (names in sorted order,
+    as the JSON keeps them), and the communication span is the oracle's, for any cells, windows and edges."""
+    rows = [(s, d, t * BIN, n) for s, d, t, n in cells if s != d]
+    assume(rows)
+    starts = list(np.cumsum([first] + gaps[:-1]) * BIN)
+    windows = pd.DataFrame({"iteration": range(len(starts)), "start_ns": starts,
+                            "end_ns": [s + BIN for s in starts[:-1]] + [starts[-1] + gaps[-1] * BIN]})
+    edge_list = sorted(edges)
+    got = per_iteration(_cells(rows), windows, edge_list, BIN, None, hosts)
+    want = _per_iteration_oracle(rows, starts, starts[-1] + gaps[-1] * BIN, edge_list, hosts)
+    keys = ["bytes_by_host", "rx_bytes_by_host", "bytes_by_edge", "comm_start_ns", "comm_ns", "rate_bps"]
+    assert [{k: it[k] for k in keys} for it in got] == want
+    assert [[list(it[k]) for k in keys[:3]] for it in got] == [[list(w[k]) for k in keys[:3]] for w in want]
