@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from analyze import layouts as L
+from analyze.collective import add_collective
 from analyze.engine import Progress
 from analyze.flows import (
     HostFlows, address_key, address_text, infer_local, local_mask, merge_host, proto_name, unique_rows,
@@ -19,6 +20,7 @@ from analyze.inputs import HostInput, RunInput
 from analyze.markers_table import load_markers
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
 from analyze.reading import Reading, start_reading
+from analyze.scaling_result import add_scaling
 from analyze.scan import FileHealth, StreamScan
 from analyze.utilization import utilization
 
@@ -56,12 +58,8 @@ def finish(reading: Reading, *, link_speed_bps: Optional[float] = None,
     scans = reading.collect()
     result = build_result(reading.run_input, scans, link_speed_bps=link_speed_bps, bin_ns=reading.bin_ns,
                           byte_mode=reading.byte_mode, busy_threshold=busy_threshold)
-    from analyze.collective import add_collective
-
     add_collective(result, launch_order=launch_order, gradient_bytes=gradient_bytes,
                    nccl_log=Path(nccl_log) if nccl_log else None)
-    from analyze.scaling_result import add_scaling
-
     add_scaling(result, single_iteration_time_s=single_iteration_time_s)
     return result
 

@@ -11,7 +11,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Optional
 
+from analyze.backward_profile import synthetic_profile
+from analyze.cli_whatif import BACKWARD_SHARE
+from analyze.scaling import what_if
 from analyze.scaling_inputs import WhatIfInputs, inputs_from_result
+from analyze.scaling_model import RingscopeModel
 
 __all__ = ["add_scaling", "scaling_inputs", "single_iteration_time", "scaling_lines"]
 
@@ -42,11 +46,6 @@ def add_scaling(result: Any, single_iteration_time_s: Optional[float] = None) ->
     When only the link speed is missing, the result's assumptions say so (the verdict would otherwise be
     about a link speed nobody measured).
     """
-    from analyze.backward_profile import synthetic_profile
-    from analyze.cli_whatif import BACKWARD_SHARE
-    from analyze.scaling import what_if
-    from analyze.scaling_model import RingscopeModel
-
     measured = scaling_inputs(result)
     if not measured.workers or measured.workers < 2 or not measured.gradient_bytes:
         return
