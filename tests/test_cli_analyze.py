@@ -203,3 +203,31 @@ def _loaded_after(argv: list[str], modules: tuple[str, ...]) -> "subprocess.Comp
             f"print('LOADED', sorted(m for m in {modules!r} if m in sys.modules))")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).parent.parent, timeout=120)
+
+
+def _threads_after(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Threads of a fresh interpreter after the CLI ran `argv`, and its OPENBLAS_NUM_THREADS."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os, sys, cli\n"
+            f"sys.argv = ['ringscope', *{argv!r}]\n"
+            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+            "print('THREADS', len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))")
+    base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **env},
+                         cwd=Path(__file__).parent.parent, timeout=120)
+    _, threads, value = out.stdout.strip().splitlines()[-1].split()
+    return int(threads), value
+
+
+def test_analyze_keeps_openblas_to_one_thread_and_capture_leaves_it_alone(tmp_path: Path) -> None:
+    """OpenBLAS's spinning threads took CPU from the readers; analyze asks for one thread unless the user chose,
+    and the capture commands (whose training job inherits the environment) set nothing."""
+    argv = ["analyze", str(EXAMPLE), "--json", str(tmp_path / "r.json")]
+    ours, value = _threads_after(argv, {})
+    assert value == "1"
+    theirs, value = _threads_after(argv, {"OPENBLAS_NUM_THREADS": "2"})
+    assert value == "2" and theirs == ours + 1  # the user's choice wins, and it is what adds the thread
+    assert _threads_after(["capture", "agent", "--help"], {})[1] == "None"

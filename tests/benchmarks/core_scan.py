@@ -4,11 +4,14 @@
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
-from analyze.engine import ScanOptions, scan_streams
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads, as `ringscope analyze` does
+
+from analyze.engine import ScanOptions, scan_streams  # noqa: E402
 
 if __name__ == "__main__":
     path, workers = Path(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1

@@ -1,11 +1,14 @@
 """Time the reading phase alone over several hosts' files with 1 and 2 local workers (imports excluded)."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 
-from analyze.engine import ScanOptions, scan_streams
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads, as `ringscope analyze` does
+
+from analyze.engine import ScanOptions, scan_streams  # noqa: E402
 
 if __name__ == "__main__":
     streams = [[Path(p)] for p in sys.argv[1:]]
