@@ -227,8 +227,8 @@ def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple
     communication time and edge bytes only the collective's edges. With `markers` (the ones `windows` came
     from) each host's received bytes are cut at its own windows. With `hosts`, the per-host maps name only
     those (not a multicast group a host sent router solicitations to). Sums run on integer codes (hosts
-    factorized in name order), not a pandas groupby over host names: this is the analysis's largest step
-    after the reading, and it runs once per analysis whatever the number of iterations.
+    factorized in name order), not pandas groupbys over host names: 64 hosts x 10,000 iterations x 2 M cells
+    took 4.0-4.5 s that way, 1.25-1.7 s this way, and 8 hosts' 5 M-packet captures 0.05 s instead of 0.1 s.
     """
     it = assign_by_receiver(series, windows, markers)
     keep = it >= 0
@@ -288,8 +288,7 @@ def _by_iteration(grouped: tuple[list[np.ndarray], np.ndarray], name_of: Callabl
                   only: Optional[list[str]]) -> dict[int, dict[str, int]]:
     """{iteration: {name: bytes}} from a _group_sum over (iteration, code); with `only`, those names alone.
     Each name is made once per code and each iteration's map in one dict(zip()): an hour of training has
-    tens of thousands of iterations, times the hosts (64 hosts x 10,000 iterations: 4.7 s as a pandas
-    groupby with a setdefault per entry, 1.3 s like this)."""
+    tens of thousands of iterations, times the hosts."""
     (its, codes), sums = grouped
     inv, uniq = pd.factorize(codes)
     names = np.array([name_of(int(c)) for c in uniq] + [""], dtype=object)[:-1]  # [""]: stays 1-d objects
