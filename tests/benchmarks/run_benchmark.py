@@ -73,9 +73,10 @@ def flows_from_lines(text: str) -> dict[tuple[str, str, int, int], int]:
     return out
 
 
-def check(tool: str, got: dict[tuple[str, str, int, int], int], truth: Truth, scale: float = 1.0) -> None:
+def check(tool: str, got: dict[tuple[str, str, int, int], int], truth: Truth) -> None:
+    """Stop the benchmark unless `got` (per-flow IP bytes) is the generator's ground truth exactly."""
     want = {k: v[1] for k, v in truth.as_dict().items()}
-    if scale == 1.0 and got != want:
+    if got != want:
         diff = [k for k in want if got.get(k) != want[k]][:3]
         raise SystemExit(f"benchmark: {tool} disagrees with ground truth on {len(diff)}+ flows, e.g. {diff}")
 
