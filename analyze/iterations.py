@@ -291,7 +291,7 @@ def _by_iteration(grouped: tuple[list[np.ndarray], np.ndarray], name_of: Callabl
     tens of thousands of iterations, times the hosts."""
     (its, codes), sums = grouped
     inv, uniq = pd.factorize(codes)
-    names = np.array([name_of(int(c)) for c in uniq] + [""], dtype=object)[:-1]  # [""]: stays 1-d objects
+    names = np.array([name_of(int(c)) for c in uniq], dtype=object)
     if only is not None:
         keep = np.isin(names, list(only))[inv]
         its, inv, sums = its[keep], inv[keep], sums[keep]

@@ -231,3 +231,18 @@ def test_analyze_keeps_openblas_to_one_thread_and_capture_leaves_it_alone(tmp_pa
     theirs, value = _threads_after(argv, {"OPENBLAS_NUM_THREADS": "2"})
     assert value == "2" and theirs == ours + 1  # the user's choice wins, and it is what adds the thread
     assert _threads_after(["capture", "agent", "--help"], {})[1] == "None"
+
+
+def test_console_script_writes_everything_before_its_fast_exit(tmp_path: Path) -> None:
+    """The executable skips the interpreter's teardown after an analysis: stdout (a pipe here), the tables and
+    the report must still be whole, with the exact bytes of the example's ground truth."""
+    proc = ringscope("analyze", EXAMPLE, "--json", "-", "--out", tmp_path / "t", "--html", tmp_path / "r.html")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert {h["name"]: h["tx_bytes"] for h in doc["hosts"]} == {h: v["tx_ip_bytes"] for h, v in EXPECTED["hosts"].items()}
+    hosts = pd.read_parquet(tmp_path / "t/hosts.parquet").set_index("name")
+    assert hosts["tx_bytes"].to_dict() == {h: v["tx_ip_bytes"] for h, v in EXPECTED["hosts"].items()}
+    assert all(len(pd.read_csv(tmp_path / "t" / f"{name}.csv")) for name in TABLES)
+    assert (tmp_path / "r.html").read_text().rstrip().endswith("</html>")
+    assert ringscope("capture", "agent", "--help").returncode == 0  # capture exits the ordinary way
+    one_line_error(ringscope("analyze", tmp_path / "missing.pcap"))
