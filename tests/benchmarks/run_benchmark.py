@@ -189,7 +189,7 @@ def bench_parallel(tmp: Path, per_file: int, hosts: int, repeat: int) -> None:
         raise SystemExit(f"benchmark: the ring was not reconstructed as {ring}")
     print(f"\nparallel: {hosts} hosts' files x {per_file:,} packets: whole process 1 worker {one:.2f} s, "
           f"2 workers {two:.2f} s, speed-up {one / two:.2f}x")
-    _, _, out = timed([PY, str(HERE / "parallel_scan.py"), *files])
+    _, _, out = timed([PY, str(HERE / "parallel_scan.py"), str(repeat), *files])
     print(f"parallel: reading phase alone (in-process, pool start included): {out.strip()}")
     for f in files:
         Path(f).unlink()
