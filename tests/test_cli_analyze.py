@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
@@ -229,7 +230,9 @@ def test_analyze_keeps_openblas_to_one_thread_and_capture_leaves_it_alone(tmp_pa
     ours, value = _threads_after(argv, {})
     assert value == "1"
     theirs, value = _threads_after(argv, {"OPENBLAS_NUM_THREADS": "2"})
-    assert value == "2" and theirs == ours + 1  # the user's choice wins, and it is what adds the thread
+    assert value == "2"  # the user's choice wins
+    if len(os.sched_getaffinity(0)) >= 2:  # OpenBLAS starts no more threads than there are cores
+        assert theirs == ours + 1  # and the setting is what removed OpenBLAS's thread
     assert _threads_after(["capture", "agent", "--help"], {})[1] == "None"
 
 
