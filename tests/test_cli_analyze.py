@@ -193,32 +193,29 @@ def test_analyze_parses_options_without_pydantic(tmp_path: Path) -> None:
     assert out.stdout.strip().splitlines()[-1] == "LOADED []"
 
 
-def _loaded_after(argv: list[str], modules: tuple[str, ...]) -> "subprocess.CompletedProcess[str]":
-    """Run the CLI in a fresh interpreter; its last stdout line lists which of `modules` got imported."""
-    import subprocess
-    import sys
-
-    code = ("import sys, cli\n"
-            f"sys.argv = ['ringscope', *{argv!r}]\n"
-            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-            f"print('LOADED', sorted(m for m in {modules!r} if m in sys.modules))")
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=Path(__file__).parent.parent, timeout=120)
-
-
-def _threads_after(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
-    """Threads of a fresh interpreter after the CLI ran `argv`, and its OPENBLAS_NUM_THREADS."""
-    import os
+def _cli_then(argv: list[str], report: str, env: dict[str, str] | None = None) -> "subprocess.CompletedProcess[str]":
+    """Run the CLI's main() with `argv` in a fresh interpreter (`env` replacing OPENBLAS_NUM_THREADS), then
+    the Python expression `report`, printed as its last stdout line."""
     import subprocess
     import sys
 
     code = ("import os, sys, cli\n"
             f"sys.argv = ['ringscope', *{argv!r}]\n"
             "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-            "print('THREADS', len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'))")
+            f"print({report})")
     base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **env},
-                         cwd=Path(__file__).parent.parent, timeout=120)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **(env or {})},
+                          cwd=Path(__file__).parent.parent, timeout=120)
+
+
+def _loaded_after(argv: list[str], modules: tuple[str, ...]) -> "subprocess.CompletedProcess[str]":
+    """The CLI run in a fresh interpreter; its last stdout line lists which of `modules` got imported."""
+    return _cli_then(argv, f"'LOADED', sorted(m for m in {modules!r} if m in sys.modules)")
+
+
+def _threads_after(argv: list[str], env: dict[str, str]) -> tuple[int, str]:
+    """Threads of a fresh interpreter after the CLI ran `argv`, and its OPENBLAS_NUM_THREADS."""
+    out = _cli_then(argv, "'THREADS', len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS')", env)
     _, threads, value = out.stdout.strip().splitlines()[-1].split()
     return int(threads), value
 
