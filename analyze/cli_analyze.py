@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from analyze.formats import FileError
-from capture.units import format_rate, parse_duration, parse_rate, parse_size
+from capture.units import format_rate, parse_bin, parse_duration, parse_rate, parse_size
 
 
 def _die(message: str, code: int = 2) -> typer.Exit:
@@ -32,9 +32,7 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
         if nccl_log is not None and not nccl_log.is_file():
             raise ValueError(f"{nccl_log}: no such NCCL log file")
         link_bps = parse_rate(link_speed) if link_speed else None
-        bin_ns = parse_duration(bin_)
-        if bin_ns <= 0:
-            raise ValueError(f"bad --bin {bin_!r}: must be longer than 0")
+        bin_ns = parse_bin(bin_)
         if byte_mode not in ("ip", "wire", "payload"):
             raise ValueError(f"bad --bytes {byte_mode!r}: choose ip, wire or payload")
         if workers is not None and workers < 1:

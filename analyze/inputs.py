@@ -44,6 +44,8 @@ class RunInput:
 
 def discover(paths: list[Path]) -> RunInput:
     """Resolve user paths into hosts and files; raises FileError when nothing readable is there."""
+    if not paths:
+        raise FileError("no capture path given: name a capture directory, a folder of pcaps or capture files")
     if len(paths) == 1 and (paths[0] / "run.json").is_file():
         return _capture_directory(paths[0])
     files: list[Path] = []

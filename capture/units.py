@@ -90,6 +90,14 @@ def parse_duration(text: str) -> int:
     return int(round(value))
 
 
+def parse_bin(text: str) -> int:
+    """Parse a --bin width into nanoseconds: a duration longer than 0 (a zero-width bin holds nothing)."""
+    bin_ns = parse_duration(text)
+    if bin_ns <= 0:
+        raise ValueError(f"bad --bin {text!r}: must be longer than 0")
+    return bin_ns
+
+
 def format_rate(bps: float) -> str:
     """Render bit/s the way people read link speeds: '25 Gbit/s', '400 Mbit/s'."""
     if not math.isfinite(bps):

@@ -86,13 +86,11 @@ def run_report(paths: list[Path], *, out: Path, title: Optional[str], link_speed
         result: Any = doc
     else:
         from analyze.formats import FileError
-        from capture.units import parse_duration, parse_rate
+        from capture.units import parse_bin, parse_rate
 
         try:
             link_bps = parse_rate(link_speed) if link_speed else None
-            bin_ns = parse_duration(bin_)
-            if bin_ns <= 0:
-                raise ValueError(f"bad --bin {bin_!r}: must be longer than 0")
+            bin_ns = parse_bin(bin_)
         except ValueError as exc:
             raise _die(str(exc)) from None
         from analyze.api import analyze

@@ -72,6 +72,15 @@ def test_unusable_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> Non
     assert str(path) in line and fragment in line
 
 
+def test_no_path_at_all_says_so() -> None:
+    """The Python API called with no paths: the error says what is missing (it once began with ': ')."""
+    from analyze.api import analyze
+    from analyze.formats import FileError
+
+    with pytest.raises(FileError, match=r"^no capture path given"):
+        analyze([])
+
+
 def test_one_bad_file_among_good_ones_is_named(tmp_path: Path) -> None:
     """The error names the file at fault, not the run."""
     bad = write(tmp_path / "b.pcap", b"")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,8 @@ from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tabl
 from reports.downsample import bucket_share, sparse_line
 from reports.html import SECTIONS, render_html
 from reports.page import script_json
+
+FIXTURE_EXAMPLE = Path(__file__).resolve().parent.parent / "fixtures" / "example"
 
 XSS = "<script>alert(1)</script>"
 MS = 1_000_000
@@ -202,6 +205,16 @@ def test_cli_report_from_json_and_title(tmp_path):
     assert r.exit_code != 0 and "Traceback" not in r.output
 
 
+def test_cli_report_refuses_a_zero_bin_before_reading(tmp_path):
+    """report shares analyze's --bin rule: a zero-width bin is one error line, exit 2, and no report file."""
+    from cli import app
+
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", str(FIXTURE_EXAMPLE), "--bin", "0", "-o", str(out)])
+    assert r.exit_code == 2 and "bad --bin '0': must be longer than 0" in r.output
+    assert not out.exists()
+
+
 def test_hour_long_four_host_report_stays_small():
     """4 hosts × 1 h at 1 ms bins, ~50 % busy: 14.4 M series rows in, a report under 10 MB out."""
     res = synthetic_result(["node-a", "node-b", "node-c", "node-d"], 3600, bin_ns=MS, busy_share=0.5)
@@ -217,8 +230,6 @@ def test_hour_long_four_host_report_stays_small():
 
 def test_cli_analyze_html_and_report_with_whatif_json(tmp_path):
     """`analyze --html` on the bundled example; `report CAPTURES WHATIF.json` fills the what-if section."""
-    from pathlib import Path
-
     from cli import app
 
     example = Path(__file__).parent.parent / "fixtures" / "example"

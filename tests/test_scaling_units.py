@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capture.units import format_rate, parse_duration, parse_rate
+from capture.units import format_rate, parse_bin, parse_duration, parse_rate
 
 
 @pytest.mark.parametrize("text, bps", [
@@ -35,6 +35,15 @@ def test_parse_duration(text: str, ns: int) -> None:
 def test_bad_duration_names_the_input(text: str) -> None:
     with pytest.raises(ValueError, match="bad duration"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize("text, fragment", [("0", "--bin '0': must be longer than 0"), ("0.4ns", "--bin '0.4ns'"),
+                                            ("-1ms", "bad duration '-1ms'"), ("abc", "bad duration 'abc'")])
+def test_bin_width_must_be_a_duration_longer_than_zero(text: str, fragment: str) -> None:
+    """--bin (analyze and report share it): 0.4 ns rounds to a zero-width bin and is refused like 0."""
+    with pytest.raises(ValueError, match=fragment.replace(".", r"\.")):
+        parse_bin(text)
+    assert parse_bin("1ns") == 1 and parse_bin("10ms") == 10_000_000
 
 
 @given(st.floats(min_value=1e3, max_value=1e13, allow_nan=False))
