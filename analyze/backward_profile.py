@@ -220,3 +220,13 @@ def synthetic_profile(gradient_bytes: float, backward_s: float, tensors: int = 1
     waits = np.full(tensors, backward_s / tensors)
     sizes = np.full(tensors, gradient_bytes / tensors)
     return BackwardProfile(waits, sizes, source=f"synthetic: {tensors} equal tensors over {backward_s:.4g} s")
+
+
+BACKWARD_SHARE = 2.0 / 3.0  # backward ≈ 2× forward: the share of T a synthetic profile spends in backward
+
+
+def stand_in_profile(gradient_bytes: float, single_iteration_s: float) -> tuple[BackwardProfile, str]:
+    """The profile the what-if uses when no backward profile was given, and the assumption that says so."""
+    note = (f"no backward profile: {gradient_bytes / 1e6:.1f} MB of gradients ready at an even pace "
+            f"over a backward pass of {BACKWARD_SHARE:.2g}·T")
+    return synthetic_profile(gradient_bytes, BACKWARD_SHARE * single_iteration_s), note

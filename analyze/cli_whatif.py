@@ -13,10 +13,9 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from capture.units import parse_duration, parse_rate
 
-__all__ = ["split_values", "parse_seconds", "load_result", "run_whatif", "run_profile", "BACKWARD_SHARE"]
+__all__ = ["split_values", "parse_seconds", "load_result", "run_whatif", "run_profile"]
 
 T = TypeVar("T")
-BACKWARD_SHARE = 2.0 / 3.0  # backward ≈ 2× forward: the share of T a synthetic profile spends in backward
 
 
 def split_values(values: Optional[Sequence[str]], parse: Callable[[str], T], what: str) -> list[T]:
@@ -80,7 +79,7 @@ def run_whatif(source: Optional[Path], model: str = "ringscope", profile: Option
                buckets: str = "horovod", fp16: bool = False, efficiency: Optional[float] = None,
                json_out: Optional[Path] = None) -> dict[str, Any]:
     """Resolve inputs (options first, then the run's measurements, then stated guesses), run, print, write."""
-    from analyze.backward_profile import load_profile, load_reduce_cost, synthetic_profile
+    from analyze.backward_profile import load_profile, load_reduce_cost, stand_in_profile
     from analyze.scaling import what_if
     from analyze.scaling_inputs import WhatIfInputs, inputs_from_result
     from analyze.scaling_model import RingscopeModel, RingscopeOptions
@@ -111,9 +110,8 @@ def run_whatif(source: Optional[Path], model: str = "ringscope", profile: Option
             notes.append(f"the profile has {prof.gradient_bytes / 1e6:.1f} MB of gradients, the capture implies "
                          f"{measured.gradient_bytes / 1e6:.1f} MB")
     elif measured and measured.gradient_bytes:
-        prof = synthetic_profile(measured.gradient_bytes, BACKWARD_SHARE * t)
-        notes.append(f"no backward profile: {measured.gradient_bytes / 1e6:.1f} MB of gradients ready at an even pace "
-                     f"over a backward pass of {BACKWARD_SHARE:.2g}·T")
+        prof, note = stand_in_profile(measured.gradient_bytes, t)
+        notes.append(note)
     else:
         raise ValueError("give a backward profile: --profile FILE (from `ringscope profile`, .bk.log, JSON or CSV)")
     table = load_reduce_cost(reduce_cost) if reduce_cost is not None else None

@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Optional
 
-from analyze.backward_profile import synthetic_profile
-from analyze.cli_whatif import BACKWARD_SHARE
+from analyze.backward_profile import stand_in_profile
 from analyze.scaling import what_if
 from analyze.scaling_inputs import WhatIfInputs, inputs_from_result
 from analyze.scaling_model import RingscopeModel
@@ -64,9 +63,8 @@ def add_scaling(result: Any, single_iteration_time_s: Optional[float] = None) ->
         notes.append("link speed as given with --link-speed")
     if note:
         notes.append(note)
-    profile = synthetic_profile(measured.gradient_bytes, BACKWARD_SHARE * t)
-    notes.append(f"no backward profile: {measured.gradient_bytes / 1e6:.1f} MB of gradients ready at an even pace "
-                 f"over a backward pass of {BACKWARD_SHARE:.2g}·T (`ringscope whatif --profile` refines it)")
+    profile, stand_in = stand_in_profile(measured.gradient_bytes, t)
+    notes.append(f"{stand_in} (`ringscope whatif --profile` refines it)")
     out = what_if(profile, t, RingscopeModel(), [measured.workers], [measured.link_speed_bps], [1.0],
                   measured=measured, single_worker_measured=single_iteration_time_s is not None, assumptions=notes)
     result.extra["scaling"] = out.to_dict()
