@@ -25,6 +25,7 @@ from pathlib import Path
 from tests.benchmarks.synth import Truth, ring_capture
 
 PY = sys.executable
+PAIRS = 9  # read-then-scan pairs for the core against cat
 WARM = "ringscope analyze"
 RINGSCOPE = str(Path(PY).with_name("ringscope"))
 HERE = Path(__file__).resolve().parent
@@ -98,7 +99,8 @@ def check_tshark_frames(conv: str, truth: Truth) -> None:
         raise SystemExit(f"benchmark: tshark's frames per direction disagree with ground truth, e.g. {bad}")
 
 
-def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: int) -> list[Timing]:
+def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: int) -> tuple[list[Timing], str]:
+    """The table's rows for one file, and the paired core-against-cat line."""
     packets = int(truth.packets.sum())
     rows = []
     wall, rss, _ = median_run(["cat", str(path)], repeat)
@@ -131,6 +133,13 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
                            float(out.split()[0]), rss, packets,
                            "in-process, no imports" if workers == 1 else
                            "pieces, pool start included" if path.suffix == ".pcap" else "pcapng: one piece"))
+    _, rss, out = median_run([PY, str(HERE / "page_walk.py"), str(path)], repeat, env)
+    rows.append(Timing("  of which mapping the file's pages", float(out.split()[0]), rss, packets,
+                       "page-table work: 4 KB pages or large folios, as cached"))
+    _, _, out = timed([PY, str(HERE / "core_scan.py"), str(path), "--paired", str(PAIRS)], env)
+    ratio, low, high, read = (float(x) for x in out.split())
+    paired = (f"core against cat, paired (the file read like cat, then scanned, {PAIRS} times in one process): "
+              f"the core takes {ratio:.2f}x as long (median; {low:.2f}-{high:.2f}x), the read {read:.3f} s")
     shutil.rmtree(cache, ignore_errors=True)
 
     if not skip_slow:
@@ -154,7 +163,7 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
         secs = float(secs)
         rows.append(Timing(f"{tool} (first {n:,} packets, extrapolated)", secs * packets / n, rss, packets,
                            "extrapolated"))
-    return rows
+    return rows, paired
 
 
 def print_table(title: str, rows: list[Timing], size: int) -> None:
@@ -243,8 +252,9 @@ def main() -> None:
         for fmt in args.format:
             path = tmp / f"ring{n}.{fmt}"
             truth = ring_capture(path, packets=n, fmt=fmt)
-            rows = bench_file(path, truth, args.repeat, args.skip_slow, args.prefix)
+            rows, paired = bench_file(path, truth, args.repeat, args.skip_slow, args.prefix)
             print_table(f"{n:,} packets, {fmt}, {path.stat().st_size / 1e6:.0f} MB, 32 flows", rows, path.stat().st_size)
+            print(paired)
             path.unlink()
     if args.parallel:
         bench_parallel(tmp, args.parallel, args.hosts, args.repeat)
