@@ -22,6 +22,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +32,8 @@ from analyze import layouts as L
 
 EXTENSION = "ringscope_kernel"  # the module name pycc gives the extension (its PyInit_ symbol)
 BUILD_TIMEOUT_S = 900
+STALE_S = 30 * 86400  # a build no run has loaded for this long is removed when another one is built
+USED_EVERY_S = 86400  # how often a load refreshes its build's time of last use (a cheap utime, at most daily)
 _HERE = Path(__file__).resolve().parent
 _SOURCES = ("kernel.py", "layouts.py")  # what the extension is compiled from
 
@@ -107,8 +110,11 @@ def _load_or_build() -> Optional[ModuleType]:
     try:
         dest = build_dir()  # Path.home() raises RuntimeError without HOME and a passwd entry (containers)
         mod = _import(dest)
-        if mod is not None or (dest.parent / (dest.name + ".failed")).exists():
+        if mod is not None:
+            _note_use(dest)
             return mod
+        if (dest.parent / (dest.name + ".failed")).exists():
+            return None
         dest.parent.mkdir(parents=True, exist_ok=True)
         with open(dest.parent / (dest.name + ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same kernel right now
@@ -117,6 +123,7 @@ def _load_or_build() -> Optional[ModuleType]:
                 print("ringscope: compiling the packet kernel for this CPU (once; about 20 s)...", file=sys.stderr)
                 if _build_in_subprocess(dest):
                     mod = _import(dest)
+                    prune(dest.parent, keep=dest.name)
     except (OSError, RuntimeError) as exc:
         where = f" in {dest.parent}" if dest is not None else ""
         why = getattr(exc, "strerror", None) or exc
@@ -124,6 +131,34 @@ def _load_or_build() -> Optional[ModuleType]:
               f"to a writable directory)", file=sys.stderr)
         return None
     return mod
+
+
+def _note_use(dest: Path) -> None:
+    """Mark the build as in use (its directory's mtime), so prune keeps it; a read-only cache is left as it is."""
+    try:
+        if time.time() - dest.stat().st_mtime > USED_EVERY_S:
+            os.utime(dest)
+    except OSError:
+        pass
+
+
+def prune(root: Path, keep: str) -> None:
+    """Remove the builds under root that no run has loaded for STALE_S, with their lock, log and failure
+    marks (except keep's). Why: each is ~0.6 MB, and every upgrade of ringscope, numba or Python makes a new
+    one; builds for other CPUs sharing a home directory stay while their machines use them."""
+    now = time.time()
+    for entry in root.iterdir():
+        if entry.name.split(".")[0] == keep:
+            continue
+        try:
+            if now - entry.stat().st_mtime < STALE_S:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError:
+            pass  # another process removed it first, or it is not ours to remove
 
 
 def _import(dest: Path) -> Optional[ModuleType]:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -137,3 +138,37 @@ def test_another_numba_builds_into_another_directory(monkeypatch: pytest.MonkeyP
     assert dirs[0] != dirs[1] and dirs[0].parent == dirs[1].parent
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     assert K.build_dir() not in dirs  # no numba at all: a key of its own
+
+
+def test_a_new_build_removes_builds_unused_for_a_month(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every upgrade makes a new ~0.6 MB build: the one made now prunes builds (and their lock, log and
+    failure marks) that no run has loaded for 30 days, and keeps recent ones (another CPU sharing the home)."""
+    monkeypatch.setenv("RINGSCOPE_CACHE_DIR", str(tmp_path))
+    root = K.build_dir().parent
+    root.mkdir(parents=True)
+    month_ago = time.time() - K.STALE_S - 60
+    for name in ("old", "old.tmp123"):  # a build, and the work directory of one that was killed
+        (root / name).mkdir()
+    for name in ("old.lock", "old.log", "failed.failed"):
+        (root / name).write_text("x")
+    for p in root.iterdir():
+        os.utime(p, (month_ago, month_ago))
+    (root / "recent").mkdir()
+    real = K.build_dir()
+    monkeypatch.setattr(K, "_build_in_subprocess", lambda dest: dest.mkdir() or True)  # a build that succeeds
+    monkeypatch.setattr(K, "_import", lambda dest: None)
+    K._load_or_build()
+    assert sorted(p.name for p in root.iterdir()) == sorted(["recent", real.name, real.name + ".lock"])
+    assert real.is_dir()
+
+
+def test_loading_a_build_marks_it_used_at_most_daily(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    dest = tmp_path / "build"
+    dest.mkdir()
+    day_ago = time.time() - K.USED_EVERY_S - 60
+    os.utime(dest, (day_ago, day_ago))
+    K._note_use(dest)
+    fresh = dest.stat().st_mtime
+    assert time.time() - fresh < 60
+    K._note_use(dest)
+    assert dest.stat().st_mtime == fresh
