@@ -147,7 +147,11 @@ def prune(root: Path, keep: str) -> None:
     marks (except keep's). Why: each is ~0.6 MB, and every upgrade of ringscope, numba or Python makes a new
     one; builds for other CPUs sharing a home directory stay while their machines use them."""
     now = time.time()
-    for entry in root.iterdir():
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return  # pruning is housekeeping: the build just made is used either way
+    for entry in entries:
         if entry.name.split(".")[0] == keep:
             continue
         try:

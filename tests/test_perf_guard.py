@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from analyze.scan import scan_stream
-from tests.benchmarks.core_scan import CAT_BLOCK, read_like_cat
+from tests.benchmarks.catlike import CAT_BLOCK, read_like_cat
 from tests.benchmarks.synth import ring_capture
 
 PACKETS = 1_000_000

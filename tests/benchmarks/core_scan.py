@@ -21,17 +21,7 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads, as `ringscope analyze` does
 
 from analyze.engine import ScanOptions, scan_streams  # noqa: E402
-
-CAT_BLOCK = 128 << 10  # GNU cat's read size (coreutils 9)
-
-
-def read_like_cat(path: Path, block: bytearray) -> float:
-    """Seconds to read the file in cat-sized read() calls into one reused buffer."""
-    t0 = time.perf_counter()
-    with open(path, "rb", buffering=0) as fh:
-        while fh.readinto(block):
-            pass
-    return time.perf_counter() - t0
+from tests.benchmarks.catlike import CAT_BLOCK, read_like_cat  # noqa: E402
 
 
 def scan_once(path: Path, opts: ScanOptions, workers: int) -> float:

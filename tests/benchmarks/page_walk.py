@@ -3,9 +3,10 @@
     page_walk.py PATH
 
 The part of the read-and-aggregate core that is page-table work, not decoding. It depends on the page
-cache more than on ringscope: a file written in small pieces (tcpdump, the benchmark's generator) is
-cached in 4 KB pages, each mapped on its own; one read back from disk is cached in large folios,
-mapped 2 MB at a time (0.06 s against 0.004 s for 510 MB on the 2-core VM).
+cache more than on ringscope: a file written in small pieces (tcpdump's 4 KB writes) is cached in 4 KB
+pages, each mapped on its own; one read back from disk, or written in large blocks like the benchmark's
+generator writes, is cached in large folios, mapped 2 MB at a time (0.06 s against 0.004 s for 510 MB
+on the 2-core VM).
 """
 from __future__ import annotations
 

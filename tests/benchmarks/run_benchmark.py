@@ -107,7 +107,8 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
     rows.append(Timing("cat", wall, rss, packets))
 
     cache = tempfile.mkdtemp(prefix="ringscope-kernel-")  # empty: the first run builds the kernel
-    env = dict(os.environ, RINGSCOPE_CACHE_DIR=cache, NUMBA_CACHE_DIR=str(Path(cache) / "numba"))
+    env = dict(os.environ, RINGSCOPE_CACHE_DIR=cache, NUMBA_CACHE_DIR=str(Path(cache) / "numba"),
+               PYTHONPATH=str(HERE.parent.parent))  # the helper scripts import tests.benchmarks
     env.pop("RINGSCOPE_KERNEL", None)
     out_json = Path(cache) / "r.json"
     cmd = [RINGSCOPE, "analyze", str(path), "--json", str(out_json), "--link-speed", "25G", "--workers", "1"]
