@@ -13,6 +13,7 @@ import pandas as pd
 from analyze import layouts as L
 from analyze.collective import add_collective
 from analyze.engine import Progress
+from analyze.groupsum import group_sum
 from analyze.flows import (
     HostFlows, address_key, address_text, infer_local, local_mask, merge_host, proto_name, unique_rows,
 )
@@ -90,8 +91,8 @@ def build_result(run_input: RunInput, scans: list[StreamScan], *, link_speed_bps
                                    f"{', '.join(address_text(*a) for a in locals_[-1])} (no meta.json addresses)")
 
     views = _views_table(run_input.hosts, host_flows, locals_, col)
-    flows_df = _choose_views(views)
-    flow_series = _flow_series(host_flows, views, flows_df, bin_ns)
+    flows_df, chosen = _choose_views(views)
+    flow_series = _flow_series(host_flows, chosen, views, bin_ns)
     hosts, host_series = _hosts(run_input.hosts, host_flows, locals_, scans, col, bin_ns, link_speed_bps,
                                 busy_threshold, warnings, assumptions)
     markers = load_markers(run_input.hosts, warnings)
@@ -118,44 +119,54 @@ def _capture_summary(host: str, s: FileHealth) -> CaptureSummary:
 
 def _views_table(hosts: list[HostInput], host_flows: list[HostFlows], locals_: list[list[tuple[int, int]]],
                  col: int) -> pd.DataFrame:
-    """Every (flow, capturing host) pair with that capture's counts and the flow's global id."""
-    frames = []
-    all_keys = np.concatenate([hf.keys for hf in host_flows]) if host_flows else np.zeros((0, 5), np.uint64)
-    ukeys, inv = unique_rows(all_keys)
-    start = 0
-    for hi, (h, hf, local) in enumerate(zip(hosts, host_flows, locals_)):
-        n = len(hf.keys)
-        a = hf.agg
-        frames.append(pd.DataFrame({
-            "flow_id": inv[start:start + n], "host": h.name, "host_index": hi,
-            "sent_here": local_mask(hf.keys, local, src=True), "received_here": local_mask(hf.keys, local, src=False),
-            "local_index": np.arange(n),
-            "packets": a[:, L.AGG_PACKETS], "bytes": a[:, col], "ip_bytes": a[:, L.AGG_IP_BYTES],
-            "wire_bytes": a[:, L.AGG_WIRE_BYTES], "payload_bytes": a[:, L.AGG_PAYLOAD_BYTES],
-            "start_ns": a[:, L.AGG_FIRST_NS], "end_ns": a[:, L.AGG_LAST_NS],
-            "retransmitted_bytes": a[:, L.AGG_RETRANS_BYTES],
-        }))
-        start += n
-    views = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    k = ukeys[views["flow_id"].to_numpy()] if len(views) else np.zeros((0, 5), np.uint64)
-    views["src"] = [address_text(int(x), int(y)) for x, y in zip(k[:, 0], k[:, 1])]
-    views["dst"] = [address_text(int(x), int(y)) for x, y in zip(k[:, 2], k[:, 3])]
-    views["sport"] = ((k[:, 4] >> np.uint64(24)) & np.uint64(0xFFFF)).astype(np.int64)
-    views["dport"] = ((k[:, 4] >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64)
-    views["proto"] = [proto_name(int(p)) for p in (k[:, 4] & np.uint64(0xFF))]
-    return views
+    """Every (flow, capturing host) pair with that capture's counts and the flow's global id; row r is
+    host_index's local flow local_index, hosts in order (one frame built from whole columns: a frame per
+    host cost ~1 ms each, a second at hundreds of hosts)."""
+    counts = [len(hf.keys) for hf in host_flows]
+    keys = np.concatenate([hf.keys for hf in host_flows]) if host_flows else np.zeros((0, 5), np.uint64)
+    a = np.concatenate([hf.agg for hf in host_flows]) if host_flows else np.zeros((0, L.N_AGG), np.int64)
+    ukeys, inv = unique_rows(keys)
+    host_index = np.repeat(np.arange(len(host_flows), dtype=np.int64), counts)
+    names = np.array([h.name for h in hosts], dtype=object)
+    k = ukeys[inv]
+    return pd.DataFrame({
+        "flow_id": inv, "host": names[host_index], "host_index": host_index,
+        "sent_here": _concat_bool([local_mask(hf.keys, local, src=True) for hf, local in zip(host_flows, locals_)]),
+        "received_here": _concat_bool([local_mask(hf.keys, local, src=False)
+                                       for hf, local in zip(host_flows, locals_)]),
+        "local_index": np.concatenate([np.arange(n, dtype=np.int64) for n in counts]) if counts else
+        np.zeros(0, np.int64),
+        "packets": a[:, L.AGG_PACKETS], "bytes": a[:, col], "ip_bytes": a[:, L.AGG_IP_BYTES],
+        "wire_bytes": a[:, L.AGG_WIRE_BYTES], "payload_bytes": a[:, L.AGG_PAYLOAD_BYTES],
+        "start_ns": a[:, L.AGG_FIRST_NS], "end_ns": a[:, L.AGG_LAST_NS],
+        "retransmitted_bytes": a[:, L.AGG_RETRANS_BYTES],
+        "src": [address_text(int(x), int(y)) for x, y in zip(k[:, 0], k[:, 1])],
+        "dst": [address_text(int(x), int(y)) for x, y in zip(k[:, 2], k[:, 3])],
+        "sport": ((k[:, 4] >> np.uint64(24)) & np.uint64(0xFFFF)).astype(np.int64),
+        "dport": ((k[:, 4] >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64),
+        "proto": [proto_name(int(p)) for p in (k[:, 4] & np.uint64(0xFF))],
+    })
 
 
-def _choose_views(views: pd.DataFrame) -> pd.DataFrame:
-    """One row per flow: the sender's view, else the receiver's, else the capture with most bytes."""
+def _concat_bool(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=bool)
+
+
+def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """One row per flow: the sender's view, else the receiver's, else the capture with most bytes; and
+    the views rows chosen."""
     if views.empty:
         return pd.DataFrame(columns=["flow_id", "src", "dst", "sport", "dport", "proto", "packets", "bytes",
                                      "payload_bytes", "start_ns", "end_ns", "mean_bps", "retransmitted_bytes",
-                                     "seen_by", "view"])
+                                     "seen_by", "view"]), np.zeros(0, np.int64)
     rank = np.where(views["sent_here"], 0, np.where(views["received_here"], 1, 2))
     ordered = views.assign(_rank=rank).sort_values(["flow_id", "_rank", "bytes"], ascending=[True, True, False])
-    seen = views.groupby("flow_id")["host"].agg(lambda s: ",".join(dict.fromkeys(s)))
-    best = ordered.drop_duplicates("flow_id").set_index("flow_id")
+    seen: dict[int, dict[str, None]] = {}
+    for f, h in zip(views["flow_id"].tolist(), views["host"].tolist()):
+        seen.setdefault(f, {})[h] = None
+    first = ordered.drop_duplicates("flow_id")
+    rows = first.index.to_numpy()
+    best = first.set_index("flow_id")
     dur = (best["end_ns"] - best["start_ns"]).to_numpy()
     out = pd.DataFrame({
         "flow_id": best.index.to_numpy(), "src": best["src"].to_numpy(), "dst": best["dst"].to_numpy(),
@@ -166,24 +177,27 @@ def _choose_views(views: pd.DataFrame) -> pd.DataFrame:
         "end_ns": best["end_ns"].to_numpy(),
         "mean_bps": np.where(dur > 0, best["bytes"].to_numpy() * 8e9 / np.maximum(dur, 1), 0.0),
         "retransmitted_bytes": best["retransmitted_bytes"].to_numpy(),
-        "seen_by": seen.loc[best.index].to_numpy(), "view": best["host"].to_numpy(),
+        "seen_by": np.array([",".join(seen[f]) for f in best.index.tolist()], dtype=object),
+        "view": best["host"].to_numpy(),
     })
-    return out.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)
+    return out.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True), rows
 
 
-def _flow_series(host_flows: list[HostFlows], views: pd.DataFrame, flows_df: pd.DataFrame, bin_ns: int) -> pd.DataFrame:
-    """Sparse per-flow series (non-empty bins) from each flow's chosen view."""
-    parts = []
-    chosen = set(zip(flows_df["flow_id"], flows_df["view"]))
-    for hi, hf in enumerate(host_flows):
-        v = views[views["host_index"] == hi]
-        keep = np.array([(f, hf.host) in chosen for f in v["flow_id"]], dtype=bool)
-        gid = np.full(len(hf.keys), -1, dtype=np.int64)
-        gid[v["local_index"].to_numpy()[keep]] = v["flow_id"].to_numpy()[keep]
-        sel = gid[hf.cell_flow] >= 0 if len(hf.cell_flow) else np.zeros(0, bool)
-        parts.append(pd.DataFrame({"flow_id": gid[hf.cell_flow[sel]], "t_ns": hf.cell_bin[sel] * bin_ns,
-                                   "bytes": hf.cell_bytes[sel]}))
-    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["flow_id", "t_ns", "bytes"])
+def _flow_series(host_flows: list[HostFlows], chosen_rows: np.ndarray, views: pd.DataFrame,
+                 bin_ns: int) -> pd.DataFrame:
+    """Sparse per-flow series (non-empty bins) from each flow's chosen view: all hosts' cells at once,
+    a cell kept when its (host, local flow) row of `views` is a chosen one."""
+    gid = np.full(len(views), -1, dtype=np.int64)
+    gid[chosen_rows] = views["flow_id"].to_numpy()[chosen_rows]
+    offsets = np.cumsum([0] + [len(hf.keys) for hf in host_flows])
+    if host_flows:
+        flow = gid[np.concatenate([o + hf.cell_flow for o, hf in zip(offsets, host_flows)])]
+        bins = np.concatenate([hf.cell_bin for hf in host_flows])
+        nbytes = np.concatenate([hf.cell_bytes for hf in host_flows])
+    else:
+        flow = bins = nbytes = np.zeros(0, np.int64)
+    sel = flow >= 0
+    df = pd.DataFrame({"flow_id": flow[sel], "t_ns": bins[sel] * bin_ns, "bytes": nbytes[sel]})
     df["bps"] = df["bytes"].astype(np.float64) * 8e9 / bin_ns
     return df.sort_values(["flow_id", "t_ns"], kind="stable").reset_index(drop=True)
 
@@ -216,12 +230,9 @@ def _hosts(hosts: list[HostInput], host_flows: list[HostFlows], locals_: list[li
             mask = local_mask(hf.keys, local, src=src)
             totals[direction] = (int(hf.agg[mask, col].sum()), int(hf.agg[mask, L.AGG_PACKETS].sum()))
             cells = mask[hf.cell_flow] if len(hf.cell_flow) else np.zeros(0, bool)
-            bins, idx = np.unique(hf.cell_bin[cells], return_inverse=True)
-            per_bin = np.bincount(idx, weights=hf.cell_bytes[cells], minlength=len(bins)).astype(np.int64)
+            bins, per_bin = _per_bin(hf.cell_bin[cells], hf.cell_bytes[cells])
             util[direction] = utilization(per_bin, span_bins, bin_ns, link_bps, busy_threshold)
-            series.append(pd.DataFrame({"host": h.name, "direction": direction, "t_ns": bins * bin_ns,
-                                        "bytes": per_bin, "bps": per_bin * 8e9 / bin_ns,
-                                        "utilization": per_bin * 8e9 / bin_ns / link_bps}))
+            series.append((h.name, direction, bins, per_bin, link_bps))
             if util[direction].peak > 1.0:
                 warnings.append(f"{h.name}: {direction} peak rate is {util[direction].peak:.2f}x the link speed "
                                 f"({link_bps / 1e9:g} Gbit/s, {source}); is the link speed right?")
@@ -239,5 +250,28 @@ def _hosts(hosts: list[HostInput], host_flows: list[HostFlows], locals_: list[li
             if counters.get(kind):
                 warnings.append(f"{h.name}: tcpdump reports {counters[kind]} packets {kind.replace('_', ' ')}; "
                                 f"byte counts are a lower bound")
-    df = pd.concat(series, ignore_index=True) if series else pd.DataFrame()
-    return summaries, df
+    return summaries, _host_series(series, bin_ns)
+
+
+def _per_bin(bins: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The bins cells fall in (ascending) and the bytes in each."""
+    if not len(bins):
+        return bins, nbytes.astype(np.int64)
+    lo = int(bins.min())
+    (offset,), per_bin = group_sum([bins - lo], [int(bins.max()) - lo + 1], nbytes)
+    return offset + lo, per_bin
+
+
+def _host_series(parts: list[tuple[str, str, np.ndarray, np.ndarray, float]], bin_ns: int) -> pd.DataFrame:
+    """One frame for every (host, direction, bins, bytes, link speed) part, built from whole columns."""
+    if not parts:
+        return pd.DataFrame()
+    n = [len(p[2]) for p in parts]
+    per_bin = np.concatenate([p[3] for p in parts])
+    link = np.repeat(np.array([p[4] for p in parts], dtype=np.float64), n)
+    return pd.DataFrame({
+        "host": np.repeat(np.array([p[0] for p in parts], dtype=object), n),
+        "direction": np.repeat(np.array([p[1] for p in parts], dtype=object), n),
+        "t_ns": np.concatenate([p[2] for p in parts]) * bin_ns, "bytes": per_bin, "bps": per_bin * 8e9 / bin_ns,
+        "utilization": per_bin * 8e9 / bin_ns / link,
+    })

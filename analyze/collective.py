@@ -74,8 +74,7 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
     if flows.empty or fs is None or fs.empty:
         out["notes"].append("no traffic to cut into iterations")
         return out
-    fh = flow_hosts(flows, addr_host)[["flow_id", "src_host", "dst_host"]]
-    series = fs.merge(fh, on="flow_id", how="inner")
+    series = _with_hosts(fs, flow_hosts(flows, addr_host))
     series = series[series["src_host"] != series["dst_host"]]
     pairs = ring_pairs(topo)
     coll = series[on_pairs(series, pairs)] if pairs else series
@@ -118,6 +117,26 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
     else:
         out.update(ring_theory(None, n, None))
         out["notes"].append(f"no ring found ({topo['kind']}): the 2(N-1)/N x S check applies to ring all-reduce only")
+    return out
+
+
+def _with_hosts(fs: pd.DataFrame, fh: pd.DataFrame) -> pd.DataFrame:
+    """flow_series cells of the flows in `fh`, with their src_host and dst_host as categoricals over the
+    sorted host names: a join by flow id (an array lookup), and the later factorizing, comparing and
+    isin on a million cells work on integer codes instead of strings (a merge on strings: ~20 ms per 100k)."""
+    names = pd.Index(sorted(set(fh["src_host"]) | set(fh["dst_host"])))
+    fid = fs["flow_id"].to_numpy(np.int64)
+    ids = fh["flow_id"].to_numpy(np.int64)
+    size = int(max(fid.max(initial=-1), ids.max(initial=-1))) + 1
+    codes = {}
+    for end in ("src_host", "dst_host"):
+        by_flow = np.full(size, -1, dtype=np.int64)
+        by_flow[ids] = names.get_indexer(fh[end])
+        codes[end] = by_flow[fid]
+    keep = codes["src_host"] >= 0
+    out = fs[keep].reset_index(drop=True)
+    for end, c in codes.items():
+        out[end] = pd.Categorical.from_codes(c[keep], categories=names)
     return out
 
 

@@ -13,6 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from analyze import layouts as L
+from analyze.groupsum import group_sum
 from analyze.scan import StreamScan
 
 IPV4_MAPPED_HI = 0
@@ -43,15 +44,13 @@ def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def sum_cells(flow: np.ndarray, bins: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Add up cells that share (flow, bin); out-of-order packets and file boundaries create such twins."""
+    """Add up cells that share (flow, bin), in (flow, bin) order; out-of-order packets and file boundaries
+    create such twins. Counted over (flow, bin offset), not sorted: a host's cells span few bins per flow."""
     if len(flow) == 0:
         return flow.astype(np.int64), bins, values
-    order = np.lexsort((bins, flow))
-    f, b, v = flow[order], bins[order], values[order]
-    start = np.ones(len(f), dtype=bool)
-    start[1:] = (f[1:] != f[:-1]) | (b[1:] != b[:-1])
-    idx = np.nonzero(start)[0]
-    return f[idx].astype(np.int64), b[idx], np.add.reduceat(v, idx)
+    lo = int(bins.min())
+    (f, b), v = group_sum([flow.astype(np.int64), bins - lo], [int(flow.max()) + 1, int(bins.max()) - lo + 1], values)
+    return f, b + lo, v
 
 
 def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:

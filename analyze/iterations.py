@@ -14,11 +14,12 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
+from analyze.groupsum import group_sum
+
 GAP_JUMP = 3.0  # a separating idle run is >= 3x longer than the longest idle run inside a burst
 SMALL_BURST = 0.2  # bursts under 20% of the median burst's bytes are setup/teardown, not iterations
 ACTIVE_FRACTION = 0.01  # a bin is active at >= 1% of the 90th-percentile non-empty bin
 MAX_SUBMULTIPLE = 5  # the autocorrelation peak found may be up to this multiple of the period
-DENSE_KEYS = 4096  # group sums count a key space this much above 4x the cells directly (see _group_sum)
 MAX_DENSE_BINS = 1 << 21  # longer spans are inferred on coarser bins so memory and FFT time stay bounded
 
 
@@ -241,10 +242,10 @@ def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple
     t = series["t_ns"].to_numpy(np.int64)[keep]
     n_it = len(windows)
     nd = len(dst_names)
-    tx_by = _by_iteration(_group_sum([it, src], [n_it, len(src_names)], nbytes), src_names.__getitem__, hosts)
-    rx_by = _by_iteration(_group_sum([it, dst], [n_it, nd], nbytes), dst_names.__getitem__, hosts)
+    tx_by = _by_iteration(group_sum([it, src], [n_it, len(src_names)], nbytes), src_names.__getitem__, hosts)
+    rx_by = _by_iteration(group_sum([it, dst], [n_it, nd], nbytes), dst_names.__getitem__, hosts)
     ie, edge, be = it[on_edge], src[on_edge] * nd + dst[on_edge], nbytes[on_edge]
-    edge_by = _by_iteration(_group_sum([ie, edge], [n_it, len(src_names) * nd], be),
+    edge_by = _by_iteration(group_sum([ie, edge], [n_it, len(src_names) * nd], be),
                             lambda c: f"{src_names[c // nd]}->{dst_names[c % nd]}", None)
     spans = _active_spans(ie, t[on_edge], be, n_it)
     out = []
@@ -262,31 +263,9 @@ def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple
     return out
 
 
-def _group_sum(codes: list[np.ndarray], sizes: list[int], values: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-    """Sums of `values` per distinct tuple of codes (each code i in [0, sizes[i])), in code order: the key
-    columns of the non-empty groups and their sums. No sort of the cells (argsort of 2 M took 0.16 s a call):
-    a key space no larger than a few times the cells is counted directly, a bigger one hashed (pd.factorize)
-    and only its distinct keys sorted. The float64 bincount is exact while a group's sum stays below 2**53."""
-    flat = np.zeros(len(values), dtype=np.int64)
-    for c, n in zip(codes, sizes):
-        flat = flat * n + c
-    space = int(np.prod(sizes, dtype=np.float64))
-    if space <= 4 * len(values) + DENSE_KEYS:
-        keys = np.flatnonzero(np.bincount(flat, minlength=space))
-        sums = np.bincount(flat, weights=values, minlength=space)[keys].astype(np.int64)
-    else:
-        inv, keys = pd.factorize(flat, sort=True)
-        sums = np.bincount(inv, weights=values, minlength=len(keys)).astype(np.int64)
-    cols, rest = [], np.asarray(keys, dtype=np.int64)
-    for n in reversed(sizes):
-        cols.append(rest % n)
-        rest = rest // n
-    return cols[::-1], sums
-
-
 def _by_iteration(grouped: tuple[list[np.ndarray], np.ndarray], name_of: Callable[[int], str],
                   only: Optional[list[str]]) -> dict[int, dict[str, int]]:
-    """{iteration: {name: bytes}} from a _group_sum over (iteration, code); with `only`, those names alone.
+    """{iteration: {name: bytes}} from a group_sum over (iteration, code); with `only`, those names alone.
     Each name is made once per code and each iteration's map in one dict(zip()): an hour of training has
     tens of thousands of iterations, times the hosts."""
     (its, codes), sums = grouped
@@ -306,7 +285,7 @@ def _active_spans(it: np.ndarray, t: np.ndarray, nbytes: np.ndarray, n_it: int) 
     if not len(t):
         return {}
     tcode, bins = pd.factorize(t, sort=True)
-    (its, tc), sums = _group_sum([it, tcode], [n_it, len(bins)], nbytes)
+    (its, tc), sums = group_sum([it, tcode], [n_it, len(bins)], nbytes)
     active = sums >= ACTIVE_FRACTION * np.percentile(sums, 90)
     its, tb = its[active], bins[tc[active]]
     if not len(its):

@@ -8,10 +8,10 @@ Everything taken or guessed is in ``scaling.assumptions``. The calculation costs
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any, Optional
 
 from analyze.backward_profile import stand_in_profile
+from analyze.result import plain
 from analyze.scaling import what_if
 from analyze.scaling_inputs import WhatIfInputs, inputs_from_result
 from analyze.scaling_model import RingscopeModel
@@ -21,7 +21,7 @@ __all__ = ["add_scaling", "scaling_inputs", "single_iteration_time", "scaling_li
 
 def scaling_inputs(result: Any) -> WhatIfInputs:
     """The what-if inputs of a Result, read from the few keys they need (no full JSON round trip)."""
-    doc = {"hosts": [asdict(h) for h in result.hosts], "iterations": result.extra.get("iterations")}
+    doc = {"hosts": plain(result.hosts), "iterations": result.extra.get("iterations")}
     return inputs_from_result(doc)
 
 

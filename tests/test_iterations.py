@@ -17,7 +17,7 @@ sys.path.insert(0, str(ROOT / "fixtures" / "collective"))
 
 import collective_synth as synth  # noqa: E402
 
-from analyze import iterations  # noqa: E402
+from analyze import groupsum  # noqa: E402
 from analyze.api import analyze  # noqa: E402
 from analyze.iterations import (  # noqa: E402
     autocorr_period, gap_segments, infer_windows, per_iteration, ring_theory, windows_from_markers,
@@ -222,8 +222,8 @@ def test_per_iteration_sums_each_cell_once_into_its_window(cells, gaps, first, e
     edge_list = sorted(edges)
     want = _per_iteration_oracle(rows, starts, starts[-1] + gaps[-1] * BIN, edge_list, hosts)
     keys = ["bytes_by_host", "rx_bytes_by_host", "bytes_by_edge", "comm_start_ns", "comm_ns", "rate_bps"]
-    for dense_keys in (iterations.DENSE_KEYS, -10**9):  # group sums counted directly, then all hashed
-        with mock.patch.object(iterations, "DENSE_KEYS", dense_keys):
+    for dense_keys in (groupsum.DENSE_KEYS, -10**9):  # group sums counted directly, then all hashed
+        with mock.patch.object(groupsum, "DENSE_KEYS", dense_keys):
             got = per_iteration(_cells(rows), windows, edge_list, BIN, None, hosts)
         assert [{k: it[k] for k in keys} for it in got] == want
         assert [[list(it[k]) for k in keys[:3]] for it in got] == [[list(w[k]) for k in keys[:3]] for w in want]

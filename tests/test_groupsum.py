@@ -1,0 +1,58 @@
+"""Group sums (series cells, per-iteration maps) against a dictionary oracle on every path: counted,
+hashed, and sorted for key spaces too big for one int64; and the fast dataclass-to-JSON conversion."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analyze.api import analyze
+from analyze.flows import sum_cells
+from analyze.groupsum import group_sum
+from analyze.result import plain
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _oracle(codes: list[np.ndarray], values: np.ndarray) -> dict[tuple[int, ...], int]:
+    out: dict[tuple[int, ...], int] = {}
+    for row, v in zip(zip(*[c.tolist() for c in codes]), values.tolist()):
+        out[row] = out.get(row, 0) + v
+    return dict(sorted(out.items()))
+
+
+@pytest.mark.parametrize("sizes", [[7, 5], [3, 2_000_000], [1 << 40, 1 << 30]], ids=["counted", "hashed", "sorted"])
+def test_group_sum_matches_oracle_in_code_order(sizes: list[int]) -> None:
+    rng = np.random.default_rng(sum(sizes) % 1000)
+    n = 5000
+    # few distinct values per column so that groups repeat, spread over the whole code range
+    codes = [rng.choice(rng.integers(0, s, 40), n) for s in sizes]
+    values = rng.integers(0, 10**12, n)
+    values[:50] = 0  # a group whose rows carry no bytes is still a group
+    cols, sums = group_sum(codes, sizes, values)
+    got = {tuple(int(c[i]) for c in cols): int(sums[i]) for i in range(len(sums))}
+    want = _oracle(codes, values)
+    assert list(got) == list(want) and got == want
+    assert sums.dtype == np.int64
+
+
+def test_sum_cells_adds_twins_over_a_huge_bin_span() -> None:
+    """A capture with one record stamped near 1970 and the rest in 2026 at 1 µs bins: (flow, bin) keys
+    do not fit one int64 once there are many flows; the twins must still be added, in (flow, bin) order."""
+    flow = np.array([3, 0, 3, 2_000_000, 0, 3], dtype=np.int64)
+    bins = np.array([5, 1_763_000_000_000_000, 5, 7, 1_763_000_000_000_000, 1_763_000_000_000_001], dtype=np.int64)
+    values = np.array([10, 20, 30, 40, 50, 60], dtype=np.int64)
+    f, b, v = sum_cells(flow, bins, values)
+    assert f.tolist() == [0, 3, 3, 2_000_000]
+    assert b.tolist() == [1_763_000_000_000_000, 5, 1_763_000_000_000_001, 7]
+    assert v.tolist() == [70, 40, 60, 40]
+
+
+def test_plain_gives_what_asdict_gives() -> None:
+    result = analyze([REPO / "fixtures" / "example"], workers=1, link_speed_bps=25e9)
+    for items in (result.hosts, result.flows, result.captures):
+        assert json.dumps(plain(items)) == json.dumps([asdict(x) for x in items])
+    assert plain(result.hosts)[0]["tx_utilization"] == asdict(result.hosts[0].tx_utilization)
