@@ -4,7 +4,8 @@ The unit of work is one host's capture stream (`analyze.scan.scan_stream`): a pu
 paths and options to a small StreamScan, so the same call can be shipped to any executor
 (`analyze.cluster` ships it to Dask). A host's rotated files are read in time order so TCP state
 carries across rotation points; hosts are read in parallel. When there are fewer hosts than a local
-pool can use, big streams are cut into pieces read at once and joined exactly (`analyze.pieces`).
+pool can use, big streams are cut into pieces read at once and joined exactly (`analyze.pieces`); a
+stream that cannot be cut still goes to a worker, so the caller imports its table code meanwhile.
 """
 from __future__ import annotations
 
@@ -71,9 +72,8 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
     plans = pieces.plan(streams, sizes, n)
     tasks = [(i, -1, streams[i][0], sizes[i]) for i, p in enumerate(plans) if p is None]
     tasks += [(i, j, piece.path, piece.size) for i, p in enumerate(plans) if p for j, piece in enumerate(p)]
+    # even one task goes to a worker process: the caller imports pandas and the table code on the other core
     n = min(n, len(tasks))
-    if n <= 1:
-        return lambda: _scan_here(streams, sizes, kwargs, progress)
     kernels()  # loaded here, so the forked workers inherit them instead of each loading them
     # fork (not Python 3.14's forkserver default): the workers inherit the loaded kernels and start at once
     pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"))

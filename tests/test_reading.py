@@ -6,8 +6,10 @@ import multiprocessing
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 
+from analyze import engine
 from analyze.engine import POOL_MIN_BYTES
 from analyze.reading import start_reading
 from expect import FIXTURES, ROOT, same_scan
@@ -43,3 +45,20 @@ def test_the_pool_is_reading_when_start_returns(tmp_path: Path) -> None:
     assert [int(s.agg[:, 1].sum()) for s in pooled] == [int(t.ip_bytes.sum()) for t in truths]
     for a, b in zip(pooled, here):
         same_scan(a, b)
+
+
+def test_one_stream_that_cannot_be_cut_still_goes_to_a_worker(tmp_path: Path) -> None:
+    """A single pcapng capture is read whole, by one worker process, so the caller's imports of pandas and
+    the table code run on the other core meanwhile (in-process they waited for the read); same result."""
+    path = tmp_path / "h.pcapng"
+    truth = ring_capture(path, packets=50_000, fmt="pcapng")
+    with mock.patch.object(engine, "POOL_MIN_BYTES", 0):
+        reading = start_reading([path], bin_ns=10_000_000, byte_mode="ip", workers=2)
+    try:
+        workers_running = len(multiprocessing.active_children())
+    finally:
+        pooled = reading.collect()
+    assert workers_running == 1
+    here = start_reading([path], bin_ns=10_000_000, byte_mode="ip", workers=1).collect()
+    assert int(pooled[0].agg[:, 1].sum()) == int(truth.ip_bytes.sum())
+    same_scan(pooled[0], here[0])
