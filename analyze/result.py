@@ -6,7 +6,7 @@ scaling) but never change the ones here. The JSON Schema lives beside it in resu
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,22 +16,26 @@ if TYPE_CHECKING:  # pandas is imported lazily by the code that builds tables
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("result.schema.json")
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_LEAVES = {str, int, float, bool, type(None)}
+LINE = 100  # a JSON array longer than this is written one item per line
 
 
 def plain(value: Any) -> Any:
     """A result dataclass as JSON-ready dicts and lists (what dataclasses.asdict gives, 10x faster: asdict
     deep-copies every leaf, ~0.3 s for 10,000 flow records)."""
     kind = type(value)
-    names = _FIELDS.get(kind)
-    if names is None and hasattr(kind, "__dataclass_fields__"):
-        names = _FIELDS[kind] = tuple(f.name for f in fields(value))
-    if names is not None:
-        return {n: plain(getattr(value, n)) for n in names}
+    if kind in _LEAVES:
+        return value
     if kind is list or kind is tuple:
         return [plain(v) for v in value]
     if kind is dict:
         return {k: plain(v) for k, v in value.items()}
-    return value
+    names = _FIELDS.get(kind)
+    if names is None:
+        if not is_dataclass(kind):
+            return value
+        names = _FIELDS[kind] = tuple(f.name for f in fields(kind))
+    return {n: plain(getattr(value, n)) for n in names}
 
 
 @dataclass
@@ -150,8 +154,24 @@ class Result:
 
     def write_json(self, path: Path) -> None:
         """Write the JSON form; '-' means stdout."""
-        text = json.dumps(self.to_json(), indent=2, allow_nan=False)
+        text = json_text(self.to_json())
         if str(path) == "-":
             print(text)
         else:
             path.write_text(text + "\n")
+
+
+def json_text(doc: Any, depth: int = 0) -> str:
+    """JSON with the top two levels of objects spread over lines and each item of a long array on a line of
+    its own (a flow, a host, an iteration, a note): as easy to read and grep as indent=2, and written by
+    json's C encoder (indent=2 runs its pure-Python one: 0.24 s for a 128-host run)."""
+    pad, inner = "  " * depth, "  " * (depth + 1)
+    if isinstance(doc, dict) and doc and depth < 2:
+        items = [f"{inner}{json.dumps(str(k))}: {json_text(v, depth + 1)}" for k, v in doc.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(doc, list) and depth <= 2:
+        items = [json.dumps(v, allow_nan=False) for v in doc]
+        if sum(len(i) + 2 for i in items) > LINE:
+            return "[\n" + ",\n".join(inner + i for i in items) + f"\n{pad}]"
+        return "[" + ", ".join(items) + "]"
+    return json.dumps(doc, allow_nan=False)
