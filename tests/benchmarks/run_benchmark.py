@@ -125,7 +125,7 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
     two = cmd[:-1] + ["2"]
     wall, rss, _ = median_run(two, repeat, env)
     rows.append(Timing("ringscope analyze --workers 2", wall, rss, packets,
-                       "the file read in pieces" if path.suffix == ".pcap" else "pcapng is read whole"))
+                       "the file read in pieces" if path.suffix == ".pcap" else "read whole, by one worker process"))
     if json.loads(out_json.read_text())["flows"] != result["flows"]:
         raise SystemExit("benchmark: the file read in pieces gave other flows than read in one")
     for workers in (1, 2):
