@@ -21,8 +21,8 @@ LINE = 100  # a JSON array longer than this is written one item per line
 
 
 def plain(value: Any) -> Any:
-    """A result dataclass as JSON-ready dicts and lists (what dataclasses.asdict gives, 10x faster: asdict
-    deep-copies every leaf, ~0.3 s for 10,000 flow records)."""
+    """A result dataclass as JSON-ready dicts and lists (what dataclasses.asdict gives, tuples as lists):
+    asdict deep-copies every leaf, 0.18 s for 10,000 flow records against 0.03 s here."""
     kind = type(value)
     if kind in _LEAVES:
         return value
@@ -166,7 +166,7 @@ def json_text(doc: Any, depth: int = 0) -> str:
     its own (a flow, a host, an iteration, a note): as easy to read and grep as indent=2, and written by
     json's C encoder (indent=2 runs its pure-Python one: 0.24 s for a 128-host run)."""
     pad, inner = "  " * depth, "  " * (depth + 1)
-    if isinstance(doc, dict) and doc and depth < 2:
+    if isinstance(doc, dict) and doc and depth < 2 and all(type(k) is str for k in doc):
         items = [f"{inner}{json.dumps(str(k))}: {json_text(v, depth + 1)}" for k, v in doc.items()]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     if isinstance(doc, list) and depth <= 2:

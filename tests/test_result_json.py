@@ -47,6 +47,12 @@ def test_layout_parses_back_to_the_document(doc) -> None:  # noqa: ANN001
     assert json.loads(json_text(doc)) == doc
 
 
+def test_keys_that_are_not_strings_are_written_as_json_writes_them() -> None:
+    doc = {"by_rank": {0: "h1", 1: "h2"}, "flags": {True: 1, None: 2}}
+    assert json.loads(json_text(doc)) == json.loads(json.dumps(doc)) == {
+        "by_rank": {"0": "h1", "1": "h2"}, "flags": {"true": 1, "null": 2}}
+
+
 def test_nan_is_refused_as_before() -> None:
     with pytest.raises(ValueError):
         json_text({"a": [{"x": math.nan}] * 5})
