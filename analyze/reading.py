@@ -26,8 +26,11 @@ class Reading:
 
 
 def start_reading(paths: Sequence[str | Path], *, bin_ns: int, byte_mode: str, workers: Optional[int] = None,
-                  progress: Optional[Progress] = None, scheduler: Optional[str] = None) -> Reading:
+                  progress: Optional[Progress] = None, scheduler: Optional[str] = None,
+                  busy_bytes: int = 0) -> Reading:
     """Check the options, find the captures under `paths` and start scanning them (see analyze.api.analyze).
+
+    busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_scans).
 
     Raises ValueError for bad options and analyze.formats.FileError when the input cannot be found.
     """
@@ -39,7 +42,7 @@ def start_reading(paths: Sequence[str | Path], *, bin_ns: int, byte_mode: str, w
         raise ValueError("workers are local processes; with a Dask scheduler the cluster's workers read the files")
     run_input = discover([Path(p) for p in paths])
     opts = ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=_common_mtu(run_input))
-    collect = start_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler)
+    collect = start_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler, busy_bytes)
     return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode)
 
 

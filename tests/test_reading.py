@@ -62,3 +62,32 @@ def test_one_stream_that_cannot_be_cut_still_goes_to_a_worker(tmp_path: Path) ->
     here = start_reading([path], bin_ns=10_000_000, byte_mode="ip", workers=1).collect()
     assert int(pooled[0].agg[:, 1].sum()) == int(truth.ip_bytes.sum())
     same_scan(pooled[0], here[0])
+
+
+def test_a_pool_gets_no_more_workers_than_finish_before_the_caller(tmp_path: Path) -> None:
+    """Two hosts' captures: while the caller's own work lasts as long as reading both, one worker reads them
+    (a second would end no sooner and take a core from the caller); when it lasts as long as one, two do.
+    Either way the scans equal an in-process read."""
+    paths = [tmp_path / f"h{i}.pcap" for i in range(2)]
+    truths = [ring_capture(p, packets=30_000, seed=i) for i, p in enumerate(paths)]
+    size = paths[0].stat().st_size
+    here = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=1).collect()
+    for busy_bytes, want in ((2 * size + 100, 1), (size, 2)):
+        with mock.patch.object(engine, "POOL_MIN_BYTES", 0):
+            reading = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=4, busy_bytes=busy_bytes)
+        try:
+            workers_running = len(multiprocessing.active_children())
+        finally:
+            pooled = reading.collect()
+        assert workers_running == want
+        assert [int(s.agg[:, 1].sum()) for s in pooled] == [int(t.ip_bytes.sum()) for t in truths]
+        for a, b in zip(pooled, here):
+            same_scan(a, b)
+
+
+def test_workers_beside_the_callers_work() -> None:
+    mib = 1 << 20
+    assert engine.workers_beside(510 * mib, 1024 * mib, 2) == 1  # one 5 M-packet capture on 2 cores
+    assert engine.workers_beside(4080 * mib, 1024 * mib, 2) == 2  # 8 of them: both cores
+    assert engine.workers_beside(1500 * mib, 1024 * mib, 16) == 2
+    assert engine.workers_beside(1500 * mib, 0, 16) == 16  # the caller has nothing to do meanwhile

@@ -22,6 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from analyze.cli_analyze import TABLE_IMPORT_BYTES
 from tests.benchmarks.synth import Truth, ring_capture
 
 PY = sys.executable
@@ -124,8 +125,9 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
     rows.append(Timing("ringscope analyze, numba JIT kernel (fallback)", wall, rss, packets, "no C compiler"))
     two = cmd[:-1] + ["2"]
     wall, rss, _ = median_run(two, repeat, env)
+    cut = path.suffix == ".pcap" and path.stat().st_size > TABLE_IMPORT_BYTES  # see analyze.engine.workers_beside
     rows.append(Timing("ringscope analyze --workers 2", wall, rss, packets,
-                       "the file read in pieces" if path.suffix == ".pcap" else "read whole, by one worker process"))
+                       "the file read in pieces" if cut else "read whole, by one worker process"))
     if json.loads(out_json.read_text())["flows"] != result["flows"]:
         raise SystemExit("benchmark: the file read in pieces gave other flows than read in one")
     for workers in (1, 2):
