@@ -1,6 +1,6 @@
 """Scale-out: run the per-host stream scans on a Dask distributed cluster (`--scheduler tcp://HOST:PORT`).
 
-`scan_stream` is pure (paths and options in, a small picklable StreamScan out), so each host's stream
+`flows.read_stream` is pure (paths and options in, a small picklable StreamScan out), so each host's stream
 becomes one Dask task. Workers open the files themselves: the paths sent are absolute and must name the
 same files on every worker (a shared filesystem). Dask is imported here only, and only when a scheduler
 is given, so `ringscope --help` and local runs never pay for it. Whatever goes wrong with the cluster
@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from analyze.engine import Progress, biggest_first
-from analyze.scan import StreamScan, scan_stream
+from analyze.flows import read_stream
+from analyze.scan import StreamScan
 
 TIMEOUT_ENV = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"  # Dask's own name for the connect timeout
 DEFAULT_TIMEOUT = "10s"  # a mistyped address should fail fast, not after Dask's 30 s
@@ -95,7 +96,7 @@ def _run(distributed: Any, client: Any, address: str, streams: list[list[Path]],
     for rank, i in enumerate(order):
         files = [Path(f).absolute() for f in streams[i]]
         key = f"{KEY_PREFIX}-{i}-{run}"
-        futures[client.submit(scan_stream, files, key=key, priority=len(order) - rank, **kwargs)] = i
+        futures[client.submit(read_stream, files, key=key, priority=len(order) - rank, **kwargs)] = i
     out: list[Optional[StreamScan]] = [None] * len(streams)
     for fut in distributed.as_completed(futures, loop=client.loop):
         i = futures[fut]

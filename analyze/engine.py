@@ -1,6 +1,6 @@
 """Run the stream scans (one per host) in this process, in a local process pool, or on a Dask cluster.
 
-The unit of work is one host's capture stream (`analyze.scan.scan_stream`): a pure function from
+The unit of work is one host's capture stream (`analyze.flows.read_stream`): a pure function from
 paths and options to a small StreamScan, so the same call can be shipped to any executor
 (`analyze.cluster` ships it to Dask). A host's rotated files are read in time order so TCP state
 carries across rotation points; hosts are read in parallel. When there are fewer hosts than a local
@@ -18,7 +18,8 @@ from typing import Callable, Optional
 
 from analyze.kernels import kernels
 from analyze import pieces
-from analyze.scan import StreamScan, scan_range, scan_stream
+from analyze.flows import read_stream
+from analyze.scan import StreamScan, scan_range
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 
@@ -85,7 +86,7 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
     for t in biggest_first([t[3] for t in tasks]):
         i, j, path, size = tasks[t]
         if j < 0:
-            futures[pool.submit(scan_stream, streams[i], **kwargs)] = tasks[t]
+            futures[pool.submit(read_stream, streams[i], **kwargs)] = tasks[t]
         else:
             piece = plans[i][j]  # type: ignore[index]
             futures[pool.submit(scan_range, piece.path, piece.start, piece.end, **kwargs)] = tasks[t]
@@ -110,7 +111,7 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
                         continue
                     out[i] = pieces.join(plans[i], parts[i])  # type: ignore[arg-type]
                     if out[i] is None:  # a seam does not hold: read the stream again, whole
-                        again = pool.submit(scan_stream, streams[i], **kwargs)
+                        again = pool.submit(read_stream, streams[i], **kwargs)
                         futures[again] = (i, -1, path, 0)
                         pending.add(again)
         finally:
@@ -136,7 +137,7 @@ def _scan_here(streams: list[list[Path]], sizes: list[int], kwargs: dict[str, in
                progress: Optional[Progress]) -> list[StreamScan]:
     out = []
     for files, size in zip(streams, sizes):
-        out.append(scan_stream(files, **kwargs))
+        out.append(read_stream(files, **kwargs))
         if progress:
             progress(files[0], size)
     return out

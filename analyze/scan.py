@@ -50,6 +50,7 @@ class StreamScan:
     cell_bin: np.ndarray  # int64, absolute bin index (ts // bin_ns)
     cell_bytes: np.ndarray  # int64
     joinable: bool = True  # a piece read as carried state would have read it, seams aside (see scan_range)
+    folded: bool = False  # flows and cells already as analyze.flows.merge_host folds them (flows.read_stream)
 
     @property
     def records(self) -> int:

@@ -9,9 +9,14 @@ from pathlib import Path
 from unittest import mock
 
 
+import numpy as np
+
 from analyze import engine
+from analyze import layouts as L
 from analyze.engine import POOL_MIN_BYTES
+from analyze.flows import merge_host
 from analyze.reading import start_reading
+from analyze.scan import scan_stream
 from expect import FIXTURES, ROOT, same_scan
 from tests.benchmarks.synth import ring_capture
 
@@ -91,3 +96,18 @@ def test_workers_beside_the_callers_work() -> None:
     assert engine.workers_beside(4080 * mib, 1024 * mib, 2) == 2  # 8 of them: both cores
     assert engine.workers_beside(1500 * mib, 1024 * mib, 16) == 2
     assert engine.workers_beside(1500 * mib, 0, 16) == 16  # the caller has nothing to do meanwhile
+
+
+def test_a_whole_stream_is_folded_where_it_is_read(tmp_path: Path) -> None:
+    """A pool worker returns the host's flows and cells already folded, as the main process would fold them
+    (so that work runs beside the other reads); a rotation set's files fold into one table the same way."""
+    rot = [tmp_path / "r.pcap", tmp_path / "r.pcap1"]  # one host: a tcpdump -C rotation set
+    ring_capture(rot[0], packets=20_000, seed=1)
+    ring_capture(rot[1], packets=20_000, seed=2, start_ns=1_763_000_100_000_000_000)
+    with mock.patch.object(engine, "POOL_MIN_BYTES", 0):
+        pooled = start_reading([tmp_path], bin_ns=10_000_000, byte_mode="ip", workers=2).collect()
+    assert [s.folded for s in pooled] == [True]
+    got, want = merge_host("h", pooled), merge_host("h", [scan_stream(rot, bin_ns=10_000_000, byte_mode=0)])
+    for field in ("keys", "agg", "cell_flow", "cell_bin", "cell_bytes"):
+        assert np.array_equal(getattr(got, field), getattr(want, field)), field
+    assert got.agg[:, L.AGG_PACKETS].sum() == 40_000
