@@ -20,7 +20,10 @@ from analyze.resync import next_valid_record
 
 RECORDS_PER_CALL = 1 << 19  # ~50 MB of headers-only records: the most file pages held at once
 INITIAL_FLOWS = 1 << 10
-CELLS_PER_FLUSH = 1 << 20
+# Series cells the kernel writes before Python moves them out: 1.3 MB of buffers per stream. A 5 M-packet ring
+# capture has 20 k cells; with 1 M per stream the zeroed buffers (20 MB) cost more than reading a 20 k-packet
+# file (128 such hosts read in 0.163 s, 0.105 s with 64 k).
+CELLS_PER_FLUSH = 1 << 16
 
 
 @dataclass
@@ -115,7 +118,7 @@ def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 15
     """
     t = _Tables()
     files = []
-    for p in sorted(paths, key=time_order):
+    for p in sorted(paths, key=time_order) if len(paths) > 1 else paths:  # one file: no need to peek at its time
         with open_capture(Path(p), tmp_dir=tmp_dir) as cap:
             files.append(_scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)[0])
     return _stream_scan(t, files)
