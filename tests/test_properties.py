@@ -136,6 +136,8 @@ def test_series_add_up_to_the_totals_for_any_bin(bin_ns: int) -> None:
     per_flow = t.flow_series.groupby("flow_id")["bytes"].sum()
     assert dict(zip(t.flows["flow_id"], t.flows["bytes"])) == per_flow.to_dict()
     assert (t.flow_series["t_ns"] % bin_ns == 0).all() and (t.host_series["t_ns"] % bin_ns == 0).all()
+    f, ts = t.flow_series["flow_id"].to_numpy(), t.flow_series["t_ns"].to_numpy()
+    assert ((f[1:] > f[:-1]) | ((f[1:] == f[:-1]) & (ts[1:] > ts[:-1]))).all()  # one row per (flow, bin), in order
     for h in result.hosts:
         rows = t.host_series[t.host_series["host"] == h.name]
         assert rows[rows["direction"] == "tx"]["bytes"].sum() == h.tx_bytes
