@@ -15,7 +15,8 @@ from capture.units import format_rate, parse_bin, parse_duration, parse_rate, pa
 
 
 # What one worker reads while this process imports pandas and the table code (0.25-0.3 s here, at 4-4.6 GB/s
-# a core): input up to this size is read by a single worker (analyze.engine.workers_beside).
+# a core): up to this much work (bytes, plus engine.STREAM_COST_BYTES a host) goes to one worker
+# (analyze.engine.workers_beside).
 TABLE_IMPORT_BYTES = 1 << 30
 
 

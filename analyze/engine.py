@@ -22,6 +22,9 @@ from analyze.flows import read_stream
 from analyze.scan import StreamScan, scan_range
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
+# A host's stream costs a worker about as much as reading this many bytes more (2 ms here: opening its files,
+# folding its flows and handing back its series cells; 128 hosts' 2 MB captures took a worker 0.31 s).
+STREAM_COST_BYTES = 8 << 20
 
 Progress = Callable[[Path, int], None]  # called as each stream or piece of one is read, with its bytes
 
@@ -73,7 +76,7 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
     n = max(1, workers if workers is not None else default_workers())
     if n == 1 or sum(sizes) < POOL_MIN_BYTES:
         return lambda: _scan_here(streams, sizes, kwargs, progress)
-    n = workers_beside(sum(sizes), busy_bytes, n)
+    n = workers_beside(sum(sizes), len(streams), busy_bytes, n)
     plans = pieces.plan(streams, sizes, n) if n > 1 else [None] * len(streams)
     tasks = [(i, -1, streams[i][0], sizes[i]) for i, p in enumerate(plans) if p is None]
     tasks += [(i, j, piece.path, piece.size) for i, p in enumerate(plans) if p for j, piece in enumerate(p)]
@@ -121,16 +124,19 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
     return collect
 
 
-def workers_beside(total_bytes: int, busy_bytes: int, most: int) -> int:
-    """Workers to read `total_bytes` while the caller is busy for about as long as one reads `busy_bytes`.
+def workers_beside(total_bytes: int, streams: int, busy_bytes: int, most: int) -> int:
+    """Workers to read `streams` streams of `total_bytes` while the caller is busy for about as long as one
+    worker reads `busy_bytes`.
 
-    The run ends when both the reading and the caller's work are done. Below `busy_bytes` one worker
-    finishes first anyway: a second only adds the pieces' hand-offs and, on 2 cores, shares a core with
-    the caller (a 5 M-packet pcap: 0.43-0.48 s whole process with one worker, 0.49-0.51 s with two).
+    The run ends when both the reading and the caller's work are done. When the reading takes less, one
+    worker finishes first anyway: a second only adds the pieces' hand-offs and, on 2 cores, shares a core
+    with the caller (a 5 M-packet pcap: 0.43-0.48 s whole process with one worker, 0.49-0.51 s with two).
+    Each stream also costs what reading STREAM_COST_BYTES would: opening, folding and handing it back.
     """
     if busy_bytes <= 0:
         return most
-    return max(1, min(most, -(-total_bytes // busy_bytes)))
+    work = total_bytes + streams * STREAM_COST_BYTES
+    return max(1, min(most, -(-work // busy_bytes)))
 
 
 def _scan_here(streams: list[list[Path]], sizes: list[int], kwargs: dict[str, int],

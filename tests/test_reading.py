@@ -77,7 +77,8 @@ def test_a_pool_gets_no_more_workers_than_finish_before_the_caller(tmp_path: Pat
     truths = [ring_capture(p, packets=30_000, seed=i) for i, p in enumerate(paths)]
     size = paths[0].stat().st_size
     here = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=1).collect()
-    for busy_bytes, want in ((2 * size + 100, 1), (size, 2)):
+    per_host = size + engine.STREAM_COST_BYTES
+    for busy_bytes, want in ((2 * per_host, 1), (per_host, 2)):
         with mock.patch.object(engine, "POOL_MIN_BYTES", 0):
             reading = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=4, busy_bytes=busy_bytes)
         try:
@@ -92,10 +93,11 @@ def test_a_pool_gets_no_more_workers_than_finish_before_the_caller(tmp_path: Pat
 
 def test_workers_beside_the_callers_work() -> None:
     mib = 1 << 20
-    assert engine.workers_beside(510 * mib, 1024 * mib, 2) == 1  # one 5 M-packet capture on 2 cores
-    assert engine.workers_beside(4080 * mib, 1024 * mib, 2) == 2  # 8 of them: both cores
-    assert engine.workers_beside(1500 * mib, 1024 * mib, 16) == 2
-    assert engine.workers_beside(1500 * mib, 0, 16) == 16  # the caller has nothing to do meanwhile
+    assert engine.workers_beside(510 * mib, 1, 1024 * mib, 2) == 1  # one 5 M-packet capture on 2 cores
+    assert engine.workers_beside(4080 * mib, 8, 1024 * mib, 2) == 2  # 8 of them: both cores
+    assert engine.workers_beside(1500 * mib, 1, 1024 * mib, 16) == 2
+    assert engine.workers_beside(256 * mib, 128, 1024 * mib, 16) == 2  # many small hosts: each costs a little
+    assert engine.workers_beside(1500 * mib, 1, 0, 16) == 16  # the caller has nothing to do meanwhile
 
 
 def test_a_whole_stream_is_folded_where_it_is_read(tmp_path: Path) -> None:
