@@ -64,8 +64,8 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
     A local pool starts reading at once, so the caller can do other serial work meanwhile (the CLI
     imports pandas and the table code); in-process and Dask scans run when collected. `busy_bytes`: about
     how much one worker reads while the caller is busy with that work. The pool gets one worker per that
-    many bytes (up to `workers`): a worker more than that would finish no sooner than the caller, and on
-    a machine with few cores it would take CPU from the caller's work (see workers_beside).
+    much work (the bytes, plus STREAM_COST_BYTES a stream), up to `workers`: one more would finish no
+    sooner than the caller, and on a machine with few cores it would take CPU from the caller's work.
     """
     sizes = [sum(_size(f) for f in s) for s in streams]
     kwargs = dict(bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
