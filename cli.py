@@ -67,7 +67,7 @@ def analyze(
     link_speed: Optional[str] = typer.Option(None, "--link-speed", help="Link speed for hosts whose meta.json gives none, e.g. 25Gbit, 100G, 1e9."),
     bin_: str = typer.Option("10ms", "--bin", help="Bin width of the throughput series, e.g. 1ms, 10ms, 0.5s."),
     byte_mode: str = typer.Option("ip", "--bytes", help="Byte accounting: ip (IP header length, default), wire (ip + Ethernet framing per MTU frame), payload (TCP/UDP payload)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Most local worker processes reading files (default: one per core); one is started per GiB of input, and with fewer hosts than workers big files are read in pieces. Not with --scheduler."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Most local worker processes reading files (default: one per core); one is started per GiB of input (and 8 MiB per host), and with fewer hosts than workers big files are read in pieces. Not with --scheduler."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="tcp://HOST:PORT", help="Read the hosts' captures on this Dask cluster instead of local processes (needs pip install 'ringscope\\[dask]'). Workers open the files themselves: they must see them at the same absolute paths (a shared filesystem)."),
     launch_order: Optional[str] = typer.Option(None, "--launch-order", help="Hosts in launch (rank) order, h1,h2,...; default: run.json's host list. Checked against the ring."),
     gradient_bytes: Optional[str] = typer.Option(None, "--gradient-bytes", help="Gradient size S per iteration (97.5MB, 25MiB or bytes) for the 2(N-1)/N x S check; default: markers' gradient_bytes."),

@@ -167,7 +167,7 @@ def json_text(doc: Any, depth: int = 0) -> str:
     json's C encoder (indent=2 runs its pure-Python one: 0.24 s for a 128-host run)."""
     pad, inner = "  " * depth, "  " * (depth + 1)
     if isinstance(doc, dict) and doc and depth < 2 and all(type(k) is str for k in doc):
-        items = [f"{inner}{json.dumps(str(k))}: {json_text(v, depth + 1)}" for k, v in doc.items()]
+        items = [f"{inner}{json.dumps(k)}: {json_text(v, depth + 1)}" for k, v in doc.items()]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     if isinstance(doc, list) and depth <= 2:
         items = [json.dumps(v, allow_nan=False) for v in doc]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analyze.cli_analyze import TABLE_IMPORT_BYTES
+from analyze.engine import workers_beside
 from tests.benchmarks.synth import Truth, ring_capture
 
 PY = sys.executable
@@ -125,7 +126,7 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
     rows.append(Timing("ringscope analyze, numba JIT kernel (fallback)", wall, rss, packets, "no C compiler"))
     two = cmd[:-1] + ["2"]
     wall, rss, _ = median_run(two, repeat, env)
-    cut = path.suffix == ".pcap" and path.stat().st_size > TABLE_IMPORT_BYTES  # see analyze.engine.workers_beside
+    cut = path.suffix == ".pcap" and workers_beside(path.stat().st_size, 1, TABLE_IMPORT_BYTES, 2) > 1
     rows.append(Timing("ringscope analyze --workers 2", wall, rss, packets,
                        "the file read in pieces" if cut else "read whole, by one worker process"))
     if json.loads(out_json.read_text())["flows"] != result["flows"]:
