@@ -125,7 +125,8 @@ def run_whatif(source: Optional[Path], model: str = "ringscope", profile: Option
     else:
         raise ValueError(f"unknown model {model!r}: use 'paper' or 'ringscope'")
     result = what_if(prof, t, chosen, n_list, b_list, c_list, measured=measured,
-                     single_worker_measured=single_iteration_time is not None, assumptions=notes)
+                     single_worker_measured=single_iteration_time is not None, profile_measured=profile is not None,
+                     assumptions=notes)
     doc = {"scaling": result.to_dict()}
     if json_out is not None and str(json_out) == "-":
         json.dump(doc, sys.stdout, indent=1)

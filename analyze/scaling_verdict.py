@@ -115,11 +115,43 @@ def _measured_gap(msf: float, t: float, m: dict) -> str:
             f"link (stragglers, input pipeline, synchronization) as well.")
 
 
+def _replay_lines(result: "WhatIfResult") -> list[str]:
+    """The replay error, printed before the counterfactuals it vouches for; nothing when there is no replay.
+
+    A flagged replay says plainly that the what-if is not to be trusted yet, and what usually makes a profile
+    miss its job: a profile of another model, batch or device, a wrong T, or another bucket rule or precision.
+    """
+    from analyze.scaling import REPLAY_TOLERANCE
+
+    r = result.replay
+    if not r:
+        return []
+    m = result.measured or {}
+    link, eff = m.get("link_speed_bps"), m.get("transport_efficiency")
+    rate = format_rate(r["bandwidth_bps"])
+    at = f"{rate}: {format_rate(link)} at the measured {eff:.0%} efficiency" if eff else f"{rate}, no efficiency measured"
+    lines = [f"replay of the measured run (N = {r['workers']}, {at}): the model gives "
+             f"{r['modelled_iteration_ns'] / 1e6:.4g} ms per iteration against {r['measured_iteration_ns'] / 1e6:.4g} ms "
+             f"measured (error {r['error']:+.1%})"]
+    if not r["single_iteration_time_given"]:
+        lines.append("  T was taken from the measured period, so this checks only the communication the model leaves "
+                     "exposed; give --single-iteration-time to check the whole iteration.")
+    if r["flagged"]:
+        grad = m.get("gradient_bytes")
+        lines.append(f"  The replay misses the measured iteration by more than {REPLAY_TOLERANCE:.0%}: the what-if below "
+                     f"does not reproduce the measured job and should not be trusted until it does. Check that the profile "
+                     f"was recorded with this job's model, batch size and device ({result.profile['gradient_bytes'] / 1e6:.1f} MB "
+                     f"of gradients" + (f" against {grad / 1e6:.1f} MB implied by the capture" if grad else "")
+                     + f", backward {result.profile['backward_s'] * 1e3:.4g} ms), that T is this job's single-GPU "
+                     f"iteration time, and that the bucket rule (--buckets) and precision (--fp16) are the job's.")
+    return lines
+
+
 def render_text(result: "WhatIfResult") -> str:
     """Plain-text summary for the terminal."""
     lines = [f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
              f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {result.profile['gradient_bytes'] / 1e6:.1f} MB "
-             f"of gradients in {result.profile['tensors']} tensors",
+             f"of gradients in {result.profile['tensors']} tensors", *_replay_lines(result),
              "", f"{'workers':>7}  {'bandwidth':>12}  {'compr.':>6}  {'overhead':>10}  {'scaling':>7}"]
     for p in result.points:
         lines.append(f"{p.workers:>7}  {format_rate(p.bandwidth_bps):>12}  {p.compression:>6g}  "

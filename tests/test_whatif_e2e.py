@@ -30,8 +30,9 @@ not blame stragglers.
 The capture uses `--filter tcp`, as a deployment would to keep the capture to the job: fresh namespaces also
 send IPv6 multicast (router solicitations, MLD), which the topology step once counted as peers.
 
-A last test, without root, checks when `ringscope analyze` adds the section on the bundled example capture:
-with the link speed from meta.json or --link-speed, not with the analyzer's stand-in for an unknown one.
+Two last tests, without root, use the bundled example capture: when `ringscope analyze` adds the section (with the
+link speed from meta.json or --link-speed, not with the analyzer's stand-in for an unknown one), and the replay
+error `ringscope whatif RUN --profile` prints for the run.
 """
 from __future__ import annotations
 
@@ -222,6 +223,7 @@ def test_analyze_adds_scaling_only_with_a_known_link_speed(tmp_path):
     doc = json.loads(done.stdout)
     jsonschema.validate(doc, schema)
     s = doc["scaling"]
+    assert "replay" not in s  # its stand-in profile is made from the period: nothing to check it against
     assert s["measured"]["workers"] == 4 and s["measured"]["link_speed_bps"] == 1e9
     assert abs(s["measured"]["gradient_bytes"] / 4_194_304 - 1) < 0.01
     assert "measured_scaling_factor" not in s["measured"]  # T was not given: guessed, and said
@@ -242,3 +244,30 @@ def test_analyze_adds_scaling_only_with_a_known_link_speed(tmp_path):
         0.05 / doc["scaling"]["measured"]["iteration_time_s"])
     bad = ringscope("analyze", bare, "--single-iteration-time", "soon")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "soon" in bad.stderr
+
+
+def test_whatif_with_a_profile_replays_the_example_run(tmp_path):
+    """`ringscope whatif RUN --profile F` reproduces the run's iteration period from its own measurements.
+
+    The profile is one 4 MiB tensor ready at the end of a 20 ms backward, so the exposed communication is one ring
+    all-reduce at the run's N = 4 and rate while communicating (1 Gbit/s × measured efficiency e): T + 1.5·8S/(e·B)
+    + 6 steps × 10 µs, with T the period minus the communication time (T not given).
+    """
+    example = ROOT / "fixtures" / "example"
+    require((example / "run.json").is_file(), "fixtures/example/ is missing")
+    s_bytes = 4 * 1024 * 1024
+    profile = tmp_path / "profile.csv"
+    profile.write_text(f"name,wait_s,bytes\nfc.weight,0.02,{s_bytes}\n")
+    done = ringscope("whatif", example, "--profile", profile, "--json", tmp_path / "w.json")
+    assert done.returncode == 0, done.stderr
+    scaling = json.loads((tmp_path / "w.json").read_text())["scaling"]
+    m, replay = scaling["measured"], scaling["replay"]
+    period, comm, eff = m["iteration_time_s"], m["comm_time_s"], m["transport_efficiency"]
+    assert replay["measured_iteration_ns"] == round(period * 1e9)
+    modelled_s = (period - comm) + 1.5 * 8 * s_bytes / (eff * 1e9) + 6 * 10e-6
+    assert replay["modelled_iteration_ns"] == pytest.approx(modelled_s * 1e9, abs=1)
+    assert replay["error"] == pytest.approx(modelled_s / period - 1, abs=1e-8)
+    # the fixture's period is 106.4 ms with 70 ms of communication at 76 % efficiency: the replay misses by −3.8 %
+    assert abs(replay["error"]) < 0.1 and replay["flagged"] is False and replay["single_iteration_time_given"] is False
+    line = done.stdout.splitlines()[1]
+    assert line.startswith("replay of the measured run (N = 4, ") and f"(error {replay['error']:+.1%})" in line
