@@ -23,8 +23,10 @@ import signal
 import socket
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterator
 
 IFACE = "eth0"
 NETNS_ETC = Path("/etc/netns")
@@ -57,12 +59,12 @@ class Cluster:
         return ["ip", "netns", "exec", host, *argv]
 
 
-def _limit(namespace: str, device: str, rate: str, qdisc: str) -> None:
-    """Shape DEVICE's egress in NAMESPACE to RATE (tbf, or htb with one default class)."""
+def _limit(namespace: str, device: str, rate: str, qdisc: str, latency: str = "50ms", burst: str = "256kb") -> None:
+    """Shape DEVICE's egress in NAMESPACE to RATE (tbf with BURST and a queue of LATENCY, or htb with one class)."""
     tc = ["ip", "netns", "exec", namespace, "tc"]
     if qdisc == "tbf":
-        subprocess.run([*tc, "qdisc", "add", "dev", device, "root", "tbf", "rate", rate, "burst", "256kb",
-                        "latency", "50ms"], check=True, capture_output=True, timeout=30)
+        subprocess.run([*tc, "qdisc", "add", "dev", device, "root", "tbf", "rate", rate, "burst", burst,
+                        "latency", latency], check=True, capture_output=True, timeout=30)
     else:
         subprocess.run([*tc, "qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "10"],
                        check=True, capture_output=True, timeout=30)
@@ -70,10 +72,14 @@ def _limit(namespace: str, device: str, rate: str, qdisc: str) -> None:
                         "ceil", rate], check=True, capture_output=True, timeout=30)
 
 
-def build(n: int, rate: str | None = None, qdisc: str = "htb") -> Cluster:
+def build(n: int, rate: str | None = None, qdisc: str = "htb", latency: str = "50ms", mtu: int = 1500,
+          offloads: bool = True, burst: str = "256kb") -> Cluster:
     """Create N hosts; on failure everything already created is removed again.
 
-    htb (default) shapes TSO/GSO segments whole; tbf lets a burst through above the rate.
+    htb (default) shapes TSO/GSO segments whole; tbf lets BURST through above the rate and drops what
+    waits longer than LATENCY in its queue (a short queue and a small burst overflow under ring bursts: a
+    lossy link; a packet larger than BURST never passes, so turn offloads off with a small one). MTU
+    sets every veth; offloads=False turns TSO/GSO/GRO off (ethtool), so tcpdump sees wire-sized packets.
     """
     cluster = Cluster(prefix=f"rs-{secrets.token_hex(3)}", subnet=f"10.77.{random.randint(1, 254)}")
     try:
@@ -93,9 +99,16 @@ def build(n: int, rate: str | None = None, qdisc: str = "htb") -> Cluster:
             _ip("-n", host.name, "addr", "add", f"{host.address}/24", "dev", IFACE)
             _ip("-n", host.name, "link", "set", IFACE, "up")
             _ip("-n", bridge, "link", "set", f"h{i}", "master", "br0", "up")
+            if mtu != 1500:
+                _ip("-n", host.name, "link", "set", IFACE, "mtu", str(mtu))
+                _ip("-n", bridge, "link", "set", f"h{i}", "mtu", str(mtu))
+            if not offloads:
+                for namespace, device in ((host.name, IFACE), (bridge, f"h{i}")):
+                    subprocess.run(["ip", "netns", "exec", namespace, "ethtool", "-K", device, "tso", "off", "gso",
+                                    "off", "gro", "off"], check=True, capture_output=True, timeout=30)
             if rate:
-                _limit(host.name, IFACE, rate, qdisc)  # host tx
-                _limit(bridge, f"h{i}", rate, qdisc)  # host rx
+                _limit(host.name, IFACE, rate, qdisc, latency, burst)  # host tx
+                _limit(bridge, f"h{i}", rate, qdisc, latency, burst)  # host rx
         for host in cluster.hosts:
             lines = ["127.0.0.1 localhost", f"{host.address} {socket.gethostname()}"]
             lines += [f"{other.address} {other.name}" for other in cluster.hosts]
@@ -123,13 +136,38 @@ def destroy(cluster: Cluster) -> None:
     cluster.namespaces.clear()
 
 
-def launch(hosts: list[str], command: list[str], master_port: int = 29500, timeout_s: float = 120) -> int:
-    """Run COMMAND as rank r in namespace hosts[r]; returns the worst exit code."""
+@contextmanager
+def capturing(pcaps: dict[str, Path], snaplen: int = 96) -> Iterator[None]:
+    """tcpdump (headers only) on eth0 of every namespace in PCAPS, writing to its path; started and listening
+    before the body runs, stopped (SIGINT, so the files end cleanly) after it, whatever happens."""
+    dumps = []
+    try:
+        for host, pcap in pcaps.items():
+            dumps.append(subprocess.Popen(["ip", "netns", "exec", host, "tcpdump", "-i", IFACE, "-s", str(snaplen),
+                                           "-U", "-n", "-w", str(pcap)], stderr=subprocess.PIPE, text=True))
+        for p in dumps:
+            line = p.stderr.readline() if p.stderr else ""
+            if "listening" not in line:
+                raise RuntimeError(f"tcpdump did not start: {line.strip()}")
+        yield
+    finally:
+        for p in dumps:
+            p.send_signal(signal.SIGINT)
+        for p in dumps:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def launch(hosts: list[str], command: list[str], master_port: int = 29500, timeout_s: float = 120,
+           extra_env: dict[str, dict[str, str]] | None = None) -> int:
+    """Run COMMAND as rank r in namespace hosts[r] (with extra_env[host] set); returns the worst exit code."""
     procs = []
     for rank, host in enumerate(hosts):
         env = {"RANK": str(rank), "WORLD_SIZE": str(len(hosts)), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
                "MASTER_ADDR": hosts[0], "MASTER_PORT": str(master_port), "RINGSCOPE_HOST": host,
-               "GLOO_SOCKET_IFNAME": IFACE}
+               "GLOO_SOCKET_IFNAME": IFACE, **(extra_env or {}).get(host, {})}
         argv = ["ip", "netns", "exec", host, "env", *(f"{k}={v}" for k, v in env.items()), *command]
         procs.append(subprocess.Popen(argv))
     codes = []
@@ -158,8 +196,8 @@ if pytest is not None:
         require_netns()
         clusters: list[Cluster] = []
 
-        def make(n: int, rate: str | None = None, qdisc: str = "htb") -> Cluster:
-            clusters.append(build(n, rate, qdisc))
+        def make(n: int, rate: str | None = None, qdisc: str = "htb", **options: Any) -> Cluster:
+            clusters.append(build(n, rate, qdisc, **options))
             return clusters[-1]
 
         yield make

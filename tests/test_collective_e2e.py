@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from netns import launch, netns_cluster  # noqa: F401  (pytest fixture)
+from netns import capturing, launch, netns_cluster  # noqa: F401  (pytest fixture)
 from requirements import require
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,28 +29,14 @@ def _capture_job(tmp_path: Path, cluster, order: list[str], port: int, markers: 
     """Run tcpdump in every namespace around one gloo job; returns the capture directory."""
     run = tmp_path / "run"
     address = {h.name: h.address for h in cluster.hosts}
-    dumps = []
-    try:
-        for host in order:
-            d = run / host
-            d.mkdir(parents=True)
-            (d / "meta.json").write_text(json.dumps({"host": host, "interface": "eth0", "addresses": [address[host]],
-                                                     "link_speed_bps": 1e9, "mtu": 1500}))
-            dumps.append(subprocess.Popen(["ip", "netns", "exec", host, "tcpdump", "-i", "eth0", "-s", "96", "-U",
-                                           "-n", "-w", str(d / "eth0.pcap")], stderr=subprocess.PIPE, text=True))
-        for p in dumps:  # wait until each tcpdump listens
-            assert "listening" in p.stderr.readline()
+    for host in order:
+        (run / host).mkdir(parents=True)
+        meta = {"host": host, "interface": "eth0", "addresses": [address[host]], "link_speed_bps": 1e9, "mtu": 1500}
+        (run / host / "meta.json").write_text(json.dumps(meta))
+    with capturing({host: run / host / "eth0.pcap" for host in order}):
         argv = [sys.executable, str(SCRIPT), str(NUMEL), str(ITERS), str(FORWARD_S)]
         code = _launch_with_markers(order, argv, run, port) if markers else launch(order, argv, port, timeout_s=75)
         assert code == 0, f"gloo job failed with exit code {code}"
-    finally:
-        for p in dumps:
-            p.send_signal(signal.SIGINT)
-        for p in dumps:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
     (run / "run.json").write_text(json.dumps({"schema": 1, "hosts": order}))
     return run
 
