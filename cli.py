@@ -70,7 +70,8 @@ def analyze(
     workers: Optional[int] = typer.Option(None, "--workers", help="Most local worker processes reading files (default: one per core); one is started per GiB of input (and 8 MiB per host), and with fewer hosts than workers big files are read in pieces. Not with --scheduler."),
     scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="tcp://HOST:PORT", help="Read the hosts' captures on this Dask cluster instead of local processes (needs pip install 'ringscope\\[dask]'). Workers open the files themselves: they must see them at the same absolute paths (a shared filesystem)."),
     launch_order: Optional[str] = typer.Option(None, "--launch-order", help="Hosts in launch (rank) order, h1,h2,...; default: run.json's host list. Checked against the ring."),
-    gradient_bytes: Optional[str] = typer.Option(None, "--gradient-bytes", help="Gradient size S per iteration (97.5MB, 25MiB or bytes) for the 2(N-1)/N x S check; default: markers' gradient_bytes."),
+    gradient_bytes: Optional[str] = typer.Option(None, "--gradient-bytes", help="Gradient size S per iteration (97.5MB, 25MiB or bytes) for the 2(N-1)/N x S check; default: markers' gradient_bytes. Without markers it also anchors the iterations found in the traffic (checked, and a disagreement reported)."),
+    iterations: Optional[int] = typer.Option(None, "--iterations", help="Training steps the job ran while captured. Without markers it anchors the iterations found in the traffic: checked against it, a disagreement reported, an agreement makes the count sure."),
     nccl_log: Optional[Path] = typer.Option(None, "--nccl-log", help="NCCL_DEBUG=INFO log: compare the ring NCCL built with the ring in the packets."),
     html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the self-contained HTML report to FILE."),
     single_iteration_time: Optional[str] = typer.Option(None, "--single-iteration-time", help="Single-worker iteration time T (0.3 or 300ms): the what-if then reports the measured scaling factor; default: period minus communication."),
@@ -81,7 +82,7 @@ def analyze(
 
     run_analyze(paths, json_out=json_out, out=out, link_speed=link_speed, bin_=bin_, byte_mode=byte_mode, workers=workers,
                 launch_order=launch_order, gradient_bytes=gradient_bytes, nccl_log=nccl_log, html_out=html_out,
-                single_iteration_time=single_iteration_time, scheduler=scheduler)
+                single_iteration_time=single_iteration_time, scheduler=scheduler, iterations=iterations)
 
 
 # ---- capture (issue 4) ------------------------------------------------------------------------

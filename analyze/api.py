@@ -36,9 +36,11 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
             byte_mode: str = "ip", busy_threshold: float = DEFAULT_BUSY_THRESHOLD, workers: Optional[int] = None,
             progress: Optional[Progress] = None, launch_order: Optional[Sequence[str]] = None,
             gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None,
-            single_iteration_time_s: Optional[float] = None, scheduler: Optional[str] = None) -> Result:
+            single_iteration_time_s: Optional[float] = None, scheduler: Optional[str] = None,
+            iterations: Optional[int] = None) -> Result:
     """Read the captures under `paths` and compute flows, series, link utilization and the collective
-    (topology, iterations; launch_order / gradient_bytes / nccl_log refine it), and the what-if (`scaling`)
+    (topology, iterations; launch_order / gradient_bytes / nccl_log refine it, and without markers
+    gradient_bytes and iterations, the step count the user knows, anchor the iterations), and the what-if (`scaling`)
     when the run allows it; single_iteration_time_s (T of one worker) adds the measured scaling factor.
     scheduler ("tcp://HOST:PORT") scans the hosts on that Dask cluster instead of local processes (`workers`);
     its workers must see the files at the same absolute paths.
@@ -49,19 +51,20 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
     reading = start_reading(paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress,
                             scheduler=scheduler)
     return finish(reading, link_speed_bps=link_speed_bps, busy_threshold=busy_threshold, launch_order=launch_order,
-                  gradient_bytes=gradient_bytes, nccl_log=nccl_log, single_iteration_time_s=single_iteration_time_s)
+                  gradient_bytes=gradient_bytes, nccl_log=nccl_log, single_iteration_time_s=single_iteration_time_s,
+                  iterations=iterations)
 
 
 def finish(reading: Reading, *, link_speed_bps: Optional[float] = None,
            busy_threshold: float = DEFAULT_BUSY_THRESHOLD, launch_order: Optional[Sequence[str]] = None,
            gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None,
-           single_iteration_time_s: Optional[float] = None) -> Result:
+           single_iteration_time_s: Optional[float] = None, iterations: Optional[int] = None) -> Result:
     """The second half of analyze(): collect the scans `reading` set going and compute everything else."""
     scans = reading.collect()
     result = build_result(reading.run_input, scans, link_speed_bps=link_speed_bps, bin_ns=reading.bin_ns,
                           byte_mode=reading.byte_mode, busy_threshold=busy_threshold)
     add_collective(result, launch_order=launch_order, gradient_bytes=gradient_bytes,
-                   nccl_log=Path(nccl_log) if nccl_log else None)
+                   nccl_log=Path(nccl_log) if nccl_log else None, iterations=iterations)
     add_scaling(result, single_iteration_time_s=single_iteration_time_s)
     return result
 

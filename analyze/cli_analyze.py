@@ -29,7 +29,7 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
                 bin_: str, byte_mode: str, workers: Optional[int], launch_order: Optional[str] = None,
                 gradient_bytes: Optional[str] = None, nccl_log: Optional[Path] = None,
                 html_out: Optional[Path] = None, single_iteration_time: Optional[str] = None,
-                scheduler: Optional[str] = None) -> None:
+                scheduler: Optional[str] = None, iterations: Optional[int] = None) -> None:
     """Parse options, analyze, and write what was asked for; user errors end in one line."""
     try:
 
@@ -45,6 +45,8 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
             raise ValueError("--workers must be at least 1")
         if workers is not None and scheduler is not None:
             raise ValueError("--workers sets local processes and --scheduler reads on a Dask cluster: give one of them")
+        if iterations is not None and iterations < 1:
+            raise ValueError(f"bad --iterations {iterations}: must be at least 1")
         t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
         if t_single is not None and t_single <= 0:
             raise ValueError(f"bad --single-iteration-time {single_iteration_time!r}: must be longer than 0")
@@ -62,7 +64,7 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
             from analyze.api import finish  # pandas and the table code load while a local pool reads
 
             result = finish(reading, link_speed_bps=link_bps, launch_order=order, gradient_bytes=grad,
-                            nccl_log=nccl_log, single_iteration_time_s=t_single)
+                            nccl_log=nccl_log, single_iteration_time_s=t_single, iterations=iterations)
     except (FileError, ClusterError) as exc:
         raise _die(str(exc)) from None
     if json_out is not None:

@@ -13,9 +13,10 @@ import numpy as np
 import pandas as pd
 
 from analyze.iterations import (
-    host_percentiles, infer_windows, on_pairs, per_iteration, ring_theory, windows_from_markers,
+    assign_cuts, host_percentiles, per_iteration, ring_theory, windows_from_markers,
 )
 from analyze.nccl_log import compare_rings, read_nccl_log
+from analyze.staircase import CONFIDENT, EdgeSeries, Staircase, infer
 from analyze.topology import address_hosts, classify, flow_hosts, host_edges, ring_pairs
 
 RING_KINDS = ("ring", "bidirectional_ring")
@@ -35,8 +36,10 @@ def _markers_gradient_bytes(markers: pd.DataFrame) -> Optional[float]:
 
 
 def add_collective(result: Any, *, launch_order: Optional[Sequence[str]] = None,
-                   gradient_bytes: Optional[float] = None, nccl_log: Optional[Path] = None) -> None:
-    """Compute `topology` and `iterations` from the result's tables and store them in result.extra."""
+                   gradient_bytes: Optional[float] = None, nccl_log: Optional[Path] = None,
+                   iterations: Optional[int] = None) -> None:
+    """Compute `topology` and `iterations` from the result's tables and store them in result.extra.
+    gradient_bytes (S) and iterations (the count the user knows) anchor the inference without markers."""
     tables = result.tables
     addr_host = address_hosts(result.hosts)
     host_names = [h.name for h in result.hosts]
@@ -59,17 +62,20 @@ def add_collective(result: Any, *, launch_order: Optional[Sequence[str]] = None,
         topo["notes"].append(f"{ranks_per_host} ranks per server: only the inter-server ring edges are visible "
                              f"in packets; GPU-to-GPU hops inside a server are not")
     result.extra["topology"] = topo
-    result.extra["iterations"] = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log)
+    result.extra["iterations"] = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log,
+                                             iterations)
 
 
 def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], topo: dict[str, Any],
-                markers: pd.DataFrame, gradient_bytes: Optional[float], log: Any) -> dict[str, Any]:
+                markers: pd.DataFrame, gradient_bytes: Optional[float], log: Any,
+                count_given: Optional[int] = None) -> dict[str, Any]:
     """The `iterations` key: windows (markers or inferred), per-iteration bytes and the theory check."""
     bin_ns = int(result.bin_ns)
-    out: dict[str, Any] = {"source": None, "method": None, "confidence": 0.0, "count": 0, "period_ns": None,
-                           "per_iteration": [], "bytes_per_iteration_per_host": host_percentiles([], "", []),
+    out: dict[str, Any] = {"source": None, "method": None, "confidence": 0.0, "confident": False, "count": 0,
+                           "period_ns": None, "per_iteration": [],
+                           "bytes_per_iteration_per_host": host_percentiles([], "", []),
                            "rx_bytes_per_iteration_per_host": host_percentiles([], "", []),
-                           "implied_gradient_bytes": None, "theory_ratio": None, "notes": []}
+                           "implied_gradient_bytes": None, "theory_ratio": None, "evidence": {}, "notes": []}
     fs = result.tables.flow_series if result.tables is not None else pd.DataFrame()
     if flows.empty or fs is None or fs.empty:
         out["notes"].append("no traffic to cut into iterations")
@@ -77,24 +83,37 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
     series = _with_hosts(fs, flow_hosts(flows, addr_host))
     series = series[series["src_host"] != series["dst_host"]]
     pairs = ring_pairs(topo)
-    coll = series[on_pairs(series, pairs)] if pairs else series
+    n = _ring_size(markers, log, len(topo["order"]) or len({e["src"] for e in topo["edges"]}))
+    cell_iteration = None
     if len(markers):
         windows = windows_from_markers(markers)
-        out.update(source="markers", method="markers", confidence=1.0)
-    elif len(coll):
-        windows, info = infer_windows(coll, bin_ns)
-        out.update(source="inferred", method=info["method"], confidence=info["confidence"])
-        out["notes"].extend(info["notes"])
+        out.update(source="markers", method="markers", confidence=1.0, confident=True)
+    elif pairs:
+        hint = _bytes_hint(gradient_bytes, n, topo["kind"], result.byte_mode)
+        edges = _edge_series(result.tables, flows, addr_host, pairs)
+        stairs = infer(edges, bin_ns, count_given, hint)
+        if count_given or hint:
+            stairs = _check_anchors(stairs, infer(edges, bin_ns), count_given, gradient_bytes, hint)
+        out["notes"].extend(stairs.notes)
+        if stairs.count < 1:
+            out["notes"].append("no repeating iterations found in the collective's traffic")
+            return out
+        windows, cell_iteration = _stair_windows(stairs, series, flows)
+        out.update(source="inferred", method="bytes_staircase", confidence=stairs.confidence,
+                   confident=stairs.confidence >= CONFIDENT, evidence=stairs.evidence,
+                   period_bytes_per_edge=round(stairs.period_bytes, 1), clock=stairs.edges[0].view)
     else:
         out["notes"].append("no collective traffic to cut into iterations")
         return out
     nodes = sorted({e["src"] for e in topo["edges"]} | {e["dst"] for e in topo["edges"]}) or \
         sorted(set(series["src_host"]))
-    series = series[series["src_host"].isin(nodes) | series["dst_host"].isin(nodes)]
-    per_it = per_iteration(series, windows, pairs, bin_ns, markers, nodes)
+    keep = (series["src_host"].isin(nodes) | series["dst_host"].isin(nodes)).to_numpy()
+    series = series[keep]
+    if cell_iteration is not None:
+        cell_iteration = cell_iteration[keep]
+    per_it = per_iteration(series, windows, pairs, bin_ns, markers, nodes, cell_iteration)
     starts = windows["start_ns"].to_numpy(np.int64)
-    out.update(count=len(per_it), period_ns=float(np.median(np.diff(starts))) if len(starts) > 1 else None,
-               per_iteration=per_it,
+    out.update(count=len(per_it), period_ns=steady_period(starts), per_iteration=per_it,
                bytes_per_iteration_per_host=host_percentiles(per_it, "bytes_by_host", nodes),
                rx_bytes_per_iteration_per_host=host_percentiles(per_it, "rx_bytes_by_host", nodes))
     comm = np.array([it["comm_ns"] for it in per_it if it["comm_ns"] > 0], dtype=np.float64)
@@ -109,6 +128,8 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
     if topo["kind"] in RING_KINDS:
         theory = ring_theory(out["bytes_per_iteration_per_host"]["median"], n, known)
         out.update(theory)
+        # S implied by the bytes per iteration is as sure as the iterations it divides by
+        out["implied_gradient_bytes_confidence"] = out["confidence"] if theory["implied_gradient_bytes"] else None
         out["notes"].append(f"theory: a ring all-reduce of S bytes over N={n} ranks sends 2(N-1)/N x S "
                             f"= {2 * (n - 1) / n:.4g} x S per host per iteration")
         if known and theory["theory_ratio"] is not None:
@@ -118,6 +139,127 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
         out.update(ring_theory(None, n, None))
         out["notes"].append(f"no ring found ({topo['kind']}): the 2(N-1)/N x S check applies to ring all-reduce only")
     return out
+
+
+def steady_period(starts: np.ndarray) -> Optional[float]:
+    """The mean step from the second iteration's start to the last's. The mean, not the median: steps jitter
+    with the CPU, and the median of bin-rounded steps is off by up to a bin. Not from the first start:
+    iteration 0 carries the warm-up, and without markers its start is not on the wire at all (its forward
+    pass sends nothing)."""
+    if len(starts) < 2:
+        return None
+    first = 1 if len(starts) >= 3 else 0
+    return float((starts[-1] - starts[first]) / (len(starts) - 1 - first))
+
+
+def _bytes_hint(gradient_bytes: Optional[float], n: int, kind: str, byte_mode: str) -> Optional[tuple[float, float]]:
+    """Bytes per ring edge per iteration that --gradient-bytes S allows: 2(N-1)/N x S plus headers (ip and
+    wire modes: up to ~5 % on a 1500-byte MTU without segmentation offload) and what a lossy link re-sends."""
+    if not gradient_bytes or kind not in RING_KINDS or n < 2:
+        return None
+    theory = 2 * (n - 1) / n * gradient_bytes
+    return 0.98 * theory, (1.15 if byte_mode == "payload" else 1.25) * theory
+
+
+def _check_anchors(anchored: Staircase, free: Staircase, count_given: Optional[int],
+                   gradient_bytes: Optional[float], hint: Optional[tuple[float, float]]) -> Staircase:
+    """What the user said, checked against the traffic. An anchor the traffic confirms makes the answer sure
+    (the search bounded by it found it, with equal bytes per step); one it contradicts is reported, and the
+    traffic's own answer is kept, unsure."""
+    notes = []
+    if count_given:
+        if anchored.count == count_given:
+            notes.append(f"--iterations {count_given}: the traffic shows {count_given} repeating steps")
+        else:
+            notes.append(f"DISAGREEMENT: --iterations {count_given} was given, but the traffic shows no "
+                         f"{count_given} steps of equal bytes")
+    if hint and gradient_bytes:
+        if anchored.count and hint[0] * 0.98 <= anchored.period_bytes <= hint[1] * 1.02:
+            notes.append(f"--gradient-bytes {gradient_bytes:,.0f}: the bytes per ring edge per iteration "
+                         f"({anchored.period_bytes:,.0f}) fit 2(N-1)/N x S plus headers")
+        else:
+            notes.append(f"DISAGREEMENT: --gradient-bytes {gradient_bytes:,.0f} implies {hint[0] / 0.98:,.0f} B per "
+                         f"ring edge per iteration, but no such step repeats in the traffic")
+    if free.count and free.confidence >= CONFIDENT and free.count != anchored.count:
+        notes.append(f"DISAGREEMENT: without the anchors the traffic shows {free.count} iterations "
+                     f"(confidence {free.confidence:.2f})")
+    if any(n.startswith("DISAGREEMENT") for n in notes):
+        out = free if free.count else anchored
+        out.confidence = min(out.confidence, 0.5)
+        out.notes.append("the count shown is the traffic's own, unsure while it disagrees with what was given")
+    else:
+        out = anchored
+        if out.count and out.evidence.get("bytes_spread", 1.0) <= 0.05:
+            out.confidence = max(out.confidence, 0.95)
+    out.notes.extend(notes)
+    return out
+
+
+def _edge_series(tables: Any, flows: pd.DataFrame, addr_host: dict[str, str],
+                 pairs: list[tuple[str, str]]) -> list[EdgeSeries]:
+    """Each collective edge's bytes per bin from the flows' chosen views (the sender's capture where there is
+    one), on the clock of the host that captured them (the edge's most common view). Cells are grouped by
+    integer codes in one sort, not a frame per edge: that cost grows with the hosts."""
+    fh = flow_hosts(flows, addr_host)
+    names = pd.Index(sorted(set(fh["src_host"]) | set(fh["dst_host"]) | set(fh["view"])))
+    size = int(fh["flow_id"].max()) + 1 if len(fh) else 0
+    code = {}
+    for col in ("src_host", "dst_host", "view"):
+        by_flow = np.full(size, -1, dtype=np.int64)
+        by_flow[fh["flow_id"].to_numpy(np.int64)] = names.get_indexer(fh[col])
+        code[col] = by_flow
+    fs = tables.flow_series
+    fid = fs["flow_id"].to_numpy(np.int64)
+    n = len(names)
+    pair_of = {int(names.get_loc(a)) * n + int(names.get_loc(b)): (a, b) for a, b in pairs}
+    pair = code["src_host"][fid] * n + code["dst_host"][fid]
+    keep = np.isin(pair, list(pair_of))
+    pair, view = pair[keep], code["view"][fid][keep]
+    t, nbytes = fs["t_ns"].to_numpy(np.int64)[keep], fs["bytes"].to_numpy(np.float64)[keep]
+    order = np.lexsort((t, view, pair))
+    pair, view, t, nbytes = pair[order], view[order], t[order], nbytes[order]
+    cuts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1], True])
+    out = []
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        main = int(np.bincount(view[lo:hi]).argmax())
+        mine = slice(lo, hi)
+        sel = view[mine] == main
+        times, inv = np.unique(t[mine][sel], return_inverse=True)
+        src, dst = pair_of[int(pair[lo])]
+        out.append(EdgeSeries(src, dst, str(names[main]), times, np.bincount(inv, weights=nbytes[mine][sel])))
+    order_of = {pr: i for i, pr in enumerate(pairs)}
+    return sorted(out, key=lambda e: order_of[(e.src, e.dst)])
+
+
+def _stair_windows(stairs: Staircase, series: pd.DataFrame, flows: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """The iteration windows on the first edge's clock, and every cell's iteration: a cell of a collective
+    edge cut at that edge's own teeth, any other cell at the teeth of an edge its capturing host holds (the
+    same clock: hosts' clocks differ by milliseconds on real clusters), else at the first edge's. Cells are
+    grouped by (edge, view) codes in one sort, so the cost does not grow with hosts x cells."""
+    ref = stairs.edges[0].cut_ns
+    windows = pd.DataFrame({"iteration": np.arange(len(ref) - 1), "start_ns": ref[:-1], "end_ns": ref[1:]})
+    view = flows.set_index("flow_id")["view"]
+    vcode, vnames = pd.factorize(view.reindex(series["flow_id"].to_numpy()).to_numpy())
+    src, dst = series["src_host"].astype(str).to_numpy(), series["dst_host"].astype(str).to_numpy()
+    pcode, pnames = pd.factorize(pd.Series(src) + "\0" + pd.Series(dst))
+    vindex, pindex = {v: i for i, v in enumerate(vnames)}, {p: i for i, p in enumerate(pnames)}
+    host_cuts: dict[int, np.ndarray] = {}
+    edge_cuts: dict[tuple[int, int], np.ndarray] = {}
+    for e in stairs.edges:
+        v = vindex.get(e.view, -2)
+        host_cuts.setdefault(v, e.cut_ns)
+        edge_cuts[(pindex.get(f"{e.src}\0{e.dst}", -2), v)] = e.cut_ns
+    t = series["t_ns"].to_numpy(np.int64)
+    key = vcode.astype(np.int64) * (len(pnames) + 1) + pcode
+    order = np.argsort(key, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1], True])
+    it = np.full(len(t), -1, dtype=np.int64)
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        rows = order[lo:hi]
+        v, pc = int(vcode[rows[0]]), int(pcode[rows[0]])
+        cuts = edge_cuts.get((pc, v), host_cuts.get(v, ref))
+        it[rows] = assign_cuts(t[rows], cuts)
+    return windows, it
 
 
 def _with_hosts(fs: pd.DataFrame, fh: pd.DataFrame) -> pd.DataFrame:
@@ -169,13 +311,16 @@ def collective_lines(extra: dict[str, Any]) -> list[str]:
     if it.get("count"):
         b = it["bytes_per_iteration_per_host"]
         how = it["source"] if it["method"] == it["source"] else f"{it['source']}: {it['method']}"
-        lines.append(f"iterations: {it['count']} ({how}, confidence {it['confidence']:.2f})"
+        sure = it["source"] == "markers" or it["confidence"] >= CONFIDENT
+        lines.append(f"iterations: {it['count']} ({how}, confidence {it['confidence']:.2f}"
+                     + ("" if sure else ": UNSURE, a guess") + ")"
                      + (f", every {it['period_ns'] / 1e6:.4g} ms" if it.get("period_ns") else ""))
         lines.append(f"  bytes per iteration per host (tx): median {b['median']:,.0f}, p5 {b['p5']:,.0f}, "
                      f"p95 {b['p95']:,.0f}; rx median {it['rx_bytes_per_iteration_per_host']['median']:,.0f}")
         if it.get("comm_ns_median"):
             lines.append(f"  communication {it['comm_ns_median'] / 1e6:.4g} ms per iteration at "
                          f"{it['rate_bps_median'] / 1e9:.3g} Gbit/s per host")
+        lines.extend(f"  note: {n}" for n in it.get("notes", []) if n.startswith("DISAGREEMENT"))
         if it.get("implied_gradient_bytes"):
             lines.append(f"  implied gradient S = {it['implied_gradient_bytes']:,.0f} B "
                          f"(~{it['implied_params_fp32']:,.0f} fp32 / {it['implied_params_fp16']:,.0f} fp16 params)"

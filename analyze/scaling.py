@@ -133,6 +133,7 @@ class WhatIfResult:
     assumptions: list[str] = field(default_factory=list)
     verdict: str = ""
     replay: Optional[dict[str, Any]] = None
+    unsure: Optional[dict[str, Any]] = None  # analyze.doubt: the verdict rests on inputs that are not sure
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (NaN written as null); ``replay`` only when there is one, so the what-if that
@@ -144,6 +145,7 @@ class WhatIfResult:
             "hide_bandwidth_bps": self.hide_bandwidth_bps, "hide_bandwidth": self.hide_bandwidth,
             "sweep": self.sweep, "measured": self.measured, "assumptions": self.assumptions, "verdict": self.verdict,
             **({"replay": self.replay} if self.replay is not None else {}),
+            **({"unsure": self.unsure} if self.unsure is not None else {}),
         })
 
 
@@ -217,6 +219,7 @@ def what_if(profile: BackwardProfile, single_iteration_time_s: float, model: Sca
                      f"given for N = {asked_n[-1]} (the largest N asked)"],
         replay=_replay_measured(replay, t, measured, single_worker_measured)
         if profile_measured and measured is not None else None,
+        unsure=measured.unsure if measured is not None else None,
     )
     result.verdict = verdict_text(result, replay)
     return result

@@ -9,6 +9,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from analyze.doubt import doubt
+
 __all__ = ["WhatIfInputs", "inputs_from_result"]
 
 
@@ -23,6 +25,7 @@ class WhatIfInputs:
     comm_time_s: Optional[float] = None
     transport_efficiency: Optional[float] = None
     assumptions: list[str] = field(default_factory=list)
+    unsure: Optional[dict[str, Any]] = None  # analyze.doubt: inferred inputs not sure enough to state as fact
 
     def achieved_rate_bps(self) -> Optional[float]:
         """Ring all-reduce goodput implied by bytes and communication time: 2(N−1)/N·8S / t_comm."""
@@ -80,6 +83,7 @@ def inputs_from_result(result: Mapping[str, Any]) -> WhatIfInputs:
             out.transport_efficiency = eff
             out.assumptions.append(f"transport efficiency {eff:.0%}: mean over hosts of tx utilization while busy "
                                    f"(range {min(busy):.0%}–{max(busy):.0%})")
+    out.unsure = doubt(result)
     iterations = result.get("iterations")
     if isinstance(iterations, Mapping):
         period = _number(iterations.get("period_ns"))

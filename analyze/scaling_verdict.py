@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from analyze.doubt import headline
 from capture.units import format_rate
 
 if TYPE_CHECKING:
@@ -33,7 +34,16 @@ def _needed(replay: "Replay", t: float, workers: int, bandwidth: float, target: 
 
 
 def verdict_text(result: "WhatIfResult", replay: "Replay") -> str:
-    """One paragraph: is the network the bottleneck, and would a faster link or a better transport help."""
+    """One paragraph: is the network the bottleneck, and would a faster link or a better transport help.
+    When the measured inputs are unsure (analyze.doubt) it says so first and states the rest as conditional."""
+    text = _verdict(result, replay)
+    if result.unsure:
+        return (f"{headline(result.unsure)}. Nothing below is a finding until that is sure; if those inferences are "
+                f"right: {text} To make it sure, give one of: {'; '.join(result.unsure['would_make_sure'])}.")
+    return text
+
+
+def _verdict(result: "WhatIfResult", replay: "Replay") -> str:
     t = result.single_iteration_time_s
     n = max(p.workers for p in result.points)
     hide = result.hide_bandwidth_bps or float("nan")
@@ -151,7 +161,9 @@ def render_text(result: "WhatIfResult") -> str:
     """Plain-text summary for the terminal."""
     lines = [f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
              f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {result.profile['gradient_bytes'] / 1e6:.1f} MB "
-             f"of gradients in {result.profile['tensors']} tensors", *_replay_lines(result),
+             f"of gradients in {result.profile['tensors']} tensors",
+             *([headline(result.unsure) + " (the verdict at the end says what would make it sure)"]
+               if result.unsure else []), *_replay_lines(result),
              "", f"{'workers':>7}  {'bandwidth':>12}  {'compr.':>6}  {'overhead':>10}  {'scaling':>7}"]
     for p in result.points:
         lines.append(f"{p.workers:>7}  {format_rate(p.bandwidth_bps):>12}  {p.compression:>6g}  "

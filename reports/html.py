@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional
 from reports import figures as F
 from reports.page import e, figure_block, page
 from reports.ring_diagram import mismatched_edges, ring_svg
-from reports.verdict import duration, num, pct, rate, size, verdict
+from reports.verdict import CONFIDENT, duration, num, pct, rate, size, verdict
 
 FLOW_TABLE_ROWS = 500
 CAPTURE_TABLE_ROWS = 200
@@ -288,7 +288,12 @@ def _iterations_html(doc: Mapping[str, Any], hosts: list[Mapping[str, Any]]) -> 
                             "(markers.jsonl gives them exactly).", "iterations")
     per = it.get("per_iteration") or []
     b = it.get("bytes_per_iteration_per_host") or {}
-    facts = [("found by", e(it.get("source", "?"))), ("iterations", e(it.get("count", len(per)))),
+    conf = num(it.get("confidence"))
+    sure = it.get("source") == "markers" or (conf is not None and conf >= CONFIDENT)
+    found = e(it.get("source", "?")) + (f" (confidence {conf:.2f})" if conf is not None else "")
+    if not sure:
+        found += " — UNSURE: a guess, not a finding; markers, --iterations or --gradient-bytes make it sure"
+    facts = [("found by", found), ("iterations", e(it.get("count", len(per)))),
              ("period", e(duration(num(it.get("period_ns"))))),
              ("bytes sent per host per iteration", f"median {e(size(num(b.get('median'))))} "
                                                    f"(p5 {e(size(num(b.get('p5'))))}, p95 {e(size(num(b.get('p95'))))})"),

@@ -1,16 +1,19 @@
 """The report's first screen: is the network the bottleneck, and the few numbers that say why.
 
-With a what-if (`scaling` key) the answer is the model's: the full-utilization scaling factor at the
-link's speed against BOTTLENECK_SF, and how much the measured transport efficiency costs. Without one the
+With a what-if (`scaling` key) whose inputs are sure, the answer is the model's: the full-utilization
+scaling factor at the link's speed against BOTTLENECK_SF, and how much the measured transport efficiency costs. Without one the
 report can only judge from utilization, and says so: a link that runs near line rate while the job
 communicates and is busy most of the time points at the network; a transport that fills a small share of
-the link while busy points at the transport, not the link's capacity.
+the link while busy points at the transport, not the link's capacity. A what-if resting on an inferred
+iteration count or ring below the confidence stated as fact (its `unsure` key) answers "unclear" and says why.
 """
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
+
+from analyze.staircase import CONFIDENT  # an inferred count below it is a guess
 
 BOTTLENECK_SF = 0.95  # same threshold as analyze/scaling_verdict.py
 NEAR_LINE_RATE = 0.7
@@ -115,17 +118,24 @@ def verdict(doc: Mapping[str, Any]) -> Verdict:
     if scaling is not None and sf_full is not None:
         shown = sf_meas if sf_meas is not None else sf_eff
         what = "measured" if sf_meas is not None else "at measured efficiency"
+        detail = (f"{what} → with the link fully used (N = {measured.get('workers')}, "
+                  f"{rate(num(measured.get('link_speed_bps')))})" if shown is not None else "with the link fully used")
+        if scaling.get("unsure"):
+            detail += " — a guess: it rests on an unsure inference (see above)"
         numbers.append(KeyNumber("scaling factor", f"{shown:.3f} → {sf_full:.3f}" if shown is not None else f"{sf_full:.3f}",
-                                 f"{what} → with the link fully used (N = {measured.get('workers')}, "
-                                 f"{rate(num(measured.get('link_speed_bps')))})" if shown is not None else
-                                 "with the link fully used", "scaling_factor"))
+                                 detail, "scaling_factor"))
     else:
         numbers.append(KeyNumber("peak utilization", pct(s["peak"]), f"highest {float(doc.get('bin_ns') or 0) / 1e6:g} ms bin, any host (tx)", "peak"))
     if iterations is not None and num((iterations.get("bytes_per_iteration_per_host") or {}).get("median")) is not None:
         med = num(iterations["bytes_per_iteration_per_host"]["median"])
         ratio = num(iterations.get("theory_ratio"))
+        guess = (iterations.get("source") == "inferred"
+                 and (num(iterations.get("confidence")) or 0.0) < CONFIDENT)
+        guessed = f" — a guess: iterations inferred at confidence {num(iterations.get('confidence')) or 0:.2f}" \
+            if guess else ""
         numbers.append(KeyNumber("sent per host per iteration", size(med),
-                                 f"median; {ratio:.3f}× the ring's 2(N−1)/N·S" if ratio is not None else "median", "bytes_per_iteration"))
+                                 (f"median; {ratio:.3f}× the ring's 2(N−1)/N·S" if ratio is not None else "median")
+                                 + guessed, "bytes_per_iteration"))
         period = num(iterations.get("period_ns"))
         if period is not None:
             comms = [num(it.get("comm_ns")) for it in iterations.get("per_iteration") or [] if isinstance(it, Mapping)]
@@ -137,7 +147,13 @@ def verdict(doc: Mapping[str, Any]) -> Verdict:
         numbers.append(KeyNumber("data sent per host", size(s["tx_bytes_mean"]),
                                  f"mean over {int(s['hosts'] or 0)} hosts in {duration(s['duration_ns'])}", "tx_bytes"))
 
-    if scaling is not None and sf_full is not None:
+    unsure = (scaling or {}).get("unsure")
+    if scaling is not None and sf_full is not None and unsure:
+        answer = "unclear"
+        head = (f"Unsure — the what-if rests on an inferred iteration count or ring "
+                f"(confidence {num(unsure.get('confidence')) or 0:.2f}).")
+        text = str(scaling.get("verdict") or "")
+    elif scaling is not None and sf_full is not None:
         if sf_full < BOTTLENECK_SF:
             answer, head = "yes", "Yes — the network is the bottleneck."
         elif sf_eff is not None and sf_eff < sf_full - 0.02:

@@ -1,0 +1,461 @@
+"""Iterations from the collective's bytes: every iteration moves the same bytes on every edge.
+
+Real training has no silence on the wire between iterations that is longer than the pauses inside one (DDP
+overlaps its bucket all-reduces with the backward pass, Horovod negotiates all the time), and its step time
+jitters with the CPU. What does not jitter is the byte count: each ring edge carries the same B bytes per
+iteration, so its cumulative byte count is a staircase, and the pauses of the step (the forward pass, the
+wait for a bucket) fall at the same byte offsets modulo B in every iteration. This module finds B from where
+the pauses fall in bytes, not in time, so it is immune to step-time jitter and to each host's clock (offset
+and drift change when a pause happens, never how many bytes came before it).
+
+Per edge (on the clock of the host whose capture holds it): *pauses* are runs of bins below a quarter of
+the edge's busy rate, each placed at the cumulative byte count after its first bin (which mostly holds the
+tail of the send before it). Candidate periods are the byte distances between heavy pauses; the comb (how
+well the pauses' phases line up at a period, summed over edges) picks the longest strong one. At a
+sub-multiple B/m the pauses line up too, so the teeth of that lattice are split by index mod m: when one
+class is surely heavier than the others (a forward pass at one, bucket waits at the rest; a permutation
+test), the period is m times longer, and the step repeats from there. Each edge's teeth are then walked
+through the capture (each tooth the candidate nearest the prediction, a tooth put where the prediction says
+when no pause is near), a line c0 + k x B fitted through them and the walk repeated against it. An iteration
+is the traffic between two consecutive teeth; bytes before the first and after the last (rendezvous, the
+parameter broadcast, teardown) are no iteration.
+
+How sure it is (`confidence`, 0..1) is the product of checks that a wrong answer fails (`_confidence`): no
+sub-multiple of the period as good, every edge agreeing on the count, equal bytes between teeth, teeth on
+real pauses, teeth keeping a steady time offset between edges (the same iteration seen on different
+clocks), little busy traffic outside the teeth, at least three iterations of at least six bins.
+tests/test_staircase.py checks on randomized series that every answer at >= CONFIDENT is right.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+LOW_FRACTION = 0.25  # a bin below this share of the edge's busy rate (its p90 bin) is part of a pause
+TOOTH_TOLERANCE = 0.12  # a tooth is the pause within this share of B from where the comb predicts it
+MAX_HARMONIC = 12  # sub-multiples B/m, m <= this, are weighed against B (Horovod fuses 7-12 all-reduces)
+MAX_PAUSES = 4000  # pauses kept per edge for the comb (the longest): bounds the candidate search
+ANCHORS = 6  # the heaviest pauses tried as the lattice's pin, beside the comb's phase
+ANCHOR_STEPS = 100  # teeth each way on which a pin is judged
+HARMONIC_EDGES = 4  # edges (the most paused) that judge the harmonics: every edge carries the same steps
+HARMONIC_TEETH = 400  # and only the first periods of each, so a long run costs no more than a short one
+SURE_CLASSES = 0.99  # classes of teeth this surely different make the period m times longer
+CONFIDENT = 0.8  # at or above: the count is stated as fact; below, the summary and verdict say it is unsure
+MAX_DENSE_BINS = 1 << 22  # an edge spanning more bins is read on coarser ones, so memory stays bounded
+
+
+@dataclass
+class EdgeSeries:
+    """One directed edge's bytes per bin (ascending, sparse), on the clock of `view` (the capturing host)."""
+
+    src: str
+    dst: str
+    view: str
+    t_ns: np.ndarray
+    nbytes: np.ndarray
+
+
+@dataclass
+class Pauses:
+    """An edge's pauses: byte offset where each starts, weight (idle bins), start and end time."""
+
+    pos: np.ndarray
+    weight: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    total: float
+    first_pos: float  # bytes before the first busy bin, and up to the end of the last one
+    last_pos: float
+    first_ns: int  # start of the first busy bin, end of the last one
+    last_ns: int
+    bin_ns: int
+    cum: np.ndarray  # cumulative bytes at the end of each bin from first_bin_ns on
+    first_bin_ns: int
+
+
+@dataclass
+class EdgeCuts:
+    """Where one edge's iterations start and end (tooth times, on that edge's view clock)."""
+
+    src: str
+    dst: str
+    view: str
+    cut_ns: np.ndarray  # count + 1 boundaries: iteration k is [cut_ns[k], cut_ns[k + 1])
+    bytes_per_iteration: np.ndarray
+    found: np.ndarray  # per tooth: a real pause (True) or only where the comb predicted it
+    left_over: float = 0.0  # busy bytes before the first tooth and after the last, in iterations
+    bin_ns: int = 0  # the bins the teeth were found on
+
+
+@dataclass
+class Staircase:
+    """The inferred iterations: the count, the bytes per edge per iteration and how sure it is."""
+
+    count: int = 0
+    period_bytes: float = 0.0
+    confidence: float = 0.0
+    edges: list[EdgeCuts] = field(default_factory=list)
+    evidence: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def pauses(edge: EdgeSeries, bin_ns: int) -> Optional[Pauses]:
+    """The edge's pauses between its first and last busy bin (None when it has too little traffic).
+
+    Positions count every byte before the pause, set-up and trickles included, so they are the edge's own
+    cumulative byte count. A pause's weight is its idle share summed over its bins (a half-full bin: 0.5).
+    """
+    t, b = edge.t_ns, edge.nbytes.astype(np.float64)
+    if len(t) < 3 or b.sum() <= 0:
+        return None
+    span = (int(t[-1]) - int(t[0])) // bin_ns + 1
+    bin_ns *= -(-span // MAX_DENSE_BINS)
+    first = int(t[0]) // bin_ns
+    idx = t // bin_ns - first
+    dense = np.bincount(idx, weights=b, minlength=int(idx[-1]) + 1)
+    ref = float(np.percentile(dense[dense > 0], 90))
+    low = dense < LOW_FRACTION * ref
+    busy = np.nonzero(~low)[0]
+    lo, hi = int(busy[0]), int(busy[-1]) + 1  # the busy span: trickles before and after are no pause
+    before = np.concatenate([[0.0], np.cumsum(dense)])
+    runs = np.diff(np.concatenate([[0], low[lo:hi].astype(np.int8), [0]]))
+    starts, ends = np.nonzero(runs == 1)[0] + lo, np.nonzero(runs == -1)[0] + lo
+    deficit = np.concatenate([[0.0], np.cumsum(1.0 - np.minimum(dense, ref) / ref)])
+    # a send rarely starts or ends on a bin edge: the low bin just before the busy span holds its first bytes,
+    # the one after it (and the first bin of every pause) its last
+    head = lo - 1 if lo > 0 and dense[lo - 1] > 0 else lo
+    tail = hi + 1 if hi < len(dense) else hi
+    return Pauses(pos=before[starts + 1], weight=deficit[ends] - deficit[starts], start_ns=(first + starts) * bin_ns,
+                  end_ns=(first + ends) * bin_ns, total=float(before[-1]), first_pos=float(before[head]),
+                  last_pos=float(before[tail]), first_ns=(first + head) * bin_ns, last_ns=(first + tail) * bin_ns,
+                  bin_ns=bin_ns, cum=before[1:], first_bin_ns=first * bin_ns)
+
+
+def _capped(p: Pauses) -> tuple[np.ndarray, np.ndarray]:
+    """Positions and weights for the comb: the longest MAX_PAUSES pauses, weights capped at the upper
+    quartile so one long stall (a rendezvous, a retransmission timeout) cannot outweigh the rest."""
+    pos, w = p.pos, p.weight
+    if len(w) > MAX_PAUSES:
+        keep = np.sort(np.argsort(w)[-MAX_PAUSES:])
+        pos, w = pos[keep], w[keep]
+    cap = float(np.percentile(w, 75)) if len(w) else 0.0
+    return pos, np.minimum(w, max(cap, 1e-9))
+
+
+def comb_score(parts: list[tuple[np.ndarray, np.ndarray]], period: np.ndarray) -> np.ndarray:
+    """How well the pauses line up at each candidate byte period: per edge the length of the weighted mean
+    phase vector, summed over edges weighted by their pause weight (1: every pause at one phase)."""
+    num = np.zeros(len(period))
+    den = 0.0
+    for pos, w in parts:
+        if not len(pos):
+            continue
+        phase = np.exp(2j * np.pi * pos[None, :] / period[:, None])
+        num += np.abs(phase @ w)
+        den += float(w.sum())
+    return num / den if den else num
+
+
+def _candidates(parts: list[tuple[np.ndarray, np.ndarray]], lo: float, hi: float) -> np.ndarray:
+    """Candidate periods: byte distances between heavy pauses and their next few successors (a true period
+    and its multiples and sub-multiples all show up as such distances), clustered on a 1 % log grid."""
+    gaps = []
+    for pos, w in parts:
+        heavy = pos[w >= np.percentile(w, 50)] if len(w) else pos
+        heavy = heavy[-600:] if len(heavy) > 600 else heavy
+        for k in range(1, 9):
+            if len(heavy) > k:
+                gaps.append(heavy[k:] - heavy[:-k])
+    if not gaps:
+        return np.zeros(0)
+    d = np.concatenate(gaps)
+    d = d[(d >= lo) & (d <= hi)]
+    if not len(d):
+        return np.zeros(0)
+    cells = np.unique(np.round(np.log(d) / 0.01))
+    return np.exp(cells * 0.01)
+
+
+def _refine(parts: list[tuple[np.ndarray, np.ndarray]], period: float, span: float) -> tuple[float, float]:
+    """The best period within +-2 % of `period`, on a grid fine enough that the phase of the last tooth
+    moves by at most 1/50 of a turn between points."""
+    teeth = max(span / period, 1.0)
+    step = period / (50 * teeth)
+    grid = np.arange(period * 0.98, period * 1.02, max(step, period * 1e-5))
+    s = comb_score(parts, grid)
+    k = int(np.argmax(s))
+    return float(grid[k]), float(s[k])
+
+
+def track(p: Pauses, period: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Follow the teeth through one edge. Start at the heaviest pause on the comb's phase and step by the
+    period both ways, each tooth the candidate within TOOTH_TOLERANCE of the prediction that is nearest to
+    it (heavier pauses win near-ties); where no pause is near, the tooth is put where the prediction says
+    and the walk goes on. Then a line is fitted through the real teeth (c0 + k x B) and the walk repeated
+    against it. The start and end of the busy traffic are candidates too: an edge that carries no set-up
+    bytes starts with iteration 0's own bytes. Returns tooth byte positions, times (a pause's first bin's
+    end: the bytes that ended the iteration arrived in it; for a tooth without a pause, where the edge's
+    bytes crossed that count) and whether a real pause was found there."""
+    if not len(p.pos):
+        return np.zeros(0), np.zeros(0, np.int64), np.zeros(0, bool)
+    pos = np.concatenate([p.pos, [p.first_pos, p.last_pos]])
+    when = np.concatenate([np.minimum(p.start_ns + p.bin_ns, p.end_ns), [p.first_ns, p.last_ns]])
+    real = np.concatenate([np.ones(len(p.pos), bool), [False, False]])
+    pc, wc = _capped(p)
+    w = np.concatenate([np.minimum(p.weight, wc.max()), [wc.max(), wc.max()]]) / max(float(wc.max()), 1e-9)
+    phase = np.angle(np.exp(2j * np.pi * pc / period) @ wc)
+    dist = np.abs(np.angle(np.exp(2j * np.pi * p.pos / period - 1j * phase))) / (2 * np.pi)
+    # where the lattice is pinned: the heaviest pause on the comb's phase, or one of the heaviest pauses
+    # (at a sub-multiple the many bucket waits can set the phase and leave every forward pass off the
+    # lattice); the lattice that takes in the most pause weight wins (weights clipped at the 95th
+    # percentile: one long stall is no better a tooth than a forward pass)
+    anchors = {int(np.argmax(np.where(dist <= TOOTH_TOLERANCE, p.weight, -1.0)))}
+    anchors.update(np.argsort(p.weight)[-ANCHORS:].tolist())
+    order = np.argsort(pos, kind="stable")  # candidates by position, for the walk's binary searches
+    pos, when, real, w = pos[order], when[order], real[order], w[order]
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    clip = np.minimum(np.concatenate([p.weight, [0.0, 0.0]])[order], np.percentile(p.weight, 95))
+    best = -1.0
+    for a in sorted(anchors):  # judged on up to ANCHOR_STEPS teeth each way: a long run costs no more
+        walked = _walk(p, pos, w, int(rank[a]), period, max_steps=ANCHOR_STEPS)
+        caught = sum(clip[k] for k, _ in walked if k >= 0)
+        if caught > best:
+            best, anchor = caught, int(rank[a])
+    teeth = _walk(p, pos, w, anchor, period)
+    found = np.array([k >= 0 and real[k] for k, _ in teeth])
+    if int(found.sum()) >= 3:
+        # the lattice through the teeth found: every tooth judged against c0 + k x B, not against the tooth
+        # before it (an early pick there would make the next one late, and the bytes alternate)
+        at = np.array([x for _, x in teeth])
+        k = np.round((at - pos[anchor]) / period)
+        slope, offset = np.polyfit(k[found], at[found], 1)
+        teeth = _walk(p, pos, w, anchor, float(slope), float(offset))
+    at = np.array([x for _, x in teeth])
+    t = np.array([when[k] if k >= 0 else _crossing(p, x) for k, x in teeth], dtype=np.int64)
+    return at, t, np.array([k >= 0 and bool(real[k]) for k, _ in teeth])
+
+
+def _walk(p: Pauses, pos: np.ndarray, w: np.ndarray, anchor: int, period: float,
+          offset: Optional[float] = None, max_steps: int = 1 << 62) -> list[tuple[int, float]]:
+    """Teeth (candidate index into `pos`, which is ascending, or -1 where none was near; byte position),
+    ascending, from `anchor` one step of `period` at a time both ways while inside the busy traffic: each
+    prediction the previous tooth + period, or with `offset` the lattice point offset + k x period (k = 0
+    at anchor)."""
+    tol = TOOTH_TOLERANCE * period
+    teeth = [(anchor, float(pos[anchor]))]
+    for direction in (1, -1):
+        here, k = float(pos[anchor]), 0
+        while True:
+            k += direction
+            want = here + direction * period if offset is None else offset + k * period
+            if want < p.first_pos - tol or want > p.last_pos + tol or abs(k) > max_steps:
+                break
+            a = int(np.searchsorted(pos, want - tol, side="left"))
+            b = int(np.searchsorted(pos, want + tol, side="right"))
+            if b > a:
+                d = np.abs(pos[a:b] - want)
+                j = int(a + np.argmin(d / tol - 0.3 * w[a:b]))
+                teeth.append((j, float(pos[j])))
+            else:
+                teeth.append((-1, float(want)))
+            here = teeth[-1][1]
+    teeth.sort(key=lambda x: x[1])
+    # two predictions can land on one candidate (a short pause near both): keep it once
+    return [x for i, x in enumerate(teeth) if i == 0 or x[0] < 0 or x[0] != teeth[i - 1][0]]
+
+
+def _crossing(p: Pauses, at: float) -> int:
+    """When the edge's cumulative bytes reached `at` (the end of the bin they reached it in)."""
+    k = int(np.searchsorted(p.cum, at, side="left"))
+    return p.first_bin_ns + min(k + 1, len(p.cum)) * p.bin_ns
+
+
+def _separation(pauses_: list[Pauses], period: float, m: int) -> tuple[float, float]:
+    """How surely the teeth of the `period` lattice fall into m classes (tooth index mod m) by pause weight,
+    and the share of teeth that sit on a real pause; medians over the edges. The statistic is the gap
+    between the heaviest class's mean weight and the next one's, over the pooled spread inside classes;
+    its sureness is the share of 200 random relabellings of the same teeth that give a smaller gap (a
+    forward pass at one class and bucket waits at the others: 1; classes alike: about 0.5 or less). A
+    heaviest class under 1.5x the next counts as alike whatever the test says."""
+    seps, cover = [], []
+    rng = np.random.default_rng(0)  # the same answer for the same capture
+    for p in sorted(pauses_, key=lambda q: -float(q.weight.sum()))[:HARMONIC_EDGES]:
+        w = _tooth_weights(_head(p, HARMONIC_TEETH * period), period)
+        if len(w) < 3 * m:
+            continue
+        cover.append(float(np.mean(w > 0)))
+        n = len(w) - len(w) % m  # whole rounds of m teeth
+        if np.ptp(w[:n]) <= 0:
+            seps.append(0.0)
+            continue
+        observed, top, rest = _class_gap(w[None, :n], m)
+        shuffled, _, _ = _class_gap(rng.permuted(np.tile(w[:n], (200, 1)), axis=1), m)
+        seps.append(float(np.mean(shuffled < observed[0])) if top[0] > 1.5 * rest[0] else 0.0)
+    if not seps:
+        return 0.0, 0.0
+    return float(np.median(seps)), float(np.median(cover))
+
+
+def _class_gap(w: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of teeth weights: (top class mean - next class mean) / pooled sd, the top and next means."""
+    classes = w.reshape(len(w), -1, m)  # [row, round, class]
+    means = classes.mean(axis=1)
+    spread = np.sqrt(classes.var(axis=1).mean(axis=1)) + 1e-9
+    ordered = np.sort(means, axis=1)
+    return (ordered[:, -1] - ordered[:, -2]) / spread, ordered[:, -1], ordered[:, -2]
+
+
+def _head(p: Pauses, nbytes: float) -> Pauses:
+    """The first `nbytes` of an edge's busy traffic, as a Pauses of its own."""
+    if p.last_pos - p.first_pos <= nbytes:
+        return p
+    end = p.first_pos + nbytes
+    keep = p.pos <= end
+    k = int(np.searchsorted(p.cum, end, side="left"))
+    return Pauses(pos=p.pos[keep], weight=p.weight[keep], start_ns=p.start_ns[keep], end_ns=p.end_ns[keep],
+                  total=float(p.cum[min(k, len(p.cum) - 1)]), first_pos=p.first_pos, last_pos=end,
+                  first_ns=p.first_ns, last_ns=p.first_bin_ns + (k + 1) * p.bin_ns, bin_ns=p.bin_ns, cum=p.cum,
+                  first_bin_ns=p.first_bin_ns)
+
+
+def _fundamental(pauses_: list[Pauses], period: float) -> float:
+    """The period of the iteration given one that lines the pauses up: m x `period` when the teeth split
+    into m clearly different classes (the comb lines up at every sub-multiple of the true period whose
+    teeth all carry a pause, so `period` may be one)."""
+    while True:  # from B/20 the first step may reach only B/2 (m <= MAX_HARMONIC): step again from there
+        best_m, best_sep = 1, SURE_CLASSES
+        for m in range(2, MAX_HARMONIC + 1):
+            sep, _ = _separation(pauses_, period, m)
+            if sep > best_sep:
+                best_m, best_sep = m, sep
+        if best_m == 1:
+            return period
+        period *= best_m
+
+
+def _ambiguity(pauses_: list[Pauses], period: float) -> float:
+    """How well a sub-multiple period/m would do instead: its teeth all on pauses, in classes that look
+    alike (then the iteration may be m times shorter). 0: clearly not; 1: as good as `period`."""
+    worst = 0.0
+    for m in range(2, 5):
+        sep, cover = _separation(pauses_, period / m, m)
+        worst = max(worst, cover * (1.0 - sep))
+    return worst
+
+
+def _tooth_weights(p: Pauses, period: float) -> np.ndarray:
+    """Pause weight at each tooth (0 where the comb predicted a tooth and no pause was there), without the
+    teeth at the ends that are only the start or end of the traffic."""
+    tpos, _, real = track(p, period)
+    lookup = dict(zip(p.pos.tolist(), p.weight.tolist()))  # a tooth on a real pause sits at its exact position
+    w = np.array([lookup.get(x, 0.0) if r else 0.0 for x, r in zip(tpos.tolist(), real.tolist())])
+    on = np.nonzero(real)[0]
+    return w[on[0]:on[-1] + 1] if len(on) else w[:0]
+
+
+def infer(edges: list[EdgeSeries], bin_ns: int, count_hint: Optional[int] = None,
+          bytes_hint: Optional[tuple[float, float]] = None) -> Staircase:
+    """The iterations of the edges' traffic. count_hint (the user's --iterations) or bytes_hint (a range of
+    bytes per edge per iteration, from --gradient-bytes) restrict the periods searched."""
+    out = Staircase()
+    found = [(e, pauses(e, bin_ns)) for e in edges]
+    found = [(e, p) for e, p in found if p is not None and len(p.pos)]
+    if not found:
+        out.notes.append("the collective's traffic never pauses: no iteration structure to find")
+        return out
+    pauses_ = [p for _, p in found]
+    parts = [_capped(p) for p in pauses_]
+    span = float(np.median([p.total for p in pauses_]))
+    lo, hi = span / 5000, span / 2
+    if count_hint:
+        lo, hi = span / (count_hint + 2), span / max(count_hint - 1, 1)
+    if bytes_hint:
+        lo, hi = max(lo, bytes_hint[0]), min(hi, bytes_hint[1])
+    cands = _candidates(parts, lo, hi)
+    if bytes_hint and lo <= hi:
+        cands = np.concatenate([cands, np.geomspace(lo, hi, 25)])
+    if not len(cands):
+        out.notes.append("the pauses in the collective's traffic do not repeat")
+        return out
+    score = comb_score(parts, cands)
+    # the longest period that lines the pauses up nearly as well as the best (its sub-multiples do too)
+    strong = cands[score >= 0.85 * score.max()]
+    period, top = _refine(parts, float(strong.max()), span)
+    period = _fundamental(pauses_, period)
+    if lo <= period <= hi:
+        period, top = _refine(parts, period, span)
+    else:  # the anchors bound the period: the fundamental found outside them is not taken
+        period, top = _refine(parts, float(np.clip(period, lo, hi)), span)
+    cuts = []
+    for e, p in found:
+        tpos, tns, real = track(p, period)
+        if len(tpos) >= 2:
+            left = (tpos[0] - p.first_pos + p.last_pos - tpos[-1]) / period
+            cuts.append(EdgeCuts(e.src, e.dst, e.view, tns, np.diff(tpos), real, float(left), p.bin_ns))
+    if not cuts:
+        out.notes.append("fewer than two iterations' worth of repeating pauses on any edge")
+        return out
+    counts = np.array([len(c.cut_ns) - 1 for c in cuts])
+    count = int(np.bincount(counts).argmax())
+    agree = float(np.mean(counts == count))
+    same = [c for c in cuts if len(c.cut_ns) - 1 == count]
+    per_edge = np.concatenate([c.bytes_per_iteration for c in same])
+    spread = float(np.std(per_edge) / np.mean(per_edge))
+    interior = np.concatenate([c.found[1:-1] for c in same])
+    coverage = float(interior.mean()) if len(interior) else 0.0
+    steady = _steady_offsets(same)
+    ambiguity = _ambiguity(pauses_, period)
+    step_bins = float(np.median(np.concatenate([np.diff(c.cut_ns) for c in same]))) / pauses_[0].bin_ns
+    out.count, out.period_bytes, out.edges = count, float(np.median(per_edge)), same
+    out.evidence = {"comb_score": round(top, 3), "sub_multiple_ambiguity": round(ambiguity, 3),
+                    "left_over": round(float(np.median([c.left_over for c in same])), 3),
+                    "bins_per_iteration": round(step_bins, 1),
+                    "edges_agreeing": round(agree, 3), "bytes_spread": round(spread, 4),
+                    "teeth_on_pauses": round(coverage, 3), "steady_clock_offsets": round(steady, 3)}
+    out.confidence = _confidence(out.evidence, count)
+    out.notes.append(f"iterations found in the bytes: every {out.period_bytes:,.0f} B per ring edge the pauses "
+                     f"repeat ({len(cuts)} edges, {agree:.0%} agreeing on {count}); bytes per iteration vary by "
+                     f"{spread:.2%}; {coverage:.0%} of boundaries on a real pause")
+    return out
+
+
+def _confidence(ev: dict[str, float], count: int) -> float:
+    """Each check a wrong period fails, mapped to 0..1, multiplied: no sub-multiple as good, every edge
+    agreeing, bytes per
+    iteration equal within 2 % (nothing at 8 %), boundaries on real pauses (90 % and more), clock offsets
+    steady, little busy traffic outside the teeth (up to 0.4 of an iteration's bytes; from 0.75 the lattice
+    may be half a step off and one iteration split between the ends), at least three iterations (two
+    equal byte counts prove little), and iterations of at least six
+    bins (a pause and a send a bin or two long cannot be told from a bucket shorter than a bin)."""
+    parts = [1.0 - ev["sub_multiple_ambiguity"], ev["edges_agreeing"],
+             float(np.clip((0.75 - ev["left_over"]) / 0.35, 0.0, 1.0)),
+             float(np.clip((ev["bins_per_iteration"] - 2) / 4, 0.0, 1.0)),
+             float(np.clip((0.08 - ev["bytes_spread"]) / 0.06, 0.0, 1.0)),
+             float(np.clip((ev["teeth_on_pauses"] - 0.5) / 0.4, 0.0, 1.0)), ev["steady_clock_offsets"],
+             1.0 if count >= 3 else 0.5]
+    return round(float(np.prod(parts)), 3)
+
+
+def _steady_offsets(cuts: list[EdgeCuts]) -> float:
+    """1 when every edge's k-th tooth keeps the same time offset to the first edge's (the same iteration seen
+    on another host's clock, plus the ring's lag); falls as that offset wanders by a share of a step."""
+    if len(cuts) < 2:
+        return 1.0
+    ref = cuts[0].cut_ns.astype(np.float64)
+    steps = np.diff(ref)
+    step = float(np.median(steps)) if len(steps) else 0.0
+    if step <= 0:
+        return 0.0
+    worst = 0.0
+    for c in cuts[1:]:
+        d = c.cut_ns.astype(np.float64) - ref
+        worst = max(worst, float(np.median(np.abs(d - np.median(d)))))
+    # teeth are bin-rounded on each edge: a bin of wander is no evidence of anything
+    worst = max(0.0, worst - cuts[0].bin_ns)
+    return float(max(0.0, 1.0 - worst / (0.25 * step)))
+
+
+__all__ = ["EdgeSeries", "EdgeCuts", "Staircase", "pauses", "comb_score", "track", "infer", "CONFIDENT"]
