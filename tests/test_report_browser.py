@@ -211,3 +211,31 @@ def test_bundled_example_in_chromium(tmp_path):
     start = nodes.index(ring[0])
     assert nodes[start:] + nodes[:start] == ring
     assert sorted(map(tuple, edges)) == sorted((e["src"], e["dst"]) for e in expected["ring_edges"])
+
+
+def test_unsure_case_says_so_in_chromium(tmp_path):
+    """A real capture the analyzer cannot be sure of (fixtures/real-training/ddp-lossy-rto: DDP over a lossy
+    link whose retransmission timeouts are as long as the forward pass): the report's verdict must say it is
+    unsure and why before any number, and mark the bytes per iteration as a guess."""
+    require_chromium()
+    from analyze.api import analyze
+    from reports.html import write_html
+
+    result = analyze([EXAMPLE.parent / "real-training" / "ddp-lossy-rto" / "run"], workers=1)
+    assert result.extra["iterations"]["confident"] is False
+    out = tmp_path / "unsure.html"
+    write_html(result, out, title="ringscope report — unsure")
+    with Page() as page:
+        _open(page, out)
+        verdict = page.evaluate("document.getElementById('verdict').innerText")
+        cards = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#verdict .number'))"
+                              ".map(function (c) { return [c.dataset.key, c.innerText]; }))")
+        iterations = page.evaluate("document.getElementById('iterations').innerText")
+        page.screenshot(ARTIFACTS / "report-unsure.png")
+        errors = page.errors()
+    assert errors == []
+    assert verdict.split("\n", 1)[1].lstrip().startswith("Unsure"), verdict[:300]  # first, under the heading
+    assert "UNSURE" in verdict and "--iterations N" in verdict and "--gradient-bytes S" in verdict
+    assert "network is the bottleneck:" not in verdict.split("if those inferences are right")[0]
+    assert "a guess" in cards["bytes_per_iteration"] and "a guess" in cards["scaling_factor"]
+    assert "UNSURE" in iterations
