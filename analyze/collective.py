@@ -235,30 +235,29 @@ def _stair_windows(stairs: Staircase, series: pd.DataFrame, flows: pd.DataFrame)
     """The iteration windows on the first edge's clock, and every cell's iteration: a cell of a collective
     edge cut at that edge's own teeth, any other cell at the teeth of an edge its capturing host holds (the
     same clock: hosts' clocks differ by milliseconds on real clusters), else at the first edge's. Cells are
-    grouped by (edge, view) codes in one sort, so the cost does not grow with hosts x cells."""
+    grouped by integer codes (series' host categoricals, views by flow id), one sort for all of them."""
     ref = stairs.edges[0].cut_ns
     windows = pd.DataFrame({"iteration": np.arange(len(ref) - 1), "start_ns": ref[:-1], "end_ns": ref[1:]})
-    view = flows.set_index("flow_id")["view"]
-    vcode, vnames = pd.factorize(view.reindex(series["flow_id"].to_numpy()).to_numpy())
-    src, dst = series["src_host"].astype(str).to_numpy(), series["dst_host"].astype(str).to_numpy()
-    pcode, pnames = pd.factorize(pd.Series(src) + "\0" + pd.Series(dst))
-    vindex, pindex = {v: i for i, v in enumerate(vnames)}, {p: i for i, p in enumerate(pnames)}
-    host_cuts: dict[int, np.ndarray] = {}
-    edge_cuts: dict[tuple[int, int], np.ndarray] = {}
-    for e in stairs.edges:
-        v = vindex.get(e.view, -2)
-        host_cuts.setdefault(v, e.cut_ns)
-        edge_cuts[(pindex.get(f"{e.src}\0{e.dst}", -2), v)] = e.cut_ns
-    t = series["t_ns"].to_numpy(np.int64)
-    key = vcode.astype(np.int64) * (len(pnames) + 1) + pcode
+    names = series["src_host"].cat.categories  # _with_hosts gives both ends the same sorted categories
+    n = len(names)
+    fid = series["flow_id"].to_numpy(np.int64)
+    by_flow = np.full(int(max(fid.max(initial=-1), flows["flow_id"].max()) + 1), -1, dtype=np.int64)
+    by_flow[flows["flow_id"].to_numpy(np.int64)] = names.get_indexer(flows["view"])
+    view = by_flow[fid]
+    pair = series["src_host"].cat.codes.to_numpy(np.int64) * n + series["dst_host"].cat.codes.to_numpy(np.int64)
+    cuts_of: dict[int, np.ndarray] = {}  # group key -> teeth: a view's own (key < 0), an edge in a view
+    for e in reversed(stairs.edges):  # the first edge a host holds wins for its other cells
+        v = int(names.get_loc(e.view)) if e.view in names else -2
+        cuts_of[-2 - v] = e.cut_ns
+        cuts_of[(names.get_loc(e.src) * n + names.get_loc(e.dst)) * (n + 1) + v + 1] = e.cut_ns
+    key = np.where(np.isin(pair * (n + 1) + view + 1, list(cuts_of)), pair * (n + 1) + view + 1, -2 - view)
     order = np.argsort(key, kind="stable")
     bounds = np.flatnonzero(np.r_[True, key[order][1:] != key[order][:-1], True])
+    t = series["t_ns"].to_numpy(np.int64)
     it = np.full(len(t), -1, dtype=np.int64)
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
         rows = order[lo:hi]
-        v, pc = int(vcode[rows[0]]), int(pcode[rows[0]])
-        cuts = edge_cuts.get((pc, v), host_cuts.get(v, ref))
-        it[rows] = assign_cuts(t[rows], cuts)
+        it[rows] = assign_cuts(t[rows], cuts_of.get(int(key[rows[0]]), ref))
     return windows, it
 
 

@@ -25,7 +25,7 @@ import pytest
 
 from netns import netns_cluster  # noqa: F401  (pytest fixture)
 from pcap_clock import reclock
-from requirements import require
+from requirements import have, require
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "real-training"
@@ -189,6 +189,19 @@ def test_unsure_summary_says_so_first(tmp_path):
     assert "UNSURE, a guess" in next(line for line in lines if line.startswith("iterations:"))
 
 
+def test_whatif_on_an_unsure_result_says_so_first(tmp_path):
+    """`ringscope whatif RESULT.json` obeys the same doubt as analyze: UNSURE on the line after its header."""
+    from clirun import ringscope
+
+    out = tmp_path / "unsure.json"
+    assert ringscope("analyze", FIXTURES / "ddp-lossy-rto" / "run", "--json", out, "--workers", "1").returncode == 0
+    done = ringscope("whatif", out)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("UNSURE: the ") and "confidence" in lines[1]
+    assert lines[-1].startswith("UNSURE: ") and "--iterations N" in lines[-1]
+
+
 # ---- live: real DDP training in namespaces, in every CI run ------------------------------------------
 
 def _live(tmp_path: Path, cluster, job) -> tuple[Path, dict]:
@@ -215,6 +228,7 @@ def test_live_ddp_lossy_link(tmp_path, netns_cluster):  # noqa: F811
     re-sent (a few % of the bytes); the count must still be the job's."""
     from training_capture import Job
 
+    require(have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
     job = Job(workload="ddp", hosts=4, rate="1gbit", qdisc="tbf", latency="0.5ms", burst="16kb", offloads=False,
               iters=10, batch=256, order=[1, 3, 2, 4])
     run, truth = _live(tmp_path, netns_cluster(4, "1gbit", "tbf", latency="0.5ms", burst="16kb", offloads=False), job)
@@ -233,6 +247,7 @@ def test_live_ddp_lossy_link(tmp_path, netns_cluster):  # noqa: F811
 def test_live_ddp_three_hosts_jumbo_no_offloads(tmp_path, netns_cluster):  # noqa: F811
     from training_capture import Job
 
+    require(have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
     job = Job(workload="ddp", hosts=3, rate="500mbit", mtu=9000, offloads=False, iters=12, batch=256,
               order=[2, 3, 1])
     run, truth = _live(tmp_path, netns_cluster(3, "500mbit", mtu=9000, offloads=False), job)
