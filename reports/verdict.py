@@ -1,8 +1,8 @@
 """The report's first screen: is the network the bottleneck, and the few numbers that say why.
 
 With a what-if (`scaling` key) whose inputs are sure, the answer is the model's: the full-utilization
-scaling factor at the link's speed against BOTTLENECK_SF, and how much the measured transport efficiency costs. Without one the
-report can only judge from utilization, and says so: a link that runs near line rate while the job
+scaling factor at the link's speed against BOTTLENECK_SF, and how much the measured transport efficiency
+costs. Without one the report can only judge from utilization, and says so: a link that runs near line rate while the job
 communicates and is busy most of the time points at the network; a transport that fills a small share of
 the link while busy points at the transport, not the link's capacity. A what-if resting on an inferred
 iteration count or ring below the confidence stated as fact (its `unsure` key) answers "unclear" and says why.
