@@ -88,6 +88,9 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
     if len(markers):
         windows = windows_from_markers(markers)
         out.update(source="markers", method="markers", confidence=1.0, confident=True)
+        if count_given and count_given != len(windows):
+            out["notes"].append(f"DISAGREEMENT: --iterations {count_given} was given, but the markers hold "
+                                f"{len(windows)} iterations; the markers are used")
     elif pairs:
         hint = _bytes_hint(gradient_bytes, n, topo["kind"], result.byte_mode)
         edges = _edge_series(result.tables, flows, addr_host, pairs)

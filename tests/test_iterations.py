@@ -56,6 +56,15 @@ def test_generated_run_iterations_and_bytes(tmp_path, with_markers):
     assert res.extra["iterations"]["implied_gradient_bytes"] == pytest.approx(s, rel=1e-6)
 
 
+def test_iterations_option_against_markers(tmp_path):
+    """Markers win, and a count that disagrees with them is said, not obeyed."""
+    root = synth.build("ring", tmp_path / "r", 4, nbytes=1_000_000, iterations=5, gap_ns=150_000_000, markers=True)
+    it = analyze([root], workers=1, iterations=7).extra["iterations"]
+    assert it["source"] == "markers" and it["count"] == 5
+    assert any(n.startswith("DISAGREEMENT: --iterations 7") for n in it["notes"])
+    assert not any("DISAGREEMENT" in n for n in analyze([root], workers=1, iterations=5).extra["iterations"]["notes"])
+
+
 def test_non_ring_has_no_theory(tmp_path):
     res = analyze([synth.build("star", tmp_path / "s", 4, iterations=3)], workers=1, gradient_bytes=1e6)
     it = res.extra["iterations"]
