@@ -244,6 +244,19 @@ def test_live_ddp_lossy_link(tmp_path, netns_cluster):  # noqa: F811
         assert res.extra["scaling"]["unsure"]["because"]
 
 
+def test_live_gloo_loop_on_a_lossy_link(tmp_path, netns_cluster):  # noqa: F811
+    """The issue's lossy case: a gloo all_reduce loop with 0.2 s pauses (as long as a retransmission timeout)
+    over a tbf queue of 0.5 ms that overflows under ring bursts (5-8 % of bytes re-sent)."""
+    from training_capture import Job
+
+    require(have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
+    job = Job(workload="gloo", hosts=4, rate="1gbit", qdisc="tbf", latency="0.5ms", burst="16kb", offloads=False,
+              iters=10, params=1_000_000, pause_s=0.2, order=[3, 1, 4, 2])
+    run, truth = _live(tmp_path, netns_cluster(4, "1gbit", "tbf", latency="0.5ms", burst="16kb", offloads=False), job)
+    its = check_against_truth(run, truth, confident=False)
+    print(json.dumps({"count": its["count"], "confidence": its["confidence"], "evidence": its["evidence"]}))
+
+
 def test_live_ddp_three_hosts_jumbo_no_offloads(tmp_path, netns_cluster):  # noqa: F811
     from training_capture import Job
 

@@ -44,7 +44,7 @@ SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; the analyzer needs no payloa
 class Job:
     """What to train and on which network. order: 1-based host indices in launch order (rank r on order[r])."""
 
-    workload: str = "ddp"  # ddp | horovod
+    workload: str = "ddp"  # ddp | horovod | gloo (fixtures/collective/gloo_allreduce.py: pause_s, then params floats)
     hosts: int = 4
     rate: Optional[str] = "1gbit"
     qdisc: str = "htb"
@@ -56,6 +56,7 @@ class Job:
     params: int = 2_500_000
     batch: int = 64
     bucket_cap_mb: float = 4.0
+    pause_s: float = 0.2  # gloo only: the sleep before each all-reduce
     order: list[int] = field(default_factory=list)
     timeout_s: float = 240.0
 
@@ -79,7 +80,7 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
         (run / host / "meta.json").write_text(json.dumps(meta))
     with capturing({h: run / h / "eth0.pcap" for h in hosts}, SNAPLEN):
         started_ns = time.time_ns()
-        code, stdout = (_ddp if job.workload == "ddp" else _horovod)(job, hosts, truth_dir, port)
+        code, stdout = {"ddp": _ddp, "horovod": _horovod, "gloo": _gloo}[job.workload](job, hosts, truth_dir, port)
         ended_ns = time.time_ns()
     if code != 0:
         raise RuntimeError(f"{job.workload} job failed with exit code {code}: {stdout[-2000:]}")
@@ -99,6 +100,13 @@ def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, s
             "--bucket-cap-mb", str(job.bucket_cap_mb)]
     env = {h: {"RINGSCOPE_MARKERS": str(truth_dir / h / "steps.jsonl"), "OMP_NUM_THREADS": "1",
                "PYTHONPATH": str(ROOT)} for h in hosts}
+    return launch(hosts, argv, port, timeout_s=job.timeout_s, extra_env=env), ""
+
+
+def _gloo(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
+    argv = [PY, str(ROOT / "fixtures" / "collective" / "gloo_allreduce.py"), str(job.params), str(job.iters),
+            str(job.pause_s)]
+    env = {h: {"RINGSCOPE_MARKERS": str(truth_dir / h / "steps.jsonl"), "PYTHONPATH": str(ROOT)} for h in hosts}
     return launch(hosts, argv, port, timeout_s=job.timeout_s, extra_env=env), ""
 
 
