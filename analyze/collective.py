@@ -18,15 +18,14 @@ from analyze.iterations import (
 from analyze.nccl_log import compare_rings, read_nccl_log
 from analyze.staircase import CONFIDENT, EdgeSeries, Staircase, infer
 from analyze.topology import address_hosts, classify, flow_hosts, host_edges, ring_pairs
+from capture import layout
 
 RING_KINDS = ("ring", "bidirectional_ring")
 
 
 def launch_order_of(run: Optional[dict[str, Any]]) -> Optional[list[str]]:
-    """Host launch order from run.json's "hosts" (names or {"name": ...} objects)."""
-    hosts = (run or {}).get("hosts") or []
-    names = [str(h.get("name") if isinstance(h, dict) else h) for h in hosts]
-    return [n for n in names if n and n != "None"] or None
+    """Host launch order from run.json (capture.layout), None when it names none."""
+    return layout.launch_order(run or {}) or None
 
 
 def _markers_gradient_bytes(markers: pd.DataFrame) -> Optional[float]:

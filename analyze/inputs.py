@@ -7,13 +7,13 @@ their order is decided later by first packet time, never by name.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from analyze.formats import FileError, is_capture
+from capture import layout
 
 # Digit runs that tcpdump adds when rotating: a number after the extension (-C/-W) or a long
 # strftime/epoch stamp (-G). Short digits inside a name ("host1.pcap") name different hosts.
@@ -46,7 +46,7 @@ def discover(paths: list[Path]) -> RunInput:
     """Resolve user paths into hosts and files; raises FileError when nothing readable is there."""
     if not paths:
         raise FileError("no capture path given: name a capture directory, a folder of pcaps or capture files")
-    if len(paths) == 1 and (paths[0] / "run.json").is_file():
+    if len(paths) == 1 and layout.is_run(paths[0]):
         return _capture_directory(paths[0])
     files: list[Path] = []
     for p in paths:
@@ -67,35 +67,32 @@ def _is_sidecar_file(path: Path) -> bool:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise FileError(f"{path}: offset 0: not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise FileError(f"{path}: offset 0: expected a JSON object")
-    return data
+        return layout.read_json(path)
+    except layout.LayoutError as exc:
+        raise FileError(str(exc)) from None
 
 
 def _capture_directory(root: Path) -> RunInput:
-    run = _read_json(root / "run.json")
+    run = _read_json(root / layout.RUN_FILE)
     warnings: list[str] = []
-    if run.get("schema", 1) != 1:
-        warnings.append(f"{root / 'run.json'}: schema {run.get('schema')} is newer than this ringscope reads (1); reading what it knows")
+    if run.get(layout.RUN_SCHEMA, layout.SCHEMA) != layout.SCHEMA:
+        warnings.append(f"{root / layout.RUN_FILE}: schema {run.get(layout.RUN_SCHEMA)} is newer than this ringscope "
+                        f"reads ({layout.SCHEMA}); reading what it knows")
     folders = sorted(d for d in root.iterdir() if d.is_dir())
     hosts: list[HostInput] = []
     for d in folders:
         files = [f for f in sorted(d.rglob("*")) if f.is_file() and not _is_sidecar_file(f) and is_capture(f)]
-        meta = _read_json(d / "meta.json") if (d / "meta.json").is_file() else None
+        meta = _read_json(d / layout.META_FILE) if (d / layout.META_FILE).is_file() else None
         if not files:
             if meta is not None:
                 warnings.append(f"{d}: host folder has meta.json but no capture files")
             continue
-        markers = d / "markers.jsonl"
-        name = str(meta.get("host") or d.name) if meta else d.name
+        markers = d / layout.MARKERS_FILE
+        name = str(meta.get(layout.META_HOST) or d.name) if meta else d.name
         hosts.append(HostInput(name=name, files=files, meta=meta, markers=markers if markers.is_file() else None, folder=d))
     if not hosts:
         raise FileError(f"{root}: offset 0: capture directory holds no host folder with capture files")
-    order = [str(h.get("name", h) if isinstance(h, dict) else h) for h in run.get("hosts", [])]
-    rank = {name: i for i, name in enumerate(order)}
+    rank = {name: i for i, name in enumerate(layout.launch_order(run))}
     hosts.sort(key=lambda h: (rank.get(h.name, len(rank)), h.name))
     return RunInput(hosts=hosts, run=run, root=root, warnings=warnings)
 
@@ -104,20 +101,20 @@ def _group(files: list[Path]) -> list[HostInput]:
     """Group files into rotation sets; a folder with meta.json is one host whatever its file names."""
     groups: dict[tuple[str, str], list[Path]] = {}
     for f in dict.fromkeys(files):
-        if (f.parent / "meta.json").is_file():
+        if (f.parent / layout.META_FILE).is_file():
             key = (str(f.parent), "")
         else:
             key = (str(f.parent), _ROTATION.sub("#", _COMPRESSED.sub("", f.name)))
         groups.setdefault(key, []).append(f)
     hosts = []
     for (parent, pattern), members in groups.items():
-        meta_path = Path(parent) / "meta.json"
+        meta_path = Path(parent) / layout.META_FILE
         meta = _read_json(meta_path) if not pattern and meta_path.is_file() else None
         if meta:
-            name = str(meta.get("host") or Path(parent).name)
+            name = str(meta.get(layout.META_HOST) or Path(parent).name)
         else:
             name = pattern.replace("#", "").split(".")[0].rstrip("-_") or Path(parent).name
-        markers = Path(parent) / "markers.jsonl"
+        markers = Path(parent) / layout.MARKERS_FILE
         hosts.append(HostInput(name=name, files=members, meta=meta,
                                markers=markers if meta and markers.is_file() else None, folder=Path(parent)))
     _unique_names(hosts)

@@ -8,7 +8,6 @@ stop tcpdump, and rewrite meta.json with its counters (status "complete").
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -18,10 +17,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capture import clock, netinfo, tcpdump
+from capture import clock, layout, netinfo, tcpdump
 from capture.errors import CaptureError
 
-SCHEMA = 1
 READY_LINE = "ringscope-agent: ready"
 DRAIN_S = 0.2  # let the last packets of the job reach tcpdump before it is stopped
 
@@ -66,13 +64,6 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
-
-
-def _write_json(path: Path, data: dict) -> None:
-    """Atomic replace, so a reader never sees half a meta.json."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
 
 
 def _wait_listening(proc, log_path: Path, iface: str, timeout_s: float) -> None:
@@ -137,11 +128,11 @@ def run_agent(options: AgentOptions, say=print) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise CaptureError(f"cannot create the capture folder {out}: {error.strerror}") from None
-    (out / ".ready").unlink(missing_ok=True)
+    (out / layout.READY_FILE).unlink(missing_ok=True)
     argv = tcpdump.command(binary, iface, out, options.snaplen, options.bpf,
                            options.rotate_bytes, options.keep, options.rotate_seconds)
     meta = {
-        "schema": SCHEMA,
+        "schema": layout.SCHEMA,
         "status": "starting",
         "host": options.host or socket.gethostname(),
         **netinfo.interface_info(iface, options.link_speed_bps),
@@ -164,11 +155,11 @@ def run_agent(options: AgentOptions, say=print) -> int:
         _wait_listening(proc, log_path, iface, options.ready_timeout_s)
     except CaptureError:
         meta.update(status="failed", end_ns=time.time_ns(), tcpdump_exit_code=proc.poll())
-        _write_json(out / "meta.json", meta)
+        layout.write_json(out / layout.META_FILE, meta)
         raise
     meta.update(status="capturing", start_ns=time.time_ns())
-    _write_json(out / "meta.json", meta)
-    (out / ".ready").write_text(f"{proc.pid}\n")
+    layout.write_json(out / layout.META_FILE, meta)
+    (out / layout.READY_FILE).write_text(f"{proc.pid}\n")
     say(f"{READY_LINE} host={meta['host']} iface={iface} tcpdump_pid={proc.pid} out={out}", flush=True)
 
     reason = stop.wait(time.monotonic())
@@ -180,12 +171,12 @@ def run_agent(options: AgentOptions, say=print) -> int:
     except subprocess.TimeoutExpired:
         proc.kill()
         code = proc.wait()
-    (out / ".ready").unlink(missing_ok=True)
+    (out / layout.READY_FILE).unlink(missing_ok=True)
     counters = tcpdump.parse_counters(log_path.read_text(errors="replace"))
     clean = code == 0 and counters is not None
     meta.update(status="complete" if clean else "failed", end_ns=time.time_ns(), stop_reason=reason,
                 counters=counters, tcpdump_exit_code=code, files=tcpdump.pcap_files(out, iface))
-    _write_json(out / "meta.json", meta)
+    layout.write_json(out / layout.META_FILE, meta)
     say(f"ringscope-agent: stopped ({reason}) host={meta['host']} counters={json.dumps(counters)}", flush=True)
     if not clean:
         raise CaptureError(tcpdump.explain_failure(log_path.read_text(errors="replace"), iface))

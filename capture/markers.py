@@ -32,10 +32,11 @@ import atexit
 import os
 import time
 
+from capture.layout import MARKERS_FILE
+
 ENV_FILE = "RINGSCOPE_MARKERS"
 ENV_DIR = "RINGSCOPE_MARKERS_DIR"
 ENV_HOST = "RINGSCOPE_HOST"
-MARKERS_FILE = "markers.jsonl"
 
 # Launchers name the global / local rank differently; the first one set wins.
 _RANK_VARS = ("HOROVOD_RANK", "RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")

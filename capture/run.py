@@ -10,7 +10,6 @@ own host's agent folder. With a single host RINGSCOPE_HOST and RINGSCOPE_MARKERS
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,7 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capture.agent import READY_LINE, SCHEMA
+from capture import layout
+from capture.agent import READY_LINE
 from capture.errors import CaptureError
 from capture.remote import remote_argv
 
@@ -143,19 +143,19 @@ def _gather(template: str, host: str, stage: str, dest: Path) -> None:
 
 
 def _write_run_json(out: Path, manifest: dict) -> None:
-    (out / "run.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    layout.write_json(out / layout.RUN_FILE, manifest)
 
 
 def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stderr, flush=True)) -> int:
     """Capture every host while the training command runs; returns the exit code for the CLI."""
     out = options.out.resolve()
-    if (out / "run.json").exists():
+    if layout.is_run(out):
         raise CaptureError(f"{out} already holds a capture (run.json): choose a new --out")
     out.mkdir(parents=True, exist_ok=True)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     stage_template = STAGE_TEMPLATE.replace("{run_id}", run_id)
     stages = {host: stage_template.replace("{host}", host) for host in options.hosts}
-    manifest = {"schema": SCHEMA, "run_id": run_id, "status": "starting", "command": options.command,
+    manifest = {"schema": layout.SCHEMA, "run_id": run_id, "status": "starting", "command": options.command,
                 "hosts": options.hosts, "remote_shell": options.template, "start_ns": time.time_ns(), "end_ns": None,
                 "exit_code": None, "training": None, "markers_dir": stage_template,
                 "agents": {host: {"dir": host, "status": "starting"} for host in options.hosts}}
@@ -180,7 +180,7 @@ def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stder
     env = dict(os.environ, RINGSCOPE_RUN=str(out), RINGSCOPE_RUN_ID=run_id, RINGSCOPE_HOSTS=",".join(options.hosts),
                RINGSCOPE_MARKERS_DIR=stage_template)
     if len(options.hosts) == 1:
-        env.update(RINGSCOPE_HOST=options.hosts[0], RINGSCOPE_MARKERS=f"{stages[options.hosts[0]]}/markers.jsonl")
+        env.update(RINGSCOPE_HOST=options.hosts[0], RINGSCOPE_MARKERS=f"{stages[options.hosts[0]]}/{layout.MARKERS_FILE}")
     say(f"ringscope: all agents capturing; running: {' '.join(options.command)}")
     training = {"start_ns": time.time_ns()}
     try:
@@ -204,8 +204,8 @@ def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stder
             info.update(status="failed", error=str(error))
             failures.append(str(error))
             continue
-        meta_path = out / agent.host / "meta.json"
-        counters = json.loads(meta_path.read_text()).get("counters") if meta_path.exists() else None
+        meta_path = out / agent.host / layout.META_FILE
+        counters = layout.read_json(meta_path).get(layout.META_COUNTERS) if meta_path.exists() else None
         info["counters"] = counters
         dropped = (counters or {}).get("dropped_by_kernel", 0) + (counters or {}).get("dropped_by_interface", 0)
         if dropped:
