@@ -11,19 +11,18 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from analyze import layouts as L
+from analyze.read import layouts as L
 from analyze.collective import add_collective
-from analyze.engine import Progress
-from analyze.groupsum import group_sum
-from analyze.flows import (
-    HostFlows, address_key, address_text, infer_local, local_mask, merge_host, proto_name, unique_rows,
-)
-from analyze.inputs import HostInput, RunInput
+from analyze.read.engine import Progress
+from analyze.read.groupsum import group_sum
+from analyze.read.fold import HostFlows, merge_host, unique_rows
+from analyze.flows import address_key, address_text, infer_local, local_mask, proto_name
+from analyze.read.inputs import HostInput, RunInput
 from analyze.markers_table import load_markers
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
-from analyze.reading import Reading, start_reading
+from analyze.read.reading import Reading, start_reading
 from analyze.scaling_result import add_scaling
-from analyze.scan import FileHealth, StreamScan
+from analyze.read.scan import FileHealth, StreamScan
 from analyze.utilization import utilization
 
 ASSUMED_LINK_BPS = 10e9
@@ -45,8 +44,8 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
     scheduler ("tcp://HOST:PORT") scans the hosts on that Dask cluster instead of local processes (`workers`);
     its workers must see the files at the same absolute paths.
 
-    Raises analyze.formats.FileError (one line: file, offset, cause) when input cannot be read, and
-    analyze.cluster.ClusterError when the Dask cluster cannot do the scans.
+    Raises analyze.read.formats.FileError (one line: file, offset, cause) when input cannot be read, and
+    analyze.read.cluster.ClusterError when the Dask cluster cannot do the scans.
     """
     reading = start_reading(paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress,
                             scheduler=scheduler)

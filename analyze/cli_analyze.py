@@ -10,13 +10,13 @@ from typing import Optional
 
 import typer
 
-from analyze.formats import FileError
+from analyze.read.formats import FileError
 from capture.units import format_rate, parse_bin, parse_duration, parse_rate, parse_size
 
 
 # What one worker reads while this process imports pandas and the table code (0.25-0.3 s here, at 4-4.6 GB/s
 # a core): up to this much work (bytes, plus engine.STREAM_COST_BYTES a host) goes to one worker
-# (analyze.engine.workers_beside).
+# (analyze.read.engine.workers_beside).
 TABLE_IMPORT_BYTES = 1 << 30
 
 
@@ -53,8 +53,8 @@ def run_analyze(paths: list[Path], *, json_out: Optional[Path], out: Optional[Pa
     except ValueError as exc:
         raise _die(str(exc)) from None
 
-    from analyze.cluster import ClusterError
-    from analyze.reading import start_reading
+    from analyze.read.cluster import ClusterError
+    from analyze.read.reading import start_reading
 
     quiet = str(json_out) == "-" or not sys.stderr.isatty()
     try:

@@ -55,7 +55,7 @@ def load_result(path: Path) -> dict[str, Any]:
     """The analyzer's result as a dict: a result JSON file, or a run directory analyzed now."""
     if path.is_dir():
         from analyze.api import analyze as analyze_run
-        from analyze.formats import FileError
+        from analyze.read.formats import FileError
 
         try:
             return analyze_run([path]).to_json()
@@ -79,12 +79,12 @@ def run_whatif(source: Optional[Path], model: str = "ringscope", profile: Option
                buckets: str = "horovod", fp16: bool = False, efficiency: Optional[float] = None,
                json_out: Optional[Path] = None) -> dict[str, Any]:
     """Resolve inputs (options first, then the run's measurements, then stated guesses), run, print, write."""
-    from analyze.backward_profile import load_profile, load_reduce_cost, stand_in_profile
-    from analyze.scaling import what_if
-    from analyze.scaling_inputs import WhatIfInputs, inputs_from_result
-    from analyze.scaling_model import RingscopeModel, RingscopeOptions
-    from analyze.scaling_paper import PaperModel
-    from analyze.scaling_verdict import render_text
+    from analyze.whatif.backward_profile import load_profile, load_reduce_cost, stand_in_profile
+    from analyze.whatif.calculation import what_if
+    from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
+    from analyze.whatif.model import RingscopeModel, RingscopeOptions
+    from analyze.whatif.paper import PaperModel
+    from analyze.whatif.verdict import render_text
 
     measured: Optional[WhatIfInputs] = inputs_from_result(load_result(source)) if source is not None else None
     notes: list[str] = list(measured.assumptions) if measured else []
@@ -146,8 +146,8 @@ def run_profile(spec: str, batch_size: int = 32, device: str = "auto", steps: in
     """`ringscope profile`: measure, then print a summary or write the profile (.json / .csv / .bk.log)."""
     import tempfile
 
-    from analyze.backward_profile import save_profile
-    from analyze.torch_profile import profile_spec
+    from analyze.whatif.backward_profile import save_profile
+    from analyze.whatif.torch_profile import profile_spec
 
     prof = profile_spec(spec, batch_size=batch_size, device=device, steps=steps)
     if out is not None and str(out) == "-":

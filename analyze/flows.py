@@ -1,108 +1,23 @@
-"""Merge stream scans into flows: one table per host (its capture's view), then one global table.
+"""Flow keys in words and hosts' own addresses: address text, protocol names, local-address masks.
 
-A flow seen in two captures (sender's and receiver's) is reported once: the sender's view is used
-(what the host actually put on its link), else the receiver's, else the largest. Every host still
-keeps its own counts in `flow_views` for its link utilization.
+A flow seen in two captures (sender's and receiver's) is reported once (analyze.api): the sender's view
+(what the host actually put on its link), else the receiver's, else the largest; every host keeps its own
+counts in `flow_views` for its link utilization. Folding a host's scans is analyze.read.fold.
 """
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, replace
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 
-from analyze import layouts as L
-from analyze.groupsum import group_sum
-from analyze.scan import StreamScan, scan_stream
+from analyze.read import layouts as L
+from analyze.read.fold import HostFlows, unique_rows
+
 
 IPV4_MAPPED_HI = 0
 IPV4_MAPPED_TAG = 0x0000FFFF00000000
 PROTO_NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6"}
-SUMMED = [L.AGG_PACKETS, L.AGG_IP_BYTES, L.AGG_WIRE_BYTES, L.AGG_PAYLOAD_BYTES, L.AGG_RETRANS_BYTES]
-
-
-@dataclass
-class HostFlows:
-    """One host's capture after merging its files: unique flow keys, totals and series cells."""
-
-    host: str
-    keys: np.ndarray  # uint64[n, 5]
-    agg: np.ndarray  # int64[n, N_AGG]; only the summed columns and first/last are meaningful
-    cell_flow: np.ndarray
-    cell_bin: np.ndarray
-    cell_bytes: np.ndarray
-
-
-def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Unique rows of a uint64 key matrix and the inverse index (exact, sort-based)."""
-    if len(keys) == 0:
-        return keys.reshape(0, keys.shape[1] if keys.ndim == 2 else 5), np.zeros(0, dtype=np.int64)
-    view = np.ascontiguousarray(keys).view(np.dtype((np.void, keys.dtype.itemsize * keys.shape[1])))
-    _, first, inverse = np.unique(view.ravel(), return_index=True, return_inverse=True)
-    return keys[first], inverse.ravel()
-
-
-def sum_cells(flow: np.ndarray, bins: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Add up cells that share (flow, bin), in (flow, bin) order; out-of-order packets and file boundaries
-    create such twins. Counted over (flow, bin offset), not sorted: a host's cells span few bins per flow."""
-    if len(flow) == 0:
-        return flow.astype(np.int64), bins, values
-    lo = int(bins.min())
-    (f, b), v = group_sum([flow.astype(np.int64), bins - lo], [int(flow.max()) + 1, int(bins.max()) - lo + 1], values)
-    return f, b + lo, v
-
-
-def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:
-    """Fold a host's stream scans into one flow table (several when its streams were scanned apart)."""
-    if len(scans) == 1 and scans[0].folded:
-        s = scans[0]
-        return HostFlows(host=host, keys=s.keys, agg=s.agg, cell_flow=s.cell_flow, cell_bin=s.cell_bin,
-                         cell_bytes=s.cell_bytes)
-    keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans(scans)
-    return HostFlows(host=host, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes)
-
-
-def read_stream(paths: list[Path], **kwargs: int) -> StreamScan:
-    """A host's whole stream read (analyze.scan.scan_stream) and folded as merge_host would fold it.
-
-    Why fold where it is read: in a pool worker or on a Dask worker the fold runs beside the other
-    reads, instead of in the main process after the last file (0.08 s of that serial part at 128 hosts).
-    A piece is not folded: the join needs the TCP sequence columns that folding drops.
-    """
-    scan = scan_stream(paths, **kwargs)
-    keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans([scan])
-    return replace(scan, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes,
-                   folded=True)
-
-
-def fold_scans(scans: list[StreamScan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Unique flow keys, their summed counters and first/last times, and their cells with twins added up."""
-    keys = np.concatenate([s.keys for s in scans]) if scans else np.zeros((0, 5), np.uint64)
-    agg = np.concatenate([s.agg for s in scans]) if scans else np.zeros((0, L.N_AGG), np.int64)
-    ukeys, inv = unique_rows(keys)
-    n = len(ukeys)
-    out = np.zeros((n, L.N_AGG), dtype=np.int64)
-    for col in SUMMED:
-        out[:, col] = np.bincount(inv, weights=agg[:, col], minlength=n).astype(np.int64) if n else 0
-    out[:, L.AGG_FIRST_NS] = np.iinfo(np.int64).max
-    np.minimum.at(out[:, L.AGG_FIRST_NS], inv, agg[:, L.AGG_FIRST_NS])
-    np.maximum.at(out[:, L.AGG_LAST_NS], inv, agg[:, L.AGG_LAST_NS])
-    offsets = np.cumsum([0] + [len(s.keys) for s in scans[:-1]]) if scans else []
-    cf = np.concatenate([inv[o + s.cell_flow] for o, s in zip(offsets, scans)]) if scans else np.zeros(0, np.int64)
-    cb = np.concatenate([s.cell_bin for s in scans]) if scans else np.zeros(0, np.int64)
-    cv = np.concatenate([s.cell_bytes for s in scans]) if scans else np.zeros(0, np.int64)
-    # a flow that only ever held fragments later moved to their datagram's flow is gone
-    keep = out[:, L.AGG_PACKETS] > 0
-    if not keep.all():
-        new_id = np.cumsum(keep) - 1
-        ok = keep[cf]
-        ukeys, out, cf, cb, cv = ukeys[keep], out[keep], new_id[cf[ok]], cb[ok], cv[ok]
-    cf, cb, cv = sum_cells(cf, cb, cv)
-    return ukeys, out, cf, cb, cv
-
-
 @lru_cache(maxsize=65536)
 def address_text(hi: int, lo: int) -> str:
     """Text form of a 128-bit key address; IPv4-mapped keys print as dotted quads."""

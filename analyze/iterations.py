@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
-from analyze.groupsum import group_sum
+from analyze.read.groupsum import group_sum
 
 ACTIVE_FRACTION = 0.01  # a bin is active at >= 1% of the 90th-percentile non-empty bin
 

@@ -9,7 +9,7 @@ import json
 
 import pandas as pd
 
-from analyze.inputs import HostInput
+from analyze.read.inputs import HostInput
 
 REQUIRED = ("rank", "iteration", "start_ns", "end_ns")
 

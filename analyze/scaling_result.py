@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from analyze.backward_profile import stand_in_profile
+from analyze.whatif.backward_profile import stand_in_profile
 from analyze.doubt import headline
 from analyze.result import plain
-from analyze.scaling import what_if
-from analyze.scaling_inputs import WhatIfInputs, inputs_from_result
-from analyze.scaling_model import RingscopeModel
+from analyze.whatif.calculation import what_if
+from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
+from analyze.whatif.model import RingscopeModel
 
 __all__ = ["add_scaling", "scaling_inputs", "single_iteration_time", "scaling_lines"]
 

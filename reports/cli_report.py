@@ -85,7 +85,7 @@ def run_report(paths: list[Path], *, out: Path, title: Optional[str], link_speed
         doc.update(extra)
         result: Any = doc
     else:
-        from analyze.formats import FileError
+        from analyze.read.formats import FileError
         from capture.units import parse_bin, parse_rate
 
         try:

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional
 
 from analyze.staircase import CONFIDENT  # an inferred count below it is a guess
 
-BOTTLENECK_SF = 0.95  # same threshold as analyze/scaling_verdict.py
+BOTTLENECK_SF = 0.95  # same threshold as analyze/whatif/verdict.py
 NEAR_LINE_RATE = 0.7
 LOW_FILL = 0.5
 MOSTLY_BUSY = 0.5

@@ -11,11 +11,11 @@ from typing import Iterable, Sequence
 import numpy as np
 from pcapgen import Frame, flow_key
 
-from analyze import layouts as L
+from analyze.read import layouts as L
 from analyze.api import analyze
-from analyze.flows import SUMMED, merge_host
+from analyze.read.fold import SUMMED, merge_host
 from analyze.result import CaptureSummary, FlowRecord, Result
-from analyze.scan import StreamScan
+from analyze.read.scan import StreamScan
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"

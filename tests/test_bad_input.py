@@ -75,7 +75,7 @@ def test_unusable_input_is_one_line_and_exit_2(tmp_path: Path, case: str) -> Non
 def test_no_path_at_all_says_so() -> None:
     """The Python API called with no paths: the error says what is missing (it once began with ': ')."""
     from analyze.api import analyze
-    from analyze.formats import FileError
+    from analyze.read.formats import FileError
 
     with pytest.raises(FileError, match=r"^no capture path given"):
         analyze([])

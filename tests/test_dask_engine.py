@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from analyze.cluster import KEY_PREFIX, TIMEOUT_ENV, ClusterError, scan_on_cluster
+from analyze.read.cluster import KEY_PREFIX, TIMEOUT_ENV, ClusterError, scan_on_cluster
 from clirun import one_line_error, ringscope
 from expect import FIXTURES
 from requirements import require
@@ -161,7 +161,7 @@ def test_a_worker_that_dies_is_one_line(tmp_path: Path) -> None:
     """A worker process that dies in the scan (here: by design, on every try) ends the run in one line."""
     _require_dask()
     preload = tmp_path / "die.py"
-    preload.write_text("import os\nimport analyze.scan\nanalyze.scan.scan_stream = lambda *a, **k: os._exit(1)\n")
+    preload.write_text("import os\nimport analyze.read.scan\nanalyze.read.scan.scan_stream = lambda *a, **k: os._exit(1)\n")
     with dask_cluster(tmp_path, workers=1, worker_args=("--preload", str(preload)),
                       scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}) as c:
         line = one_line_error(ringscope("analyze", EXAMPLE / "h1", "--scheduler", c.address))

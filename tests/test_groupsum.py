@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analyze.flows import sum_cells
-from analyze.groupsum import group_sum
+from analyze.read.fold import sum_cells
+from analyze.read.groupsum import group_sum
 
 
 def _oracle(codes: list[np.ndarray], values: np.ndarray) -> dict[tuple[int, ...], int]:

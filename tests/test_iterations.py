@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "fixtures" / "collective"))
 
 import collective_synth as synth  # noqa: E402
 
-from analyze import groupsum  # noqa: E402
+from analyze.read import groupsum  # noqa: E402
 from analyze.api import analyze  # noqa: E402
 from analyze.iterations import per_iteration, ring_theory, windows_from_markers  # noqa: E402
 

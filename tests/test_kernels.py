@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import analyze.scan as scan_mod
-from analyze import kernels as K
-from analyze.formats import is_capture
+import analyze.read.scan as scan_mod
+from analyze.read import kernels as K
+from analyze.read.formats import is_capture
 from expect import FIXTURES, ROOT
 from requirements import require
 from tests.benchmarks.synth import ring_capture
@@ -75,7 +75,7 @@ def test_the_extension_refuses_arrays_it_was_not_compiled_for(both) -> None:
 
 def test_a_built_run_never_imports_numba(both) -> None:
     """The point of the extension: analysis without numba's ~0.6 s import and ~100 MB."""
-    code = ("import sys; from analyze.api import analyze; from analyze.kernels import kernels; "
+    code = ("import sys; from analyze.api import analyze; from analyze.read.kernels import kernels; "
             f"r = analyze([{str(FIXTURES / 'example')!r}], workers=1); "
             "print(kernels().origin, 'numba' in sys.modules, len(r.flows))")
     env = {k: v for k, v in os.environ.items() if k != "RINGSCOPE_KERNEL"}

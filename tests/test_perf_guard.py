@@ -15,8 +15,8 @@ from unittest import mock
 import pandas as pd
 
 from analyze.api import finish
-from analyze.reading import start_reading
-from analyze.scan import scan_stream
+from analyze.read.reading import start_reading
+from analyze.read.scan import scan_stream
 from tests.benchmarks.catlike import CAT_BLOCK, read_like_cat
 from tests.benchmarks.synth import ring_capture
 

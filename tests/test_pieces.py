@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from analyze import engine, pieces
-from analyze import layouts as L
-from analyze.flows import fold_scans, merge_host
-from analyze.formats import is_capture
-from analyze.scan import StreamScan, scan_range, scan_stream
+from analyze.read import engine
+from analyze.read import pieces
+from analyze.read import layouts as L
+from analyze.read.fold import fold_scans, merge_host
+from analyze.read.formats import is_capture
+from analyze.read.scan import StreamScan, scan_range, scan_stream
 from expect import FIXTURES, same_scan
 from pcapgen import BASE_NS, ETHERNET, LINKTYPE_ETHERNET, Flow, ip_packet, pcap_bytes, write
 from tests.benchmarks.synth import ring_capture

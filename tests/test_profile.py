@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
-from analyze.backward_profile import load_profile  # noqa: E402
-from analyze.torch_profile import load_factory, profile_model, profile_spec  # noqa: E402
+from analyze.whatif.backward_profile import load_profile  # noqa: E402
+from analyze.whatif.torch_profile import load_factory, profile_model, profile_spec  # noqa: E402
 from cli import app  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyze import scan
-from analyze.formats import FileError
+from analyze.read import scan
+from analyze.read.formats import FileError
 from expect import FIXTURES, flow_mismatches, run
 from pcapgen import (
     BASE_NS, ETHERNET, Frame, Interface, Section, TcpConn, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write,

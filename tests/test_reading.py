@@ -11,18 +11,18 @@ from unittest import mock
 
 import numpy as np
 
-from analyze import engine
-from analyze import layouts as L
-from analyze.engine import POOL_MIN_BYTES
-from analyze.flows import merge_host
-from analyze.reading import start_reading
-from analyze.scan import scan_stream
+from analyze.read import engine
+from analyze.read import layouts as L
+from analyze.read.engine import POOL_MIN_BYTES
+from analyze.read.fold import merge_host
+from analyze.read.reading import start_reading
+from analyze.read.scan import scan_stream
 from expect import FIXTURES, ROOT, same_scan
 from tests.benchmarks.synth import ring_capture
 
 
 def test_starting_a_run_imports_no_pandas() -> None:
-    code = ("import sys; from analyze.reading import start_reading; "
+    code = ("import sys; from analyze.read.reading import start_reading; "
             f"r = start_reading([{str(FIXTURES / 'example')!r}], bin_ns=10_000_000, byte_mode='ip', workers=1); "
             "print(sorted(m for m in ('pandas', 'numba') if m in sys.modules), len(r.collect()))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from analyze import engine, pieces
+from analyze.read import engine
+from analyze.read import pieces
 from analyze.api import analyze
 from expect import flows_by_key, run
 from oracles import dpkt_flows, tshark_flows

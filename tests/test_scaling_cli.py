@@ -115,6 +115,6 @@ def test_console_script_end_to_end(paper_files: dict[str, Path], tmp_path: Path)
 
 def test_cli_import_stays_light() -> None:
     """`ringscope --help` must stay fast: importing cli pulls in neither numpy-heavy analysis nor torch."""
-    code = "import sys, cli; bad = [m for m in ('torch', 'analyze.scaling', 'analyze.torch_profile') if m in sys.modules]; print(bad)"
+    code = "import sys, cli; bad = [m for m in ('torch', 'analyze.whatif.calculation', 'analyze.whatif.torch_profile') if m in sys.modules]; print(bad)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stderr

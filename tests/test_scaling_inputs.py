@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.backward_profile import (BackwardProfile, ProfileFormatError, load_profile, load_reduce_cost,
+from analyze.whatif.backward_profile import (BackwardProfile, ProfileFormatError, load_profile, load_reduce_cost,
                                       save_profile)
 from analyze.cli_whatif import run_whatif, split_values
-from analyze.scaling_inputs import inputs_from_result
+from analyze.whatif.inputs import inputs_from_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "training-bottleneck"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.backward_profile import BackwardProfile, load_profile, load_reduce_cost
-from analyze.gradient_buckets import MiB, ddp_buckets
-from analyze.scaling import Replay
-from analyze.scaling_model import RingscopeModel, RingscopeOptions
-from analyze.scaling_paper import PaperModel
+from analyze.whatif.backward_profile import BackwardProfile, load_profile, load_reduce_cost
+from analyze.whatif.gradient_buckets import MiB, ddp_buckets
+from analyze.whatif.calculation import Replay
+from analyze.whatif.model import RingscopeModel, RingscopeOptions
+from analyze.whatif.paper import PaperModel
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "training-bottleneck"
 OFF = RingscopeOptions(latency_s=0.0)  # every refinement off

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.backward_profile import BackwardProfile, ReduceCostTable, load_profile, load_reduce_cost
-from analyze.gradient_buckets import MiB, horovod_buckets
-from analyze.scaling import Replay, what_if
-from analyze.scaling_paper import PaperModel
+from analyze.whatif.backward_profile import BackwardProfile, ReduceCostTable, load_profile, load_reduce_cost
+from analyze.whatif.gradient_buckets import MiB, horovod_buckets
+from analyze.whatif.calculation import Replay, what_if
+from analyze.whatif.paper import PaperModel
 
 REPO = Path(__file__).resolve().parents[1]
 PAPER_FILES = ("resnet50.bk.log", "resnet101.bk.log", "vgg16.bk.log", "cuda_vec_add.log", "single_gpu_batch_time.json")

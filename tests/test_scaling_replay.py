@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analyze.backward_profile import BackwardProfile, stand_in_profile
+from analyze.whatif.backward_profile import BackwardProfile, stand_in_profile
 from analyze.result import SCHEMA_PATH
-from analyze.scaling import what_if
-from analyze.scaling_inputs import WhatIfInputs
-from analyze.scaling_model import RingscopeModel
-from analyze.scaling_paper import PaperModel
+from analyze.whatif.calculation import what_if
+from analyze.whatif.inputs import WhatIfInputs
+from analyze.whatif.model import RingscopeModel
+from analyze.whatif.paper import PaperModel
 from cli import app
 
 N, LINK_BPS, BUSY, S, BACKWARD_S, T_S = 4, 1e9, 0.8, 1_000_000, 0.020, 0.100

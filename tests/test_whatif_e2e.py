@@ -195,7 +195,7 @@ def test_unthrottled_link_is_not_the_bottleneck(tmp_path, netns_cluster):  # noq
     # fully used, 6 MB per host per iteration take ~5 ms of a 10 Gbit/s link, hidden in a 0.2 s backward
     assert sf > 0.99 and scaling["hide_bandwidth_bps"] < link_bps
     assert "not the bottleneck" in verdict and "The network is the bottleneck" not in verdict
-    from analyze.scaling_verdict import FILLS_LINK
+    from analyze.whatif.verdict import FILLS_LINK
 
     eff = m["transport_efficiency"]
     # the rate while communicating, from the bytes and the communication time, agrees with the busy bins

@@ -20,7 +20,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads, as `ringscope analyze` does
 
-from analyze.engine import ScanOptions, scan_streams  # noqa: E402
+from analyze.read.engine import ScanOptions, scan_streams  # noqa: E402
 from tests.benchmarks.catlike import CAT_BLOCK, read_like_cat  # noqa: E402
 
 

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from analyze.formats import open_capture
+from analyze.read.formats import open_capture
 
 WINDOW = 48 << 20  # about the bytes of the scan's 512 k-record window of headers-only records
 PAGE = 4096

@@ -13,7 +13,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads, as `ringscope analyze` does
 
-from analyze.engine import ScanOptions, scan_streams  # noqa: E402
+from analyze.read.engine import ScanOptions, scan_streams  # noqa: E402
 
 if __name__ == "__main__":
     repeat, streams = int(sys.argv[1]), [[Path(p)] for p in sys.argv[2:]]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analyze.cli_analyze import TABLE_IMPORT_BYTES
-from analyze.engine import workers_beside
+from analyze.read.engine import workers_beside
 from tests.benchmarks.synth import Truth, ring_capture
 
 PY = sys.executable

@@ -10,7 +10,7 @@ not all hold is read again in one piece:
   may be filled in it as reordering (every record of the piece is over REORDER_NS after the hole opened).
 - IP fragments: a datagram's fragments may straddle a seam, so a stream with any is not joined.
 - Alignment and damage: a piece that did not end exactly on its cut, or resynced after a damaged
-  record mid-file, is not joinable (analyze.scan.scan_range says why).
+  record mid-file, is not joinable (analyze.read.scan.scan_range says why).
 pcapng and gzip files are never pieces: a pcapng piece would need the interfaces (and, for Simple Packet
 Blocks, the time) read before it, and a gzip file would be inflated once per piece.
 Series cells of a bin cut by a seam are added up when the host's flows are merged.
@@ -24,11 +24,11 @@ from typing import Optional
 
 import numpy as np
 
-from analyze import layouts as L
-from analyze.flows import fold_scans, unique_rows
-from analyze.formats import open_capture, sniff
-from analyze.resync import next_valid_record
-from analyze.scan import FileHealth, StreamScan, no_packets, time_order
+from analyze.read import layouts as L
+from analyze.read.fold import fold_scans, unique_rows
+from analyze.read.formats import open_capture, sniff
+from analyze.read.resync import next_valid_record
+from analyze.read.scan import FileHealth, StreamScan, no_packets, time_order
 
 MIN_PIECE_BYTES = 32 << 20  # ~10 ms of reading: smaller pieces cost more in hand-offs than they save
 

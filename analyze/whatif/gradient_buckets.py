@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyze.backward_profile import BackwardProfile
+from analyze.whatif.backward_profile import BackwardProfile
 
 __all__ = ["Buckets", "horovod_buckets", "ddp_buckets", "fifo_finish_s", "MiB"]
 

@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from analyze.backward_profile import BackwardProfile, ReduceCostTable
-from analyze.gradient_buckets import Buckets, MiB, horovod_buckets
+from analyze.whatif.backward_profile import BackwardProfile, ReduceCostTable
+from analyze.whatif.gradient_buckets import Buckets, MiB, horovod_buckets
 
 __all__ = ["PaperModel", "PAPER_CYCLE_S", "PAPER_FUSION_BYTES"]
 

@@ -13,8 +13,8 @@ import mmap
 
 import numpy as np
 
-from analyze import layouts as L
-from analyze.formats import CaptureFormat
+from analyze.read import layouts as L
+from analyze.read.formats import CaptureFormat
 
 CHAIN = 3  # records in a row that must look right (fewer where the file ends first)
 FIRST_WINDOW = 1 << 16  # candidate offsets tried in the first step: damage is usually one record long

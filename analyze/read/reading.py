@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from analyze import layouts as L
-from analyze.engine import Progress, ScanOptions, start_scans
-from analyze.inputs import RunInput, discover
-from analyze.scan import StreamScan
+from analyze.read import layouts as L
+from analyze.read.engine import Progress, ScanOptions, start_scans
+from analyze.read.inputs import RunInput, discover
+from analyze.read.scan import StreamScan
 
 
 @dataclass
@@ -32,7 +32,7 @@ def start_reading(paths: Sequence[str | Path], *, bin_ns: int, byte_mode: str, w
 
     busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_scans).
 
-    Raises ValueError for bad options and analyze.formats.FileError when the input cannot be found.
+    Raises ValueError for bad options and analyze.read.formats.FileError when the input cannot be found.
     """
     if byte_mode not in L.BYTE_MODES:
         raise ValueError(f"--bytes must be one of ip, wire, payload (got {byte_mode!r})")

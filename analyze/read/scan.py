@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from analyze import layouts as L
-from analyze.formats import CaptureFormat, first_timestamp_ns, open_capture
-from analyze.kernels import kernels
-from analyze.resync import next_valid_record
+from analyze.read import layouts as L
+from analyze.read.formats import CaptureFormat, first_timestamp_ns, open_capture
+from analyze.read.kernels import kernels
+from analyze.read.resync import next_valid_record
 
 RECORDS_PER_CALL = 1 << 19  # ~50 MB of headers-only records: the most file pages held at once
 INITIAL_FLOWS = 1 << 10
@@ -53,7 +53,7 @@ class StreamScan:
     cell_bin: np.ndarray  # int64, absolute bin index (ts // bin_ns)
     cell_bytes: np.ndarray  # int64
     joinable: bool = True  # a piece read as carried state would have read it, seams aside (see scan_range)
-    folded: bool = False  # flows and cells already as analyze.flows.merge_host folds them (flows.read_stream)
+    folded: bool = False  # flows and cells already as analyze.read.fold.merge_host folds them (fold.read_stream)
 
     @property
     def records(self) -> int:
@@ -128,7 +128,7 @@ def scan_range(path: Path, start: int | None = None, end: int | None = None, *, 
                mtu: int = 1500) -> StreamScan:
     """Scan the records of one capture file in bytes [start, end) (default: all of it) with fresh state.
 
-    One piece of a stream split for parallel reading: analyze.pieces chose start and end at record
+    One piece of a stream split for parallel reading: analyze.read.pieces chose start and end at record
     boundaries and joins the pieces, checking at each seam that fresh state gave what carried state would.
     The scan is not joinable when the piece did not end on its cut (a damaged record hid it, or the file
     shrank since), or when it resynced after damage mid-file: the search for the next record trusts

@@ -1,7 +1,7 @@
 """Which compiled walkers a run uses: an extension built ahead of time for this CPU, else numba's JIT.
 
 Why: importing numba and loading even a disk-cached JIT kernel costs ~0.6 s and ~100 MB in every
-process and every worker, more than reading 5 M packets takes. The same source (`analyze.kernel`) is
+process and every worker, more than reading 5 M packets takes. The same source (`analyze.read.kernel`) is
 therefore compiled once, with numba.pycc, into a small CPython extension kept in the user's cache
 (keyed by the kernel source, numba, Python and the CPU); later runs import it in milliseconds and never
 import numba. When that build cannot be done (no C compiler, numba without pycc) the run says so once
@@ -10,7 +10,7 @@ and uses the JIT kernel, which is the same code compiled in-process.
     RINGSCOPE_KERNEL=jit     never build or load the extension (the JIT kernel only)
     RINGSCOPE_CACHE_DIR=...  where compiled kernels live (default: $XDG_CACHE_HOME/ringscope)
 
-`python -m analyze.kernels` builds the extension now (setup scripts call it so no run pays for it).
+`python -m analyze.read.kernels` builds the extension now (setup scripts call it so no run pays for it).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Optional
 
-from analyze import layouts as L
+from analyze.read import layouts as L
 
 EXTENSION = "ringscope_kernel"  # the module name pycc gives the extension (its PyInit_ symbol)
 BUILD_TIMEOUT_S = 900
@@ -185,7 +185,7 @@ def _build_in_subprocess(dest: Path) -> bool:
     log = dest.parent / (dest.name + ".log")
     try:
         with open(log, "w") as out:
-            proc = subprocess.run([sys.executable, "-m", "analyze.kernels", str(dest)], stdout=out,
+            proc = subprocess.run([sys.executable, "-m", "analyze.read.kernels", str(dest)], stdout=out,
                                   stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S, cwd=_HERE.parent)
         ok = proc.returncode == 0
         why = f"exit status {proc.returncode}"
@@ -197,12 +197,12 @@ def _build_in_subprocess(dest: Path) -> bool:
         cause = next((ln for ln in reversed(lines) if "Error" in ln), why)
         print(f"ringscope: could not compile the packet kernel ahead of time ({cause[:200]}); "
               f"using numba's JIT instead (about 0.6 s more start-up per run). Log: {log}; "
-              f"retry with: {sys.executable} -m analyze.kernels", file=sys.stderr)
+              f"retry with: {sys.executable} -m analyze.read.kernels", file=sys.stderr)
     return ok
 
 
 def build(dest: Path) -> Path:
-    """Compile analyze.kernel's walkers into an extension module under dest (atomically: all or nothing)."""
+    """Compile analyze.read.kernel's walkers into an extension module under dest (atomically: all or nothing)."""
     import warnings
 
     from numba.core.errors import NumbaPendingDeprecationWarning
@@ -210,14 +210,14 @@ def build(dest: Path) -> Path:
     warnings.simplefilter("ignore", NumbaPendingDeprecationWarning)
     from numba.pycc import CC
 
-    import analyze.kernel as K
+    import analyze.read.kernel as K
 
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
     try:
         cc = CC(EXTENSION)
         cc.output_dir = str(work)
-        cc.use_nrt = False  # the walkers allocate nothing (see analyze.kernel)
+        cc.use_nrt = False  # the walkers allocate nothing (see analyze.read.kernel)
         cc.target_cpu = "host"
         for name, sig in signatures().items():
             cc.export(name, sig)(getattr(K, name).py_func)
@@ -233,7 +233,7 @@ def build(dest: Path) -> Path:
 
 
 def signatures() -> dict[str, Any]:
-    """numba signatures of the entry points (what analyze.scan passes), made from L.KERNEL_ARGS."""
+    """numba signatures of the entry points (what analyze.read.scan passes), made from L.KERNEL_ARGS."""
     from numba import types as T
 
     def one(kind: Any) -> Any:
@@ -277,7 +277,7 @@ def _jit() -> Kernels:
     """numba's JIT kernel, compiled (or loaded from numba's disk cache) for the one signature now."""
     if "NUMBA_CACHE_DIR" not in os.environ and not os.access(_HERE, os.W_OK):
         os.environ["NUMBA_CACHE_DIR"] = str(cache_root() / "numba")  # installed read-only: cache elsewhere
-    import analyze.kernel as K
+    import analyze.read.kernel as K
 
     for name, sig in signatures().items():
         getattr(K, name).compile(sig)

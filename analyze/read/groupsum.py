@@ -4,7 +4,7 @@ Why its own module: the series cells (a host's (flow, bin) runs) and the per-ite
 hundreds of thousands to millions of rows by small integer keys. An argsort or lexsort of 2 M rows took
 0.16 s a call; counting into a key space no larger than a few times the rows is linear, and a bigger
 space is hashed (pandas.factorize) so that only its distinct keys are sorted. Imports pandas only on
-that path: the read path (analyze.pieces) calls this before the caller has loaded pandas.
+that path: the read path (analyze.read.pieces) calls this before the caller has loaded pandas.
 """
 from __future__ import annotations
 

@@ -109,13 +109,13 @@ ETHERNET_MIN_FRAME_BYTES = 64  # header + payload + FCS, padded
 
 MAX_IFACES = 4096
 
-# Record limits and pcapng magics shared by the compiled reader and the resync search (analyze.resync).
+# Record limits and pcapng magics shared by the compiled reader and the resync search (analyze.read.resync).
 MAX_RECORD_BYTES = 1 << 20  # a record larger than this is corrupt (tcpdump's maximum snaplen is 256 KiB)
 MAX_BLOCK_BYTES = MAX_RECORD_BYTES + 64  # a pcapng block: the record plus its block framing
 SHB_TYPE = 0x0A0D0D0A  # Section Header Block: the same bytes in either byte order
 BOM_LITTLE, BOM_BIG = 0x1A2B3C4D, 0x4D3C2B1A  # the SHB's byte-order magic, read little-endian
 
-# The compiled entry points' arguments, (numpy dtype, ndim) for arrays or a scalar kind: analyze.kernels
+# The compiled entry points' arguments, (numpy dtype, ndim) for arrays or a scalar kind: analyze.read.kernels
 # makes both the numba signatures and the ahead-of-time extension's argument check from this one table.
 _KERNEL_TABLES = (("uint64", 2), ("int64", 1), ("int64", 2), ("int32", 1), ("int64", 1), ("int64", 1),
                   ("int64", 1), ("uint64", 2), ("int64", 1), ("int64", 2), ("int64", 1))

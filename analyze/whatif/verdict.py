@@ -16,7 +16,7 @@ from analyze.doubt import headline
 from capture.units import format_rate
 
 if TYPE_CHECKING:
-    from analyze.scaling import Replay, WhatIfResult
+    from analyze.whatif.calculation import Replay, WhatIfResult
 
 __all__ = ["verdict_text", "render_text", "BOTTLENECK_SF", "FILLS_LINK"]
 
@@ -131,7 +131,7 @@ def _replay_lines(result: "WhatIfResult") -> list[str]:
     A flagged replay says plainly that the what-if is not to be trusted yet, and what usually makes a profile
     miss its job: a profile of another model, batch or device, a wrong T, or another bucket rule or precision.
     """
-    from analyze.scaling import REPLAY_TOLERANCE
+    from analyze.whatif.calculation import REPLAY_TOLERANCE
 
     r = result.replay
     if not r:

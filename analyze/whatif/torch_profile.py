@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from analyze.backward_profile import BackwardProfile
+from analyze.whatif.backward_profile import BackwardProfile
 
 __all__ = ["load_factory", "profile_model", "profile_spec"]
 

@@ -23,8 +23,8 @@ from typing import Any, Optional, Protocol
 
 import numpy as np
 
-from analyze.backward_profile import BackwardProfile, ReduceCostTable
-from analyze.gradient_buckets import Buckets, MiB, ddp_buckets, horovod_buckets
+from analyze.whatif.backward_profile import BackwardProfile, ReduceCostTable
+from analyze.whatif.gradient_buckets import Buckets, MiB, ddp_buckets, horovod_buckets
 
 __all__ = ["ScalingModel", "RingscopeOptions", "RingscopeModel"]
 

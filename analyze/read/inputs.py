@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analyze.formats import FileError, is_capture
+from analyze.read.formats import FileError, is_capture
 from capture import layout
 
 # Digit runs that tcpdump adds when rotating: a number after the extension (-C/-W) or a long

@@ -6,7 +6,7 @@ decoded from link layer to TCP/UDP in registers, and folded into a flow hash tab
 caller; when one fills up the kernel returns a status and the caller grows it and calls again
 (re-binding arrays inside the loop would make numba reference-count every packet).
 
-This module imports numba. Callers do not import it: analyze.kernels hands out these walkers compiled
+This module imports numba. Callers do not import it: analyze.read.kernels hands out these walkers compiled
 ahead of time into a cached extension (no numba at run time), or through numba's JIT as a fallback.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from analyze.layouts import (
+from analyze.read.layouts import (
     AGG_CUR_BIN, AGG_CUR_BYTES, AGG_FIRST_NS, AGG_GAP2_HI, AGG_GAP2_LO, AGG_GAP2_NS, AGG_GAP_HI, AGG_GAP_LO,
     AGG_GAP_NS, AGG_IP_BYTES, AGG_LAST_NS, AGG_PACKETS, AGG_PAYLOAD_BYTES, AGG_RETRANS_BYTES, AGG_SEQ_END,
     AGG_SEQ_FIRST, AGG_SEQ_FIRST_NS, AGG_WIRE_BYTES, BOM_BIG, BOM_LITTLE, BYTES_IP, BYTES_PAYLOAD, ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES,

@@ -25,10 +25,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from analyze.backward_profile import BackwardProfile
-from analyze.scaling_inputs import WhatIfInputs
-from analyze.scaling_model import ScalingModel
-from analyze.gradient_buckets import fifo_finish_s
+from analyze.whatif.backward_profile import BackwardProfile
+from analyze.whatif.inputs import WhatIfInputs
+from analyze.whatif.model import ScalingModel
+from analyze.whatif.gradient_buckets import fifo_finish_s
 
 __all__ = ["Replay", "ScalingPoint", "WhatIfResult", "what_if", "TARGETS", "HIDE_TOLERANCE", "REPLAY_TOLERANCE",
            "SWEEP_WORKERS"]
@@ -173,7 +173,7 @@ def what_if(profile: BackwardProfile, single_iteration_time_s: float, model: Sca
     not made up from the run's totals: only then is the replay error computed, because a stand-in profile is
     built from the very measurement it would be checked against.
     """
-    from analyze.scaling_verdict import verdict_text
+    from analyze.whatif.verdict import verdict_text
 
     if single_iteration_time_s <= 0:
         raise ValueError("the single-GPU iteration time must be positive")

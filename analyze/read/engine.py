@@ -1,10 +1,10 @@
 """Run the stream scans (one per host) in this process, in a local process pool, or on a Dask cluster.
 
-The unit of work is one host's capture stream (`analyze.flows.read_stream`): a pure function from
+The unit of work is one host's capture stream (`analyze.read.fold.read_stream`): a pure function from
 paths and options to a small StreamScan, so the same call can be shipped to any executor
-(`analyze.cluster` ships it to Dask). A host's rotated files are read in time order so TCP state
+(`analyze.read.cluster` ships it to Dask). A host's rotated files are read in time order so TCP state
 carries across rotation points; hosts are read in parallel. When there are fewer hosts than a local
-pool can use, big streams are cut into pieces read at once and joined exactly (`analyze.pieces`); a
+pool can use, big streams are cut into pieces read at once and joined exactly (`analyze.read.pieces`); a
 stream that cannot be cut still goes to a worker, so the caller imports its table code meanwhile.
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from analyze.kernels import kernels
-from analyze import pieces
-from analyze.flows import read_stream
-from analyze.scan import StreamScan, scan_range
+from analyze.read.kernels import kernels
+from analyze.read import pieces
+from analyze.read.fold import read_stream
+from analyze.read.scan import StreamScan, scan_range
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 # A host's stream costs a worker about as much as reading this many bytes more (2 ms here: opening its files,
@@ -51,7 +51,7 @@ def scan_streams(streams: list[list[Path]], opts: ScanOptions, workers: Optional
     """Scan every stream (a host's files) once, in order of `streams`. FileError from any file propagates.
 
     With `scheduler` (a Dask address) the cluster's workers scan and `workers` does not apply;
-    analyze.cluster.ClusterError says why the cluster could not.
+    analyze.read.cluster.ClusterError says why the cluster could not.
     """
     return start_scans(streams, opts, workers, progress, scheduler)()
 
@@ -70,7 +70,7 @@ def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[
     sizes = [sum(_size(f) for f in s) for s in streams]
     kwargs = dict(bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
     if scheduler is not None:
-        from analyze.cluster import scan_on_cluster
+        from analyze.read.cluster import scan_on_cluster
 
         return lambda: scan_on_cluster(scheduler, streams, sizes, kwargs, progress)
     n = max(1, workers if workers is not None else default_workers())

@@ -1,6 +1,6 @@
 """Scale-out: run the per-host stream scans on a Dask distributed cluster (`--scheduler tcp://HOST:PORT`).
 
-`flows.read_stream` is pure (paths and options in, a small picklable StreamScan out), so each host's stream
+`fold.read_stream` is pure (paths and options in, a small picklable StreamScan out), so each host's stream
 becomes one Dask task. Workers open the files themselves: the paths sent are absolute and must name the
 same files on every worker (a shared filesystem). Dask is imported here only, and only when a scheduler
 is given, so `ringscope --help` and local runs never pay for it. Whatever goes wrong with the cluster
@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from analyze.engine import Progress, biggest_first
-from analyze.flows import read_stream
-from analyze.scan import StreamScan
+from analyze.read.engine import Progress, biggest_first
+from analyze.read.fold import read_stream
+from analyze.read.scan import StreamScan
 
 TIMEOUT_ENV = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"  # Dask's own name for the connect timeout
 DEFAULT_TIMEOUT = "10s"  # a mistyped address should fail fast, not after Dask's 30 s
