@@ -40,8 +40,10 @@ def analyze_run(run: Path, **options):
 
 
 def steady_period(starts: list[int]) -> float:
-    """Mean step from the second iteration on (the first carries the warm-up): as the analyzer reports it."""
-    return (starts[-1] - starts[1]) / (len(starts) - 2)
+    """The job's mean step from the second iteration on (the first carries the warm-up): the slope of a
+    least-squares line through the ranks' own step starts, the definition the analyzer's period follows."""
+    s = np.array(starts[1:], dtype=np.float64)
+    return float(np.polyfit(np.arange(len(s)), s - s[0], 1)[0])
 
 
 def check_against_truth(run: Path, truth: dict, *, confident: bool = True, boundary_misses: int = 0) -> dict:
