@@ -1,15 +1,20 @@
-"""ringscope command line: a thin face over the capture, analyze and reports libraries.
+"""ringscope's one face: the analyze, report, whatif and profile commands (and capture's, mounted).
 
-Heavy libraries (numba, pandas, plotly, torch) are imported inside the commands so that
-`ringscope --help` stays fast.
+Each command parses its options into typed values, calls the library (analyze, reports), and prints or
+writes; every user error ends in fail()'s one line. Heavy libraries (numba, pandas, plotly, torch) are
+imported inside the commands so that `ringscope --help` stays fast.
 """
 from __future__ import annotations
 
+import json
 import os
+import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Callable, List, Optional, Sequence, TypeVar
 
 import typer
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="ringscope",
@@ -78,11 +83,101 @@ def analyze(
 ) -> None:
     """Read captures and print a flow and link-utilization summary."""
     _analysis_command()
-    from analyze.cli_analyze import run_analyze
+    from capture.units import parse_bin, parse_duration, parse_rate, parse_size
 
-    run_analyze(paths, json_out=json_out, out=out, link_speed=link_speed, bin_=bin_, byte_mode=byte_mode, workers=workers,
-                launch_order=launch_order, gradient_bytes=gradient_bytes, nccl_log=nccl_log, html_out=html_out,
-                single_iteration_time=single_iteration_time, scheduler=scheduler, iterations=iterations)
+    try:
+        order = [h.strip() for h in launch_order.split(",") if h.strip()] if launch_order else None
+        grad = parse_size(gradient_bytes) if gradient_bytes else None
+        if nccl_log is not None and not nccl_log.is_file():
+            raise ValueError(f"{nccl_log}: no such NCCL log file")
+        link_bps = parse_rate(link_speed) if link_speed else None
+        bin_ns = parse_bin(bin_)
+        if byte_mode not in ("ip", "wire", "payload"):
+            raise ValueError(f"bad --bytes {byte_mode!r}: choose ip, wire or payload")
+        if workers is not None and workers < 1:
+            raise ValueError("--workers must be at least 1")
+        if workers is not None and scheduler is not None:
+            raise ValueError("--workers sets local processes and --scheduler reads on a Dask cluster: give one of them")
+        if iterations is not None and iterations < 1:
+            raise ValueError(f"bad --iterations {iterations}: must be at least 1")
+        t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
+        if t_single is not None and t_single <= 0:
+            raise ValueError(f"bad --single-iteration-time {single_iteration_time!r}: must be longer than 0")
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+
+    from analyze.read.cluster import ClusterError
+    from analyze.read.engine import TABLE_IMPORT_BYTES
+    from analyze.read.formats import FileError
+    from analyze.read.reading import start_reading
+
+    quiet = str(json_out) == "-" or not sys.stderr.isatty()
+    try:
+        with _Progress(quiet) as progress:
+            reading = start_reading(paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress,
+                                    scheduler=scheduler, busy_bytes=TABLE_IMPORT_BYTES)
+            from analyze.api import finish  # pandas and the table code load while a local pool reads
+
+            result = finish(reading, link_speed_bps=link_bps, launch_order=order, gradient_bytes=grad,
+                            nccl_log=nccl_log, single_iteration_time_s=t_single, iterations=iterations)
+    except (FileError, ClusterError) as exc:
+        raise fail(str(exc)) from None
+    if json_out is not None:
+        try:
+            result.write_json(json_out)
+        except OSError as exc:
+            raise fail(f"{json_out}: cannot write ({exc.strerror})") from None
+    if out is not None:
+        from reports.tables import write_tables
+
+        try:
+            written = write_tables(result, out)
+        except OSError as exc:
+            raise fail(f"{out}: cannot write tables ({exc.strerror})") from None
+        typer.echo(f"wrote {len(written)} table files to {out}", err=True)
+    if html_out is not None:
+        _write_report(result, html_out, None)
+    if str(json_out) != "-":
+        from reports.text import summary_text
+
+        typer.echo(summary_text(result))
+
+
+class _Progress:
+    """A rich progress bar over bytes read, on stderr, only on a terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bar: Any = None
+
+    def __enter__(self) -> Optional[Callable[[Path, int], None]]:
+        if self.quiet:
+            return None
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("reading"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), transient=True)
+        self.bar.__enter__()
+        task = self.bar.add_task("read", total=None)
+
+        def advance(_path: Path, size: int) -> None:
+            self.bar.update(task, advance=size)
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+
+
+def _write_report(result: Any, out: Path, title: Optional[str]) -> None:
+    """Render and write the HTML report; where and how big on stderr."""
+    from reports.html import write_html
+
+    try:
+        size = write_html(result, out, title=title)
+    except OSError as exc:
+        raise fail(f"{out}: cannot write the report ({exc.strerror or exc})") from None
+    typer.echo(f"wrote {out} ({size / 1e6:.1f} MB)", err=True)
 
 
 # ---- capture (issue 4) ------------------------------------------------------------------------
@@ -115,8 +210,6 @@ def whatif(
 ) -> None:
     """Full-utilization scaling what-if: would training scale if the network ran at line rate?"""
     _analysis_command()
-    from analyze.cli_whatif import run_whatif
-
     try:
         run_whatif(source, model=model, profile=profile, single_iteration_time=single_iteration_time,
                    reduce_cost=reduce_cost, workers=workers or (), bandwidth=bandwidth or (), compression=compression or (),
@@ -124,6 +217,99 @@ def whatif(
                    fp16=fp16, efficiency=efficiency, json_out=json_out)
     except ValueError as exc:
         raise fail(str(exc))
+
+
+def split_values(values: Optional[Sequence[str]], parse: Callable[[str], T], what: str) -> list[T]:
+    """Values from repeated options and/or comma (or space) separated lists: ['4,8', '16'] → [4, 8, 16]."""
+    import re
+
+    out: list[T] = []
+    for value in values or ():
+        for item in re.split(r"[,\s]+", str(value).strip()):
+            if not item:
+                continue
+            try:
+                out.append(parse(item))
+            except ValueError as exc:
+                raise ValueError(f"bad {what} {item!r}: {exc}") from exc
+    return out
+
+
+def _seconds(text: str) -> float:
+    """A time in seconds: a bare number ('0.128') or a duration with unit ('128ms')."""
+    from capture.units import parse_duration
+
+    return parse_duration(text) / 1e9
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not value >= 1:
+        raise ValueError("must be ≥ 1 (1 = no compression)")
+    return value
+
+
+def load_result(path: Path) -> dict[str, Any]:
+    """The analyzer's result as a dict: a result JSON file, or a run directory analyzed now."""
+    if path.is_dir():
+        from analyze.api import analyze as analyze_run
+        from analyze.read.formats import FileError
+
+        try:
+            return analyze_run([path]).to_json()
+        except FileError as exc:
+            raise ValueError(str(exc)) from None
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a result JSON (from `ringscope analyze --json`): {exc}") from exc
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: expected a JSON object (from `ringscope analyze --json`)")
+    return doc
+
+
+def run_whatif(source: Optional[Path], model: str = "ringscope", profile: Optional[Path] = None,
+               single_iteration_time: Optional[str] = None, reduce_cost: Optional[Path] = None,
+               workers: Sequence[str] = (), bandwidth: Sequence[str] = (), compression: Sequence[str] = (),
+               latency: str = "10us", gpus_per_server: int = 1, intra_bandwidth: str = "1.2Tbit",
+               buckets: str = "horovod", fp16: bool = False, efficiency: Optional[float] = None,
+               json_out: Optional[Path] = None) -> dict[str, Any]:
+    """`ringscope whatif`: option strings parsed, the what-if run (analyze.whatif.request), printed and
+    written; returns the {"scaling": ...} document. User errors are ValueError with one line."""
+    from analyze.whatif.inputs import inputs_from_result
+    from analyze.whatif.request import what_if_request
+    from capture.units import parse_rate
+    from reports.text import render_whatif
+
+    result = what_if_request(
+        inputs_from_result(load_result(source)) if source is not None else None, model=model, profile=profile,
+        single_iteration_time_s=_seconds(single_iteration_time) if single_iteration_time is not None else None,
+        reduce_cost=reduce_cost, workers=split_values(workers, _positive_int, "worker count"),
+        bandwidths_bps=split_values(bandwidth, parse_rate, "bandwidth"),
+        compressions=split_values(compression, _ratio, "compression ratio"), latency_s=_seconds(latency),
+        gpus_per_server=gpus_per_server, intra_bandwidth_bps=parse_rate(intra_bandwidth), buckets=buckets,
+        fp16=fp16, efficiency=efficiency)
+    doc = {"scaling": result.to_dict()}
+    if json_out is not None and str(json_out) == "-":
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print(render_whatif(result))
+        if json_out is not None:
+            try:
+                json_out.write_text(json.dumps(doc, indent=1) + "\n")
+            except OSError as exc:
+                raise ValueError(f"{json_out}: cannot write: {exc.strerror or exc}") from exc
+    return doc
 
 
 @app.command()
@@ -135,12 +321,27 @@ def profile(
     out: Optional[Path] = typer.Option(None, "--out", help="Write the profile: .json, .csv, or the paper's .bk.log format; '-' for JSON on stdout."),
 ) -> None:
     """Record per-parameter gradient-ready times and sizes of a torch model (a backward profile for whatif)."""
-    from analyze.cli_whatif import run_profile
+    import tempfile
+
+    from analyze.whatif.backward_profile import save_profile
+    from analyze.whatif.torch_profile import profile_spec
 
     try:
-        run_profile(spec, batch_size=batch_size, device=device, steps=steps, out=out)
+        prof = profile_spec(spec, batch_size=batch_size, device=device, steps=steps)
     except ValueError as exc:
         raise fail(str(exc))
+    if out is not None and str(out) == "-":
+        with tempfile.TemporaryDirectory() as tmp:
+            save_profile(prof, Path(tmp) / "profile.json")
+            sys.stdout.write((Path(tmp) / "profile.json").read_text())
+        return
+    print(f"{spec}: {prof.tensors} gradient tensors, {prof.gradient_bytes / 1e6:.2f} MB, backward "
+          f"{prof.meta['backward_s'] * 1e3:.2f} ms on {prof.meta['device']} (batch {batch_size}, mean of {steps} steps)")
+    if out is not None:
+        try:
+            save_profile(prof, out)
+        except OSError as exc:
+            raise fail(f"{out}: cannot write: {exc.strerror or exc}")
 
 # ---- report (issue 6) -------------------------------------------------------------------------
 
@@ -155,9 +356,27 @@ def report(
 ) -> None:
     """Write one self-contained HTML report (plotly embedded, works offline)."""
     _analysis_command()
-    from reports.cli_report import run_report
+    from reports.inputs import split_inputs
 
-    run_report(paths, out=out, title=title, link_speed=link_speed, bin_=bin_)
+    try:
+        doc, extra, captures = split_inputs(paths)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if doc is not None:
+        doc.update(extra)
+        result: Any = doc
+    else:
+        from analyze.api import analyze as analyze_run
+        from analyze.read.formats import FileError
+        from capture.units import parse_bin, parse_rate
+
+        try:
+            result = analyze_run(captures, link_speed_bps=parse_rate(link_speed) if link_speed else None,
+                                 bin_ns=parse_bin(bin_))
+        except (FileError, ValueError) as exc:
+            raise fail(str(exc)) from None
+        result.extra.update(extra)
+    _write_report(result, out, title)
 
 
 def _usage_error_class() -> type[Exception]:

@@ -294,38 +294,4 @@ def _ring_size(markers: pd.DataFrame, log: Any, hosts_in_ring: int) -> int:
     return hosts_in_ring
 
 
-__all__ = ["add_collective", "launch_order_of", "collective_lines"]
-
-
-def collective_lines(extra: dict[str, Any]) -> list[str]:
-    """The summary's topology and iterations section (a few human lines)."""
-    t, it = extra["topology"], extra.get("iterations") or {}
-    lines = ["", f"topology: {t['kind']} (confidence {t['confidence']:.2f})"]
-    if t["order"]:
-        arrow = " -> " if t["kind"] == "ring" else " <-> " if t["kind"] == "bidirectional_ring" else ", "
-        lines.append("  " + arrow.join(t["order"][:12]) + (" ..." if len(t["order"]) > 12 else "")
-                     + (arrow + t["order"][0] if t["kind"] in RING_KINDS else ""))
-    if t["matches_launch_order"] is not None:
-        lines.append(f"  launch order: {'matches' if t['matches_launch_order'] else 'DOES NOT match'}"
-                     + (f" ({t['direction'].replace('_', ' ')})" if t.get("direction") else ""))
-    if "nccl" in t and t["nccl"]["matches"] is not None:
-        lines.append(f"  NCCL log ring: {'agrees' if t['nccl']['matches'] else 'DIFFERS'}")
-    lines.extend(f"  note: {n}" for n in t["notes"])
-    if it.get("count"):
-        b = it["bytes_per_iteration_per_host"]
-        how = it["source"] if it["method"] == it["source"] else f"{it['source']}: {it['method']}"
-        sure = it["source"] == "markers" or it["confidence"] >= CONFIDENT
-        lines.append(f"iterations: {it['count']} ({how}, confidence {it['confidence']:.2f}"
-                     + ("" if sure else ": UNSURE, a guess") + ")"
-                     + (f", every {it['period_ns'] / 1e6:.4g} ms" if it.get("period_ns") else ""))
-        lines.append(f"  bytes per iteration per host (tx): median {b['median']:,.0f}, p5 {b['p5']:,.0f}, "
-                     f"p95 {b['p95']:,.0f}; rx median {it['rx_bytes_per_iteration_per_host']['median']:,.0f}")
-        if it.get("comm_ns_median"):
-            lines.append(f"  communication {it['comm_ns_median'] / 1e6:.4g} ms per iteration at "
-                         f"{it['rate_bps_median'] / 1e9:.3g} Gbit/s per host")
-        lines.extend(f"  note: {n}" for n in it.get("notes", []) if n.startswith("DISAGREEMENT"))
-        if it.get("implied_gradient_bytes"):
-            lines.append(f"  implied gradient S = {it['implied_gradient_bytes']:,.0f} B "
-                         f"(~{it['implied_params_fp32']:,.0f} fp32 / {it['implied_params_fp16']:,.0f} fp16 params)"
-                         + (f"; measured/theory {it['theory_ratio']:.4f}" if it.get("theory_ratio") else ""))
-    return lines
+__all__ = ["add_collective", "launch_order_of"]

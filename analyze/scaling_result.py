@@ -11,13 +11,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from analyze.whatif.backward_profile import stand_in_profile
-from analyze.doubt import headline
 from analyze.result import plain
 from analyze.whatif.calculation import what_if
 from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
 from analyze.whatif.model import RingscopeModel
 
-__all__ = ["add_scaling", "scaling_inputs", "single_iteration_time", "scaling_lines"]
+__all__ = ["add_scaling", "scaling_inputs", "single_iteration_time"]
 
 
 def scaling_inputs(result: Any) -> WhatIfInputs:
@@ -69,25 +68,3 @@ def add_scaling(result: Any, single_iteration_time_s: Optional[float] = None) ->
     out = what_if(profile, t, RingscopeModel(), [measured.workers], [measured.link_speed_bps], [1.0],
                   measured=measured, single_worker_measured=single_iteration_time_s is not None, assumptions=notes)
     result.extra["scaling"] = out.to_dict()
-
-
-def scaling_lines(scaling: dict[str, Any]) -> list[str]:
-    """The summary's what-if: one line of numbers, then the verdict's first sentences (1–3 lines). When its
-    inputs are unsure the first line says so, the numbers are marked as resting on them, no conclusion is
-    printed, and the last line names what would make it sure."""
-    m = scaling.get("measured") or {}
-    numbers = [f"T {scaling['single_iteration_time_s'] * 1e3:.4g} ms"]
-    for key, label in (("full_utilization_scaling_factor", "scaling factor with the link fully used"),
-                       ("scaling_factor_at_measured_efficiency", "at the measured efficiency"),
-                       ("measured_scaling_factor", "measured")):
-        if m.get(key) is not None:
-            numbers.append(f"{label} {m[key]:.3f}")
-    unsure = scaling.get("unsure")
-    if unsure:
-        return ["", f"what-if ({scaling['model']} model): {headline(unsure)}",
-                "  no conclusion: these numbers rest on that guess: " + ", ".join(numbers),
-                "  to make it sure, give one of: " + "; ".join(unsure["would_make_sure"])]
-    # the verdict's first sentence repeats the numbers above; then one line per sentence, at most three
-    sentences = [s.strip().rstrip(".") + "." for s in str(scaling.get("verdict") or "").split(". ") if s.strip()]
-    return ["", f"what-if ({scaling['model']} model): " + ", ".join(numbers),
-            *(f"  {s}" for s in (sentences[1:4] if len(sentences) > 1 else sentences))]

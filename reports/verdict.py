@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from analyze.staircase import CONFIDENT  # an inferred count below it is a guess
+from analyze.whatif.verdict import BOTTLENECK_SF  # one threshold for the summary's verdict and the report's
 
-BOTTLENECK_SF = 0.95  # same threshold as analyze/whatif/verdict.py
 NEAR_LINE_RATE = 0.7
 LOW_FILL = 0.5
 MOSTLY_BUSY = 0.5

@@ -33,7 +33,7 @@ CASES = [
 def outputs(paths: list[str], options: dict, tmp: Path) -> dict[str, str]:
     """Digest of every output file of one analysis: result.json, summary.txt and the tables."""
     from analyze.api import analyze
-    from analyze.cli_analyze import summary_text
+    from reports.text import summary_text
     from reports.tables import write_tables
 
     cwd = os.getcwd()

@@ -9,7 +9,7 @@ import pytest
 
 from analyze.whatif.backward_profile import (BackwardProfile, ProfileFormatError, load_profile, load_reduce_cost,
                                       save_profile)
-from analyze.cli_whatif import run_whatif, split_values
+from cli import run_whatif, split_values
 from analyze.whatif.inputs import inputs_from_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "training-bottleneck"

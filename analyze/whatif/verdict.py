@@ -1,4 +1,4 @@
-"""The what-if in words: the verdict paragraph and the plain-text summary `ringscope whatif` prints.
+"""The what-if in words: the verdict paragraph (the terminal rendering is reports.text).
 
 The verdict answers two questions for the largest N asked: is the network the bottleneck (the
 full-utilization scaling factor at the link's speed is below ``BOTTLENECK_SF``), and if the capture measured
@@ -18,7 +18,7 @@ from capture.units import format_rate
 if TYPE_CHECKING:
     from analyze.whatif.calculation import Replay, WhatIfResult
 
-__all__ = ["verdict_text", "render_text", "BOTTLENECK_SF", "FILLS_LINK"]
+__all__ = ["verdict_text", "BOTTLENECK_SF", "FILLS_LINK"]
 
 BOTTLENECK_SF = 0.95
 _NOTABLE_GAP = 0.02
@@ -123,63 +123,3 @@ def _measured_gap(msf: float, t: float, m: dict) -> str:
                 f"DDP/Horovod buckets).")
     return (f"The measured scaling factor ({msf:.3f}) is well below both, so time is lost outside the "
             f"link (stragglers, input pipeline, synchronization) as well.")
-
-
-def _replay_lines(result: "WhatIfResult") -> list[str]:
-    """The replay error, printed before the counterfactuals it vouches for; nothing when there is no replay.
-
-    A flagged replay says plainly that the what-if is not to be trusted yet, and what usually makes a profile
-    miss its job: a profile of another model, batch or device, a wrong T, or another bucket rule or precision.
-    """
-    from analyze.whatif.calculation import REPLAY_TOLERANCE
-
-    r = result.replay
-    if not r:
-        return []
-    m = result.measured or {}
-    link, eff = m.get("link_speed_bps"), m.get("transport_efficiency")
-    rate = format_rate(r["bandwidth_bps"])
-    at = f"{rate}: {format_rate(link)} at the measured {eff:.0%} efficiency" if eff else f"{rate}, no efficiency measured"
-    lines = [f"replay of the measured run (N = {r['workers']}, {at}): the model gives "
-             f"{r['modelled_iteration_ns'] / 1e6:.4g} ms per iteration against {r['measured_iteration_ns'] / 1e6:.4g} ms "
-             f"measured (error {r['error']:+.1%})"]
-    if not r["single_iteration_time_given"]:
-        lines.append("  T was taken from the measured period, so this checks only the communication the model leaves "
-                     "exposed; give --single-iteration-time to check the whole iteration.")
-    if r["flagged"]:
-        grad = m.get("gradient_bytes")
-        lines.append(f"  The replay misses the measured iteration by more than {REPLAY_TOLERANCE:.0%}: the what-if below "
-                     f"does not reproduce the measured job and should not be trusted until it does. Check that the profile "
-                     f"was recorded with this job's model, batch size and device ({result.profile['gradient_bytes'] / 1e6:.1f} MB "
-                     f"of gradients" + (f" against {grad / 1e6:.1f} MB implied by the capture" if grad else "")
-                     + f", backward {result.profile['backward_s'] * 1e3:.4g} ms), that T is this job's single-GPU "
-                     f"iteration time, and that the bucket rule (--buckets) and precision (--fp16) are the job's.")
-    return lines
-
-
-def render_text(result: "WhatIfResult") -> str:
-    """Plain-text summary for the terminal."""
-    lines = [f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
-             f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {result.profile['gradient_bytes'] / 1e6:.1f} MB "
-             f"of gradients in {result.profile['tensors']} tensors",
-             *([headline(result.unsure) + " (the verdict at the end says what would make it sure)"]
-               if result.unsure else []), *_replay_lines(result),
-             "", f"{'workers':>7}  {'bandwidth':>12}  {'compr.':>6}  {'overhead':>10}  {'scaling':>7}"]
-    for p in result.points:
-        lines.append(f"{p.workers:>7}  {format_rate(p.bandwidth_bps):>12}  {p.compression:>6g}  "
-                     f"{p.overhead_s * 1e3:>7.3f} ms  {p.scaling_factor:>7.4f}")
-    lines += ["", "compression needed for scaling factor " + " / ".join(f"{x:g}" for x in sorted({r['target'] for r in result.needed_compression}))]
-    by_key: dict[tuple[int, float], list[str]] = {}
-    for r in result.needed_compression:
-        c = r["compression"]
-        by_key.setdefault((r["workers"], r["bandwidth_bps"]), []).append("—" if c is None or c != c else f"{c:.3g}×")
-    for (n, b), cells in by_key.items():
-        lines.append(f"{n:>7}  {format_rate(b):>12}  " + "  ".join(f"{c:>8}" for c in cells))
-    lines += ["", "communication hides behind backward from: "
-              + ", ".join(f"N={h['workers']}: {format_rate(h['bandwidth_bps'])}" for h in result.hide_bandwidth)]
-    if result.measured:
-        m = result.measured
-        shown = {k: v for k, v in m.items() if v is not None}
-        lines += ["", "measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())]
-    lines += ["", "assumed: " + "; ".join(result.assumptions), "", result.verdict]
-    return "\n".join(lines)

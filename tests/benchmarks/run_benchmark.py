@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from analyze.cli_analyze import TABLE_IMPORT_BYTES
+from analyze.read.engine import TABLE_IMPORT_BYTES
 from analyze.read.engine import workers_beside
 from tests.benchmarks.synth import Truth, ring_capture
 
