@@ -4,6 +4,7 @@ Each command parses its options into typed values, calls the library (analyze, r
 writes; every user error ends in fail()'s one line. Heavy libraries (numba, pandas, plotly, torch) are
 imported inside the commands so that `ringscope --help` stays fast.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,11 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Is the network the bottleneck of your distributed training job? Capture, analyze, report."""
 
 
@@ -66,20 +70,60 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
 
 @app.command()
 def analyze(
-    paths: List[Path] = typer.Argument(..., help="Capture directory (run.json + one folder per host), folders of pcaps (searched recursively) or pcap/pcapng files, optionally gzip-compressed."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write the result object (JSON, schema 1) to FILE; '-' for stdout."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the tables (flows, hosts, series) as CSV and Parquet into DIR."),
-    link_speed: Optional[str] = typer.Option(None, "--link-speed", help="Link speed for hosts whose meta.json gives none, e.g. 25Gbit, 100G, 1e9."),
+    paths: List[Path] = typer.Argument(
+        ...,
+        help="Capture directory (run.json + one folder per host), folders of pcaps (searched recursively) or pcap/pcapng files, optionally gzip-compressed.",
+    ),
+    json_out: Optional[Path] = typer.Option(
+        None, "--json", help="Write the result object (JSON, schema 1) to FILE; '-' for stdout."
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Write the tables (flows, hosts, series) as CSV and Parquet into DIR."
+    ),
+    link_speed: Optional[str] = typer.Option(
+        None, "--link-speed", help="Link speed for hosts whose meta.json gives none, e.g. 25Gbit, 100G, 1e9."
+    ),
     bin_: str = typer.Option("10ms", "--bin", help="Bin width of the throughput series, e.g. 1ms, 10ms, 0.5s."),
-    byte_mode: str = typer.Option("ip", "--bytes", help="Byte accounting: ip (IP header length, default), wire (ip + Ethernet framing per MTU frame), payload (TCP/UDP payload)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Most local worker processes reading files (default: one per core); one is started per GiB of input (and 8 MiB per host), and with fewer hosts than workers big files are read in pieces. Not with --scheduler."),
-    scheduler: Optional[str] = typer.Option(None, "--scheduler", metavar="tcp://HOST:PORT", help="Read the hosts' captures on this Dask cluster instead of local processes (needs pip install 'ringscope\\[dask]'). Workers open the files themselves: they must see them at the same absolute paths (a shared filesystem)."),
-    launch_order: Optional[str] = typer.Option(None, "--launch-order", help="Hosts in launch (rank) order, h1,h2,...; default: run.json's host list. Checked against the ring."),
-    gradient_bytes: Optional[str] = typer.Option(None, "--gradient-bytes", help="Gradient size S per iteration (97.5MB, 25MiB or bytes) for the 2(N-1)/N x S check; default: markers' gradient_bytes. Without markers it also anchors the iterations found in the traffic (checked, and a disagreement reported)."),
-    iterations: Optional[int] = typer.Option(None, "--iterations", help="Training steps the job ran while captured. Without markers it anchors the iterations found in the traffic: checked against it, a disagreement reported, an agreement makes the count sure."),
-    nccl_log: Optional[Path] = typer.Option(None, "--nccl-log", help="NCCL_DEBUG=INFO log: compare the ring NCCL built with the ring in the packets."),
+    byte_mode: str = typer.Option(
+        "ip",
+        "--bytes",
+        help="Byte accounting: ip (IP header length, default), wire (ip + Ethernet framing per MTU frame), payload (TCP/UDP payload).",
+    ),
+    workers: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        help="Most local worker processes reading files (default: one per core); one is started per GiB of input (and 8 MiB per host), and with fewer hosts than workers big files are read in pieces. Not with --scheduler.",
+    ),
+    scheduler: Optional[str] = typer.Option(
+        None,
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="Read the hosts' captures on this Dask cluster instead of local processes (needs pip install 'ringscope\\[dask]'). Workers open the files themselves: they must see them at the same absolute paths (a shared filesystem).",
+    ),
+    launch_order: Optional[str] = typer.Option(
+        None,
+        "--launch-order",
+        help="Hosts in launch (rank) order, h1,h2,...; default: run.json's host list. Checked against the ring.",
+    ),
+    gradient_bytes: Optional[str] = typer.Option(
+        None,
+        "--gradient-bytes",
+        help="Gradient size S per iteration (97.5MB, 25MiB or bytes) for the 2(N-1)/N x S check; default: markers' gradient_bytes. Without markers it also anchors the iterations found in the traffic (checked, and a disagreement reported).",
+    ),
+    iterations: Optional[int] = typer.Option(
+        None,
+        "--iterations",
+        help="Training steps the job ran while captured. Without markers it anchors the iterations found in the traffic: checked against it, a disagreement reported, an agreement makes the count sure.",
+    ),
+    nccl_log: Optional[Path] = typer.Option(
+        None, "--nccl-log", help="NCCL_DEBUG=INFO log: compare the ring NCCL built with the ring in the packets."
+    ),
     html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the self-contained HTML report to FILE."),
-    single_iteration_time: Optional[str] = typer.Option(None, "--single-iteration-time", help="Single-worker iteration time T (0.3 or 300ms): the what-if then reports the measured scaling factor; default: period minus communication."),
+    single_iteration_time: Optional[str] = typer.Option(
+        None,
+        "--single-iteration-time",
+        help="Single-worker iteration time T (0.3 or 300ms): the what-if then reports the measured scaling factor; default: period minus communication.",
+    ),
 ) -> None:
     """Read captures and print a flow and link-utilization summary."""
     _analysis_command()
@@ -114,12 +158,26 @@ def analyze(
     quiet = str(json_out) == "-" or not sys.stderr.isatty()
     try:
         with _Progress(quiet) as progress:
-            reading = start_reading(paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress,
-                                    scheduler=scheduler, busy_bytes=TABLE_IMPORT_BYTES)
+            reading = start_reading(
+                paths,
+                bin_ns=bin_ns,
+                byte_mode=byte_mode,
+                workers=workers,
+                progress=progress,
+                scheduler=scheduler,
+                busy_bytes=TABLE_IMPORT_BYTES,
+            )
             from analyze.api import finish  # pandas and the table code load while a local pool reads
 
-            result = finish(reading, link_speed_bps=link_bps, launch_order=order, gradient_bytes=grad,
-                            nccl_log=nccl_log, single_iteration_time_s=t_single, iterations=iterations)
+            result = finish(
+                reading,
+                link_speed_bps=link_bps,
+                launch_order=order,
+                gradient_bytes=grad,
+                nccl_log=nccl_log,
+                single_iteration_time_s=t_single,
+                iterations=iterations,
+            )
     except (FileError, ClusterError) as exc:
         raise fail(str(exc)) from None
     if json_out is not None:
@@ -192,29 +250,81 @@ _LISTS = "Several values: repeat the option or give a comma list."
 
 @app.command()
 def whatif(
-    source: Optional[Path] = typer.Argument(None, help="Optional run directory or result JSON (from `ringscope analyze --json`): gives N, link speed, iteration time, gradient bytes and measured transport efficiency."),
-    model: str = typer.Option("ringscope", "--model", help="paper (the paper's model, exactly) or ringscope (with the refinements below)."),
-    profile: Optional[Path] = typer.Option(None, "--profile", help="Backward profile: .bk.log (the paper's), JSON or CSV (from `ringscope profile`)."),
-    single_iteration_time: Optional[str] = typer.Option(None, "--single-iteration-time", help="Single-GPU iteration time T: seconds (0.128) or with unit (128ms)."),
-    reduce_cost: Optional[Path] = typer.Option(None, "--reduce-cost", help="Reduction-cost table, 'bytes,seconds' lines (the paper's cuda_vec_add.log); without it the reduction is free."),
-    workers: Optional[List[str]] = typer.Option(None, "--workers", help=f"Worker counts N. {_LISTS} (--workers 8 --workers 64 is --workers 8,64)"),
-    bandwidth: Optional[List[str]] = typer.Option(None, "--bandwidth", help=f"Link rates, e.g. 10G, 25Gbit, 100Gbps, 1e9. {_LISTS}"),
-    compression: Optional[List[str]] = typer.Option(None, "--compression", help=f"Gradient compression ratios (1 = none). {_LISTS}"),
-    latency: str = typer.Option("10us", "--latency", help="ringscope model: per-step latency α (2(N−1) steps per all-reduce); 0 to drop."),
-    gpus_per_server: int = typer.Option(1, "--gpus-per-server", help="ringscope model: G GPUs per server for a hierarchical all-reduce (bandwidth is then the server NIC's)."),
-    intra_bandwidth: str = typer.Option("1.2Tbit", "--intra-bandwidth", help="ringscope model: bandwidth inside a server (NVLink/PCIe) when G > 1."),
-    buckets: str = typer.Option("horovod", "--buckets", help="ringscope model: horovod (64 MiB fusion, 5 ms cycle) or ddp (25 MiB buckets, first 1 MiB)."),
-    fp16: bool = typer.Option(False, "--fp16/--fp32", help="ringscope model: gradients communicated in half precision."),
-    efficiency: Optional[float] = typer.Option(None, "--efficiency", help="ringscope model: transport efficiency in (0, 1] (rate while communicating ÷ line rate)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write {\"scaling\": ...} as JSON to FILE; '-' for stdout."),
+    source: Optional[Path] = typer.Argument(
+        None,
+        help="Optional run directory or result JSON (from `ringscope analyze --json`): gives N, link speed, iteration time, gradient bytes and measured transport efficiency.",
+    ),
+    model: str = typer.Option(
+        "ringscope", "--model", help="paper (the paper's model, exactly) or ringscope (with the refinements below)."
+    ),
+    profile: Optional[Path] = typer.Option(
+        None, "--profile", help="Backward profile: .bk.log (the paper's), JSON or CSV (from `ringscope profile`)."
+    ),
+    single_iteration_time: Optional[str] = typer.Option(
+        None, "--single-iteration-time", help="Single-GPU iteration time T: seconds (0.128) or with unit (128ms)."
+    ),
+    reduce_cost: Optional[Path] = typer.Option(
+        None,
+        "--reduce-cost",
+        help="Reduction-cost table, 'bytes,seconds' lines (the paper's cuda_vec_add.log); without it the reduction is free.",
+    ),
+    workers: Optional[List[str]] = typer.Option(
+        None, "--workers", help=f"Worker counts N. {_LISTS} (--workers 8 --workers 64 is --workers 8,64)"
+    ),
+    bandwidth: Optional[List[str]] = typer.Option(
+        None, "--bandwidth", help=f"Link rates, e.g. 10G, 25Gbit, 100Gbps, 1e9. {_LISTS}"
+    ),
+    compression: Optional[List[str]] = typer.Option(
+        None, "--compression", help=f"Gradient compression ratios (1 = none). {_LISTS}"
+    ),
+    latency: str = typer.Option(
+        "10us", "--latency", help="ringscope model: per-step latency α (2(N−1) steps per all-reduce); 0 to drop."
+    ),
+    gpus_per_server: int = typer.Option(
+        1,
+        "--gpus-per-server",
+        help="ringscope model: G GPUs per server for a hierarchical all-reduce (bandwidth is then the server NIC's).",
+    ),
+    intra_bandwidth: str = typer.Option(
+        "1.2Tbit", "--intra-bandwidth", help="ringscope model: bandwidth inside a server (NVLink/PCIe) when G > 1."
+    ),
+    buckets: str = typer.Option(
+        "horovod",
+        "--buckets",
+        help="ringscope model: horovod (64 MiB fusion, 5 ms cycle) or ddp (25 MiB buckets, first 1 MiB).",
+    ),
+    fp16: bool = typer.Option(
+        False, "--fp16/--fp32", help="ringscope model: gradients communicated in half precision."
+    ),
+    efficiency: Optional[float] = typer.Option(
+        None,
+        "--efficiency",
+        help="ringscope model: transport efficiency in (0, 1] (rate while communicating ÷ line rate).",
+    ),
+    json_out: Optional[Path] = typer.Option(
+        None, "--json", help="Write {\"scaling\": ...} as JSON to FILE; '-' for stdout."
+    ),
 ) -> None:
     """Full-utilization scaling what-if: would training scale if the network ran at line rate?"""
     _analysis_command()
     try:
-        run_whatif(source, model=model, profile=profile, single_iteration_time=single_iteration_time,
-                   reduce_cost=reduce_cost, workers=workers or (), bandwidth=bandwidth or (), compression=compression or (),
-                   latency=latency, gpus_per_server=gpus_per_server, intra_bandwidth=intra_bandwidth, buckets=buckets,
-                   fp16=fp16, efficiency=efficiency, json_out=json_out)
+        run_whatif(
+            source,
+            model=model,
+            profile=profile,
+            single_iteration_time=single_iteration_time,
+            reduce_cost=reduce_cost,
+            workers=workers or (),
+            bandwidth=bandwidth or (),
+            compression=compression or (),
+            latency=latency,
+            gpus_per_server=gpus_per_server,
+            intra_bandwidth=intra_bandwidth,
+            buckets=buckets,
+            fp16=fp16,
+            efficiency=efficiency,
+            json_out=json_out,
+        )
     except ValueError as exc:
         raise fail(str(exc))
 
@@ -277,12 +387,23 @@ def load_result(path: Path) -> dict[str, Any]:
     return doc
 
 
-def run_whatif(source: Optional[Path], model: str = "ringscope", profile: Optional[Path] = None,
-               single_iteration_time: Optional[str] = None, reduce_cost: Optional[Path] = None,
-               workers: Sequence[str] = (), bandwidth: Sequence[str] = (), compression: Sequence[str] = (),
-               latency: str = "10us", gpus_per_server: int = 1, intra_bandwidth: str = "1.2Tbit",
-               buckets: str = "horovod", fp16: bool = False, efficiency: Optional[float] = None,
-               json_out: Optional[Path] = None) -> dict[str, Any]:
+def run_whatif(
+    source: Optional[Path],
+    model: str = "ringscope",
+    profile: Optional[Path] = None,
+    single_iteration_time: Optional[str] = None,
+    reduce_cost: Optional[Path] = None,
+    workers: Sequence[str] = (),
+    bandwidth: Sequence[str] = (),
+    compression: Sequence[str] = (),
+    latency: str = "10us",
+    gpus_per_server: int = 1,
+    intra_bandwidth: str = "1.2Tbit",
+    buckets: str = "horovod",
+    fp16: bool = False,
+    efficiency: Optional[float] = None,
+    json_out: Optional[Path] = None,
+) -> dict[str, Any]:
     """`ringscope whatif`: option strings parsed, the what-if run (analyze.whatif.request), printed and
     written; returns the {"scaling": ...} document. User errors are ValueError with one line."""
     from analyze.whatif.inputs import inputs_from_result
@@ -291,13 +412,21 @@ def run_whatif(source: Optional[Path], model: str = "ringscope", profile: Option
     from reports.text import render_whatif
 
     result = what_if_request(
-        inputs_from_result(load_result(source)) if source is not None else None, model=model, profile=profile,
+        inputs_from_result(load_result(source)) if source is not None else None,
+        model=model,
+        profile=profile,
         single_iteration_time_s=_seconds(single_iteration_time) if single_iteration_time is not None else None,
-        reduce_cost=reduce_cost, workers=split_values(workers, _positive_int, "worker count"),
+        reduce_cost=reduce_cost,
+        workers=split_values(workers, _positive_int, "worker count"),
         bandwidths_bps=split_values(bandwidth, parse_rate, "bandwidth"),
-        compressions=split_values(compression, _ratio, "compression ratio"), latency_s=_seconds(latency),
-        gpus_per_server=gpus_per_server, intra_bandwidth_bps=parse_rate(intra_bandwidth), buckets=buckets,
-        fp16=fp16, efficiency=efficiency)
+        compressions=split_values(compression, _ratio, "compression ratio"),
+        latency_s=_seconds(latency),
+        gpus_per_server=gpus_per_server,
+        intra_bandwidth_bps=parse_rate(intra_bandwidth),
+        buckets=buckets,
+        fp16=fp16,
+        efficiency=efficiency,
+    )
     doc = {"scaling": result.to_dict()}
     if json_out is not None and str(json_out) == "-":
         json.dump(doc, sys.stdout, indent=1)
@@ -314,11 +443,17 @@ def run_whatif(source: Optional[Path], model: str = "ringscope", profile: Option
 
 @app.command()
 def profile(
-    spec: str = typer.Argument(..., metavar="MODULE:FACTORY", help="Factory returning (module, make_input[, loss_fn]); MODULE may be a dotted name or a .py path."),
+    spec: str = typer.Argument(
+        ...,
+        metavar="MODULE:FACTORY",
+        help="Factory returning (module, make_input[, loss_fn]); MODULE may be a dotted name or a .py path.",
+    ),
     batch_size: int = typer.Option(32, "--batch-size", help="Batch size passed to make_input."),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda."),
     steps: int = typer.Option(5, "--steps", help="Measured steps (after one warm-up), averaged."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the profile: .json, .csv, or the paper's .bk.log format; '-' for JSON on stdout."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Write the profile: .json, .csv, or the paper's .bk.log format; '-' for JSON on stdout."
+    ),
 ) -> None:
     """Record per-parameter gradient-ready times and sizes of a torch model (a backward profile for whatif)."""
     import tempfile
@@ -335,23 +470,31 @@ def profile(
             save_profile(prof, Path(tmp) / "profile.json")
             sys.stdout.write((Path(tmp) / "profile.json").read_text())
         return
-    print(f"{spec}: {prof.tensors} gradient tensors, {prof.gradient_bytes / 1e6:.2f} MB, backward "
-          f"{prof.meta['backward_s'] * 1e3:.2f} ms on {prof.meta['device']} (batch {batch_size}, mean of {steps} steps)")
+    print(
+        f"{spec}: {prof.tensors} gradient tensors, {prof.gradient_bytes / 1e6:.2f} MB, backward "
+        f"{prof.meta['backward_s'] * 1e3:.2f} ms on {prof.meta['device']} (batch {batch_size}, mean of {steps} steps)"
+    )
     if out is not None:
         try:
             save_profile(prof, out)
         except OSError as exc:
             raise fail(f"{out}: cannot write: {exc.strerror or exc}")
 
+
 # ---- report (issue 6) -------------------------------------------------------------------------
 
 
 @app.command()
 def report(
-    paths: List[Path] = typer.Argument(..., help="A result JSON from `ringscope analyze --json` (drawn without time series) or captures / a capture directory (analyzed first); optionally also a `ringscope whatif --json` file, whose scaling key fills the what-if section."),
+    paths: List[Path] = typer.Argument(
+        ...,
+        help="A result JSON from `ringscope analyze --json` (drawn without time series) or captures / a capture directory (analyzed first); optionally also a `ringscope whatif --json` file, whose scaling key fills the what-if section.",
+    ),
     out: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
     title: Optional[str] = typer.Option(None, "--title", help="Page title (default: 'ringscope report — RUN ID')."),
-    link_speed: Optional[str] = typer.Option(None, "--link-speed", help="When analyzing captures: link speed for hosts whose meta.json gives none."),
+    link_speed: Optional[str] = typer.Option(
+        None, "--link-speed", help="When analyzing captures: link speed for hosts whose meta.json gives none."
+    ),
     bin_: str = typer.Option("10ms", "--bin", help="When analyzing captures: bin width of the throughput series."),
 ) -> None:
     """Write one self-contained HTML report (plotly embedded, works offline)."""
@@ -371,8 +514,9 @@ def report(
         from capture.units import parse_bin, parse_rate
 
         try:
-            result = analyze_run(captures, link_speed_bps=parse_rate(link_speed) if link_speed else None,
-                                 bin_ns=parse_bin(bin_))
+            result = analyze_run(
+                captures, link_speed_bps=parse_rate(link_speed) if link_speed else None, bin_ns=parse_bin(bin_)
+            )
         except (FileError, ValueError) as exc:
             raise fail(str(exc)) from None
         result.extra.update(extra)

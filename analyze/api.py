@@ -2,6 +2,7 @@
 
 Notebook users call this directly; the CLI is a few lines over it.
 """
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -31,12 +32,22 @@ DEFAULT_BUSY_THRESHOLD = 0.01
 BYTE_COLUMN = {"ip": L.AGG_IP_BYTES, "wire": L.AGG_WIRE_BYTES, "payload": L.AGG_PAYLOAD_BYTES}
 
 
-def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = None, bin_ns: int = DEFAULT_BIN_NS,
-            byte_mode: str = "ip", busy_threshold: float = DEFAULT_BUSY_THRESHOLD, workers: Optional[int] = None,
-            progress: Optional[Progress] = None, launch_order: Optional[Sequence[str]] = None,
-            gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None,
-            single_iteration_time_s: Optional[float] = None, scheduler: Optional[str] = None,
-            iterations: Optional[int] = None) -> Result:
+def analyze(
+    paths: Sequence[str | Path],
+    *,
+    link_speed_bps: Optional[float] = None,
+    bin_ns: int = DEFAULT_BIN_NS,
+    byte_mode: str = "ip",
+    busy_threshold: float = DEFAULT_BUSY_THRESHOLD,
+    workers: Optional[int] = None,
+    progress: Optional[Progress] = None,
+    launch_order: Optional[Sequence[str]] = None,
+    gradient_bytes: Optional[float] = None,
+    nccl_log: Optional[str | Path] = None,
+    single_iteration_time_s: Optional[float] = None,
+    scheduler: Optional[str] = None,
+    iterations: Optional[int] = None,
+) -> Result:
     """Read the captures under `paths` and compute flows, series, link utilization and the collective
     (topology, iterations; launch_order / gradient_bytes / nccl_log refine it, and without markers
     gradient_bytes and iterations, the step count the user knows, anchor the iterations), and the what-if (`scaling`)
@@ -47,29 +58,62 @@ def analyze(paths: Sequence[str | Path], *, link_speed_bps: Optional[float] = No
     Raises analyze.read.formats.FileError (one line: file, offset, cause) when input cannot be read, and
     analyze.read.cluster.ClusterError when the Dask cluster cannot do the scans.
     """
-    reading = start_reading(paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress,
-                            scheduler=scheduler)
-    return finish(reading, link_speed_bps=link_speed_bps, busy_threshold=busy_threshold, launch_order=launch_order,
-                  gradient_bytes=gradient_bytes, nccl_log=nccl_log, single_iteration_time_s=single_iteration_time_s,
-                  iterations=iterations)
+    reading = start_reading(
+        paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress, scheduler=scheduler
+    )
+    return finish(
+        reading,
+        link_speed_bps=link_speed_bps,
+        busy_threshold=busy_threshold,
+        launch_order=launch_order,
+        gradient_bytes=gradient_bytes,
+        nccl_log=nccl_log,
+        single_iteration_time_s=single_iteration_time_s,
+        iterations=iterations,
+    )
 
 
-def finish(reading: Reading, *, link_speed_bps: Optional[float] = None,
-           busy_threshold: float = DEFAULT_BUSY_THRESHOLD, launch_order: Optional[Sequence[str]] = None,
-           gradient_bytes: Optional[float] = None, nccl_log: Optional[str | Path] = None,
-           single_iteration_time_s: Optional[float] = None, iterations: Optional[int] = None) -> Result:
+def finish(
+    reading: Reading,
+    *,
+    link_speed_bps: Optional[float] = None,
+    busy_threshold: float = DEFAULT_BUSY_THRESHOLD,
+    launch_order: Optional[Sequence[str]] = None,
+    gradient_bytes: Optional[float] = None,
+    nccl_log: Optional[str | Path] = None,
+    single_iteration_time_s: Optional[float] = None,
+    iterations: Optional[int] = None,
+) -> Result:
     """The second half of analyze(): collect the scans `reading` set going and compute everything else."""
     scans = reading.collect()
-    result = build_result(reading.run_input, scans, link_speed_bps=link_speed_bps, bin_ns=reading.bin_ns,
-                          byte_mode=reading.byte_mode, busy_threshold=busy_threshold)
-    add_collective(result, launch_order=launch_order, gradient_bytes=gradient_bytes,
-                   nccl_log=Path(nccl_log) if nccl_log else None, iterations=iterations)
+    result = build_result(
+        reading.run_input,
+        scans,
+        link_speed_bps=link_speed_bps,
+        bin_ns=reading.bin_ns,
+        byte_mode=reading.byte_mode,
+        busy_threshold=busy_threshold,
+    )
+    add_collective(
+        result,
+        launch_order=launch_order,
+        gradient_bytes=gradient_bytes,
+        nccl_log=Path(nccl_log) if nccl_log else None,
+        iterations=iterations,
+    )
     add_scaling(result, single_iteration_time_s=single_iteration_time_s)
     return result
 
 
-def build_result(run_input: RunInput, scans: list[StreamScan], *, link_speed_bps: Optional[float], bin_ns: int,
-                 byte_mode: str, busy_threshold: float) -> Result:
+def build_result(
+    run_input: RunInput,
+    scans: list[StreamScan],
+    *,
+    link_speed_bps: Optional[float],
+    bin_ns: int,
+    byte_mode: str,
+    busy_threshold: float,
+) -> Result:
     """Assemble the Result from the hosts' stream scans, one per host in order (pure: no file access)."""
     warnings = list(run_input.warnings)
     assumptions: list[str] = []
@@ -90,35 +134,59 @@ def build_result(run_input: RunInput, scans: list[StreamScan], *, link_speed_bps
         else:
             locals_.append(infer_local(hf))
             if hf.keys.size:
-                assumptions.append(f"{h.name}: own address inferred from traffic as "
-                                   f"{', '.join(address_text(*a) for a in locals_[-1])} (no meta.json addresses)")
+                assumptions.append(
+                    f"{h.name}: own address inferred from traffic as "
+                    f"{', '.join(address_text(*a) for a in locals_[-1])} (no meta.json addresses)"
+                )
 
     views = _views_table(run_input.hosts, host_flows, locals_, col)
     flows_df, chosen = _choose_views(views)
     flow_series = _flow_series(host_flows, chosen, views, bin_ns)
-    hosts, host_series = _hosts(run_input.hosts, host_flows, locals_, scans, col, bin_ns, link_speed_bps,
-                                busy_threshold, warnings, assumptions)
+    hosts, host_series = _hosts(
+        run_input.hosts, host_flows, locals_, scans, col, bin_ns, link_speed_bps, busy_threshold, warnings, assumptions
+    )
     markers = load_markers(run_input.hosts, warnings)
     # whole columns as Python values, zipped: per-row access to the frame took 0.018 s for 2,000 flows
-    columns = [[s.split(",") for s in flows_df[f.name].tolist()] if f.name == "seen_by" else flows_df[f.name].tolist()
-               for f in fields(FlowRecord)]
+    columns = [
+        [s.split(",") for s in flows_df[f.name].tolist()] if f.name == "seen_by" else flows_df[f.name].tolist()
+        for f in fields(FlowRecord)
+    ]
     flow_records = [FlowRecord(*row) for row in zip(*columns)]
-    return Result(byte_mode=byte_mode, bin_ns=bin_ns, busy_threshold=busy_threshold, hosts=hosts,
-                  flows=flow_records, captures=captures, warnings=warnings, assumptions=assumptions,
-                  run=run_input.run,
-                  tables=Tables(flows=flows_df, flow_views=views, flow_series=flow_series, host_series=host_series,
-                                markers=markers))
+    return Result(
+        byte_mode=byte_mode,
+        bin_ns=bin_ns,
+        busy_threshold=busy_threshold,
+        hosts=hosts,
+        flows=flow_records,
+        captures=captures,
+        warnings=warnings,
+        assumptions=assumptions,
+        run=run_input.run,
+        tables=Tables(
+            flows=flows_df, flow_views=views, flow_series=flow_series, host_series=host_series, markers=markers
+        ),
+    )
 
 
 def _capture_summary(host: str, s: FileHealth) -> CaptureSummary:
     kinds = {name: int(v) for name, v in zip(L.KIND_NAMES, s.kinds) if v}
-    return CaptureSummary(path=s.path, host=host, format=s.format, linktypes=s.linktypes, packets=s.records,
-                          bytes=s.file_bytes, first_ns=s.first_ns, last_ns=s.last_ns, frame_kinds=kinds,
-                          warnings=list(s.warnings))
+    return CaptureSummary(
+        path=s.path,
+        host=host,
+        format=s.format,
+        linktypes=s.linktypes,
+        packets=s.records,
+        bytes=s.file_bytes,
+        first_ns=s.first_ns,
+        last_ns=s.last_ns,
+        frame_kinds=kinds,
+        warnings=list(s.warnings),
+    )
 
 
-def _views_table(hosts: list[HostInput], host_flows: list[HostFlows], locals_: list[list[tuple[int, int]]],
-                 col: int) -> pd.DataFrame:
+def _views_table(
+    hosts: list[HostInput], host_flows: list[HostFlows], locals_: list[list[tuple[int, int]]], col: int
+) -> pd.DataFrame:
     """Every (flow, capturing host) pair with that capture's counts and the flow's global id; row r is
     host_index's local flow local_index, hosts in order (one frame built from whole columns: a frame per
     host cost ~1 ms each, a second at hundreds of hosts)."""
@@ -129,23 +197,33 @@ def _views_table(hosts: list[HostInput], host_flows: list[HostFlows], locals_: l
     host_index = np.repeat(np.arange(len(host_flows), dtype=np.int64), counts)
     names = np.array([h.name for h in hosts], dtype=object)
     k = ukeys[inv]
-    return pd.DataFrame({
-        "flow_id": inv, "host": names[host_index], "host_index": host_index,
-        "sent_here": _concat_bool([local_mask(hf.keys, local, src=True) for hf, local in zip(host_flows, locals_)]),
-        "received_here": _concat_bool([local_mask(hf.keys, local, src=False)
-                                       for hf, local in zip(host_flows, locals_)]),
-        "local_index": np.concatenate([np.arange(n, dtype=np.int64) for n in counts]) if counts else
-        np.zeros(0, np.int64),
-        "packets": a[:, L.AGG_PACKETS], "bytes": a[:, col], "ip_bytes": a[:, L.AGG_IP_BYTES],
-        "wire_bytes": a[:, L.AGG_WIRE_BYTES], "payload_bytes": a[:, L.AGG_PAYLOAD_BYTES],
-        "start_ns": a[:, L.AGG_FIRST_NS], "end_ns": a[:, L.AGG_LAST_NS],
-        "retransmitted_bytes": a[:, L.AGG_RETRANS_BYTES],
-        "src": [address_text(int(x), int(y)) for x, y in zip(k[:, 0], k[:, 1])],
-        "dst": [address_text(int(x), int(y)) for x, y in zip(k[:, 2], k[:, 3])],
-        "sport": ((k[:, 4] >> np.uint64(24)) & np.uint64(0xFFFF)).astype(np.int64),
-        "dport": ((k[:, 4] >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64),
-        "proto": [proto_name(int(p)) for p in (k[:, 4] & np.uint64(0xFF))],
-    })
+    return pd.DataFrame(
+        {
+            "flow_id": inv,
+            "host": names[host_index],
+            "host_index": host_index,
+            "sent_here": _concat_bool([local_mask(hf.keys, local, src=True) for hf, local in zip(host_flows, locals_)]),
+            "received_here": _concat_bool(
+                [local_mask(hf.keys, local, src=False) for hf, local in zip(host_flows, locals_)]
+            ),
+            "local_index": np.concatenate([np.arange(n, dtype=np.int64) for n in counts])
+            if counts
+            else np.zeros(0, np.int64),
+            "packets": a[:, L.AGG_PACKETS],
+            "bytes": a[:, col],
+            "ip_bytes": a[:, L.AGG_IP_BYTES],
+            "wire_bytes": a[:, L.AGG_WIRE_BYTES],
+            "payload_bytes": a[:, L.AGG_PAYLOAD_BYTES],
+            "start_ns": a[:, L.AGG_FIRST_NS],
+            "end_ns": a[:, L.AGG_LAST_NS],
+            "retransmitted_bytes": a[:, L.AGG_RETRANS_BYTES],
+            "src": [address_text(int(x), int(y)) for x, y in zip(k[:, 0], k[:, 1])],
+            "dst": [address_text(int(x), int(y)) for x, y in zip(k[:, 2], k[:, 3])],
+            "sport": ((k[:, 4] >> np.uint64(24)) & np.uint64(0xFFFF)).astype(np.int64),
+            "dport": ((k[:, 4] >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64),
+            "proto": [proto_name(int(p)) for p in (k[:, 4] & np.uint64(0xFF))],
+        }
+    )
 
 
 def _concat_bool(parts: list[np.ndarray]) -> np.ndarray:
@@ -156,9 +234,25 @@ def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     """One row per flow: the sender's view, else the receiver's, else the capture with most bytes; and
     the views rows chosen."""
     if views.empty:
-        return pd.DataFrame(columns=["flow_id", "src", "dst", "sport", "dport", "proto", "packets", "bytes",
-                                     "payload_bytes", "start_ns", "end_ns", "mean_bps", "retransmitted_bytes",
-                                     "seen_by", "view"]), np.zeros(0, np.int64)
+        return pd.DataFrame(
+            columns=[
+                "flow_id",
+                "src",
+                "dst",
+                "sport",
+                "dport",
+                "proto",
+                "packets",
+                "bytes",
+                "payload_bytes",
+                "start_ns",
+                "end_ns",
+                "mean_bps",
+                "retransmitted_bytes",
+                "seen_by",
+                "view",
+            ]
+        ), np.zeros(0, np.int64)
     rank = np.where(views["sent_here"], 0, np.where(views["received_here"], 1, 2))
     ordered = views.assign(_rank=rank).sort_values(["flow_id", "_rank", "bytes"], ascending=[True, True, False])
     seen: dict[int, dict[str, None]] = {}
@@ -168,23 +262,33 @@ def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
     rows = first.index.to_numpy()
     best = first.set_index("flow_id")
     dur = (best["end_ns"] - best["start_ns"]).to_numpy()
-    out = pd.DataFrame({
-        "flow_id": best.index.to_numpy(), "src": best["src"].to_numpy(), "dst": best["dst"].to_numpy(),
-        "sport": best["sport"].to_numpy(), "dport": best["dport"].to_numpy(), "proto": best["proto"].to_numpy(),
-        "packets": best["packets"].to_numpy(), "bytes": best["bytes"].to_numpy(),
-        "ip_bytes": best["ip_bytes"].to_numpy(), "wire_bytes": best["wire_bytes"].to_numpy(),
-        "payload_bytes": best["payload_bytes"].to_numpy(), "start_ns": best["start_ns"].to_numpy(),
-        "end_ns": best["end_ns"].to_numpy(),
-        "mean_bps": np.where(dur > 0, best["bytes"].to_numpy() * 8e9 / np.maximum(dur, 1), 0.0),
-        "retransmitted_bytes": best["retransmitted_bytes"].to_numpy(),
-        "seen_by": np.array([",".join(seen[f]) for f in best.index.tolist()], dtype=object),
-        "view": best["host"].to_numpy(),
-    })
+    out = pd.DataFrame(
+        {
+            "flow_id": best.index.to_numpy(),
+            "src": best["src"].to_numpy(),
+            "dst": best["dst"].to_numpy(),
+            "sport": best["sport"].to_numpy(),
+            "dport": best["dport"].to_numpy(),
+            "proto": best["proto"].to_numpy(),
+            "packets": best["packets"].to_numpy(),
+            "bytes": best["bytes"].to_numpy(),
+            "ip_bytes": best["ip_bytes"].to_numpy(),
+            "wire_bytes": best["wire_bytes"].to_numpy(),
+            "payload_bytes": best["payload_bytes"].to_numpy(),
+            "start_ns": best["start_ns"].to_numpy(),
+            "end_ns": best["end_ns"].to_numpy(),
+            "mean_bps": np.where(dur > 0, best["bytes"].to_numpy() * 8e9 / np.maximum(dur, 1), 0.0),
+            "retransmitted_bytes": best["retransmitted_bytes"].to_numpy(),
+            "seen_by": np.array([",".join(seen[f]) for f in best.index.tolist()], dtype=object),
+            "view": best["host"].to_numpy(),
+        }
+    )
     return out.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True), rows
 
 
-def _flow_series(host_flows: list[HostFlows], chosen_rows: np.ndarray, views: pd.DataFrame,
-                 bin_ns: int) -> pd.DataFrame:
+def _flow_series(
+    host_flows: list[HostFlows], chosen_rows: np.ndarray, views: pd.DataFrame, bin_ns: int
+) -> pd.DataFrame:
     """Sparse per-flow series (non-empty bins) from each flow's chosen view: all hosts' cells at once,
     a cell kept when its (host, local flow) row of `views` is a chosen one."""
     gid = np.full(len(views), -1, dtype=np.int64)
@@ -214,14 +318,25 @@ def _link_speed(h: HostInput, cli_bps: Optional[float], assumptions: list[str]) 
         return float(meta_bps), "meta"
     if cli_bps:
         return float(cli_bps), "cli"
-    assumptions.append(f"{h.name}: link speed unknown; assumed {ASSUMED_LINK_BPS / 1e9:g} Gbit/s "
-                       f"(give --link-speed for real utilization figures)")
+    assumptions.append(
+        f"{h.name}: link speed unknown; assumed {ASSUMED_LINK_BPS / 1e9:g} Gbit/s "
+        f"(give --link-speed for real utilization figures)"
+    )
     return ASSUMED_LINK_BPS, "assumed"
 
 
-def _hosts(hosts: list[HostInput], host_flows: list[HostFlows], locals_: list[list[tuple[int, int]]],
-           scans: list[StreamScan], col: int, bin_ns: int, cli_bps: Optional[float], busy_threshold: float,
-           warnings: list[str], assumptions: list[str]) -> tuple[list[HostSummary], pd.DataFrame]:
+def _hosts(
+    hosts: list[HostInput],
+    host_flows: list[HostFlows],
+    locals_: list[list[tuple[int, int]]],
+    scans: list[StreamScan],
+    col: int,
+    bin_ns: int,
+    cli_bps: Optional[float],
+    busy_threshold: float,
+    warnings: list[str],
+    assumptions: list[str],
+) -> tuple[list[HostSummary], pd.DataFrame]:
     """Per-host tx/rx totals, sparse series and utilization summaries."""
     summaries, series = [], []
     for h, hf, local, stream in zip(hosts, host_flows, locals_, scans):
@@ -240,22 +355,38 @@ def _hosts(hosts: list[HostInput], host_flows: list[HostFlows], locals_: list[li
             util[direction] = utilization(per_bin, span_bins, bin_ns, link_bps, busy_threshold)
             series.append((h.name, direction, bins, per_bin, link_bps))
             if util[direction].peak > 1.0:
-                warnings.append(f"{h.name}: {direction} peak rate is {util[direction].peak:.2f}x the link speed "
-                                f"({link_bps / 1e9:g} Gbit/s, {source}); is the link speed right?")
+                warnings.append(
+                    f"{h.name}: {direction} peak rate is {util[direction].peak:.2f}x the link speed "
+                    f"({link_bps / 1e9:g} Gbit/s, {source}); is the link speed right?"
+                )
         meta = h.meta or {}
         counters = meta.get("counters") or {}
-        summaries.append(HostSummary(
-            name=h.name, addresses=[address_text(*a) for a in local], link_speed_bps=link_bps,
-            link_speed_source=source, tx_bytes=totals["tx"][0], rx_bytes=totals["rx"][0],
-            tx_packets=totals["tx"][1], rx_packets=totals["rx"][1], first_ns=first, last_ns=last,
-            tx_utilization=util["tx"], rx_utilization=util["rx"],
-            drops={"dropped_by_kernel": counters.get("dropped_by_kernel"),
-                   "dropped_by_interface": counters.get("dropped_by_interface")},
-        ))
+        summaries.append(
+            HostSummary(
+                name=h.name,
+                addresses=[address_text(*a) for a in local],
+                link_speed_bps=link_bps,
+                link_speed_source=source,
+                tx_bytes=totals["tx"][0],
+                rx_bytes=totals["rx"][0],
+                tx_packets=totals["tx"][1],
+                rx_packets=totals["rx"][1],
+                first_ns=first,
+                last_ns=last,
+                tx_utilization=util["tx"],
+                rx_utilization=util["rx"],
+                drops={
+                    "dropped_by_kernel": counters.get("dropped_by_kernel"),
+                    "dropped_by_interface": counters.get("dropped_by_interface"),
+                },
+            )
+        )
         for kind in ("dropped_by_kernel", "dropped_by_interface"):
             if counters.get(kind):
-                warnings.append(f"{h.name}: tcpdump reports {counters[kind]} packets {kind.replace('_', ' ')}; "
-                                f"byte counts are a lower bound")
+                warnings.append(
+                    f"{h.name}: tcpdump reports {counters[kind]} packets {kind.replace('_', ' ')}; "
+                    f"byte counts are a lower bound"
+                )
     return summaries, _host_series(series, bin_ns)
 
 
@@ -275,9 +406,13 @@ def _host_series(parts: list[tuple[str, str, np.ndarray, np.ndarray, float]], bi
     n = [len(p[2]) for p in parts]
     per_bin = np.concatenate([p[3] for p in parts])
     link = np.repeat(np.array([p[4] for p in parts], dtype=np.float64), n)
-    return pd.DataFrame({
-        "host": np.repeat(np.array([p[0] for p in parts], dtype=object), n),
-        "direction": np.repeat(np.array([p[1] for p in parts], dtype=object), n),
-        "t_ns": np.concatenate([p[2] for p in parts]) * bin_ns, "bytes": per_bin, "bps": per_bin * 8e9 / bin_ns,
-        "utilization": per_bin * 8e9 / bin_ns / link,
-    })
+    return pd.DataFrame(
+        {
+            "host": np.repeat(np.array([p[0] for p in parts], dtype=object), n),
+            "direction": np.repeat(np.array([p[1] for p in parts], dtype=object), n),
+            "t_ns": np.concatenate([p[2] for p in parts]) * bin_ns,
+            "bytes": per_bin,
+            "bps": per_bin * 8e9 / bin_ns,
+            "utilization": per_bin * 8e9 / bin_ns / link,
+        }
+    )

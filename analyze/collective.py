@@ -4,6 +4,7 @@ One entry point, `add_collective`, runs after `build_result` and stores two JSON
 `Result.extra`: `topology` and `iterations`. Everything here is computed from the Result's tables; the
 only file it may read is the NCCL log the user named.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,11 @@ import numpy as np
 import pandas as pd
 
 from analyze.iterations import (
-    assign_cuts, host_percentiles, per_iteration, ring_theory, windows_from_markers,
+    assign_cuts,
+    host_percentiles,
+    per_iteration,
+    ring_theory,
+    windows_from_markers,
 )
 from analyze.nccl_log import compare_rings, read_nccl_log
 from analyze.staircase import CONFIDENT, EdgeSeries, Staircase, infer
@@ -34,9 +39,14 @@ def _markers_gradient_bytes(markers: pd.DataFrame) -> Optional[float]:
     return float(markers["gradient_bytes"].dropna().median())
 
 
-def add_collective(result: Any, *, launch_order: Optional[Sequence[str]] = None,
-                   gradient_bytes: Optional[float] = None, nccl_log: Optional[Path] = None,
-                   iterations: Optional[int] = None) -> None:
+def add_collective(
+    result: Any,
+    *,
+    launch_order: Optional[Sequence[str]] = None,
+    gradient_bytes: Optional[float] = None,
+    nccl_log: Optional[Path] = None,
+    iterations: Optional[int] = None,
+) -> None:
     """Compute `topology` and `iterations` from the result's tables and store them in result.extra.
     gradient_bytes (S) and iterations (the count the user knows) anchor the inference without markers."""
     tables = result.tables
@@ -58,23 +68,41 @@ def add_collective(result: Any, *, launch_order: Optional[Sequence[str]] = None,
         if topo["nccl"]["matches"] is False:
             topo["notes"].append("the NCCL log's ring differs from the ring the packets took")
     if ranks_per_host > 1:
-        topo["notes"].append(f"{ranks_per_host} ranks per server: only the inter-server ring edges are visible "
-                             f"in packets; GPU-to-GPU hops inside a server are not")
+        topo["notes"].append(
+            f"{ranks_per_host} ranks per server: only the inter-server ring edges are visible "
+            f"in packets; GPU-to-GPU hops inside a server are not"
+        )
     result.extra["topology"] = topo
-    result.extra["iterations"] = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log,
-                                             iterations)
+    result.extra["iterations"] = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log, iterations)
 
 
-def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], topo: dict[str, Any],
-                markers: pd.DataFrame, gradient_bytes: Optional[float], log: Any,
-                count_given: Optional[int] = None) -> dict[str, Any]:
+def _iterations(
+    result: Any,
+    flows: pd.DataFrame,
+    addr_host: dict[str, str],
+    topo: dict[str, Any],
+    markers: pd.DataFrame,
+    gradient_bytes: Optional[float],
+    log: Any,
+    count_given: Optional[int] = None,
+) -> dict[str, Any]:
     """The `iterations` key: windows (markers or inferred), per-iteration bytes and the theory check."""
     bin_ns = int(result.bin_ns)
-    out: dict[str, Any] = {"source": None, "method": None, "confidence": 0.0, "confident": False, "count": 0,
-                           "period_ns": None, "per_iteration": [],
-                           "bytes_per_iteration_per_host": host_percentiles([], "", []),
-                           "rx_bytes_per_iteration_per_host": host_percentiles([], "", []),
-                           "implied_gradient_bytes": None, "theory_ratio": None, "evidence": {}, "notes": []}
+    out: dict[str, Any] = {
+        "source": None,
+        "method": None,
+        "confidence": 0.0,
+        "confident": False,
+        "count": 0,
+        "period_ns": None,
+        "per_iteration": [],
+        "bytes_per_iteration_per_host": host_percentiles([], "", []),
+        "rx_bytes_per_iteration_per_host": host_percentiles([], "", []),
+        "implied_gradient_bytes": None,
+        "theory_ratio": None,
+        "evidence": {},
+        "notes": [],
+    }
     fs = result.tables.flow_series if result.tables is not None else pd.DataFrame()
     if flows.empty or fs is None or fs.empty:
         out["notes"].append("no traffic to cut into iterations")
@@ -88,8 +116,10 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
         windows = windows_from_markers(markers)
         out.update(source="markers", method="markers", confidence=1.0, confident=True)
         if count_given and count_given != len(windows):
-            out["notes"].append(f"DISAGREEMENT: --iterations {count_given} was given, but the markers hold "
-                                f"{len(windows)} iterations; the markers are used")
+            out["notes"].append(
+                f"DISAGREEMENT: --iterations {count_given} was given, but the markers hold "
+                f"{len(windows)} iterations; the markers are used"
+            )
     elif pairs:
         hint = _bytes_hint(gradient_bytes, n, topo["kind"], result.byte_mode)
         edges = _edge_series(result.tables, flows, addr_host, pairs)
@@ -101,23 +131,34 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
             out["notes"].append("no repeating iterations found in the collective's traffic")
             return out
         windows, cell_iteration = _stair_windows(stairs, series, flows)
-        out.update(source="inferred", method="bytes_staircase", confidence=stairs.confidence,
-                   confident=stairs.confidence >= CONFIDENT, evidence=stairs.evidence,
-                   period_bytes_per_edge=round(stairs.period_bytes, 1), clock=stairs.edges[0].view)
+        out.update(
+            source="inferred",
+            method="bytes_staircase",
+            confidence=stairs.confidence,
+            confident=stairs.confidence >= CONFIDENT,
+            evidence=stairs.evidence,
+            period_bytes_per_edge=round(stairs.period_bytes, 1),
+            clock=stairs.edges[0].view,
+        )
     else:
         out["notes"].append("no collective traffic to cut into iterations")
         return out
-    nodes = sorted({e["src"] for e in topo["edges"]} | {e["dst"] for e in topo["edges"]}) or \
-        sorted(set(series["src_host"]))
+    nodes = sorted({e["src"] for e in topo["edges"]} | {e["dst"] for e in topo["edges"]}) or sorted(
+        set(series["src_host"])
+    )
     keep = (series["src_host"].isin(nodes) | series["dst_host"].isin(nodes)).to_numpy()
     series = series[keep]
     if cell_iteration is not None:
         cell_iteration = cell_iteration[keep]
     per_it = per_iteration(series, windows, pairs, bin_ns, markers, nodes, cell_iteration)
     starts = windows["start_ns"].to_numpy(np.int64)
-    out.update(count=len(per_it), period_ns=steady_period(starts), per_iteration=per_it,
-               bytes_per_iteration_per_host=host_percentiles(per_it, "bytes_by_host", nodes),
-               rx_bytes_per_iteration_per_host=host_percentiles(per_it, "rx_bytes_by_host", nodes))
+    out.update(
+        count=len(per_it),
+        period_ns=steady_period(starts),
+        per_iteration=per_it,
+        bytes_per_iteration_per_host=host_percentiles(per_it, "bytes_by_host", nodes),
+        rx_bytes_per_iteration_per_host=host_percentiles(per_it, "rx_bytes_by_host", nodes),
+    )
     comm = np.array([it["comm_ns"] for it in per_it if it["comm_ns"] > 0], dtype=np.float64)
     rates = np.array([it["rate_bps"] for it in per_it if it["comm_ns"] > 0], dtype=np.float64)
     out["comm_ns_median"] = float(np.median(comm)) if len(comm) else None
@@ -132,11 +173,15 @@ def _iterations(result: Any, flows: pd.DataFrame, addr_host: dict[str, str], top
         out.update(theory)
         # S implied by the bytes per iteration is as sure as the iterations it divides by
         out["implied_gradient_bytes_confidence"] = out["confidence"] if theory["implied_gradient_bytes"] else None
-        out["notes"].append(f"theory: a ring all-reduce of S bytes over N={n} ranks sends 2(N-1)/N x S "
-                            f"= {2 * (n - 1) / n:.4g} x S per host per iteration")
+        out["notes"].append(
+            f"theory: a ring all-reduce of S bytes over N={n} ranks sends 2(N-1)/N x S "
+            f"= {2 * (n - 1) / n:.4g} x S per host per iteration"
+        )
         if known and theory["theory_ratio"] is not None:
-            out["notes"].append(f"measured/theory = {theory['theory_ratio']:.4f} ({result.byte_mode} bytes; "
-                                f"headers above the gradient payload count in ip and wire modes)")
+            out["notes"].append(
+                f"measured/theory = {theory['theory_ratio']:.4f} ({result.byte_mode} bytes; "
+                f"headers above the gradient payload count in ip and wire modes)"
+            )
     else:
         out.update(ring_theory(None, n, None))
         out["notes"].append(f"no ring found ({topo['kind']}): the 2(N-1)/N x S check applies to ring all-reduce only")
@@ -165,8 +210,13 @@ def _bytes_hint(gradient_bytes: Optional[float], n: int, kind: str, byte_mode: s
     return 0.98 * theory, (1.15 if byte_mode == "payload" else 1.25) * theory
 
 
-def _check_anchors(anchored: Staircase, free: Staircase, count_given: Optional[int],
-                   gradient_bytes: Optional[float], hint: Optional[tuple[float, float]]) -> Staircase:
+def _check_anchors(
+    anchored: Staircase,
+    free: Staircase,
+    count_given: Optional[int],
+    gradient_bytes: Optional[float],
+    hint: Optional[tuple[float, float]],
+) -> Staircase:
     """What the user said, checked against the traffic. An anchor the traffic confirms makes the answer sure
     (the search bounded by it found it, with equal bytes per step); one it contradicts is reported, and the
     traffic's own answer is kept, unsure."""
@@ -175,18 +225,26 @@ def _check_anchors(anchored: Staircase, free: Staircase, count_given: Optional[i
         if anchored.count == count_given:
             notes.append(f"--iterations {count_given}: the traffic shows {count_given} repeating steps")
         else:
-            notes.append(f"DISAGREEMENT: --iterations {count_given} was given, but the traffic shows no "
-                         f"{count_given} steps of equal bytes")
+            notes.append(
+                f"DISAGREEMENT: --iterations {count_given} was given, but the traffic shows no "
+                f"{count_given} steps of equal bytes"
+            )
     if hint and gradient_bytes:
         if anchored.count and hint[0] * 0.98 <= anchored.period_bytes <= hint[1] * 1.02:
-            notes.append(f"--gradient-bytes {gradient_bytes:,.0f}: the bytes per ring edge per iteration "
-                         f"({anchored.period_bytes:,.0f}) fit 2(N-1)/N x S plus headers")
+            notes.append(
+                f"--gradient-bytes {gradient_bytes:,.0f}: the bytes per ring edge per iteration "
+                f"({anchored.period_bytes:,.0f}) fit 2(N-1)/N x S plus headers"
+            )
         else:
-            notes.append(f"DISAGREEMENT: --gradient-bytes {gradient_bytes:,.0f} implies {hint[0] / 0.98:,.0f} B per "
-                         f"ring edge per iteration, but no such step repeats in the traffic")
+            notes.append(
+                f"DISAGREEMENT: --gradient-bytes {gradient_bytes:,.0f} implies {hint[0] / 0.98:,.0f} B per "
+                f"ring edge per iteration, but no such step repeats in the traffic"
+            )
     if free.count and free.confidence >= CONFIDENT and free.count != anchored.count:
-        notes.append(f"DISAGREEMENT: without the anchors the traffic shows {free.count} iterations "
-                     f"(confidence {free.confidence:.2f})")
+        notes.append(
+            f"DISAGREEMENT: without the anchors the traffic shows {free.count} iterations "
+            f"(confidence {free.confidence:.2f})"
+        )
     if any(n.startswith("DISAGREEMENT") for n in notes):
         out = free if free.count else anchored
         out.confidence = min(out.confidence, 0.5)
@@ -199,8 +257,9 @@ def _check_anchors(anchored: Staircase, free: Staircase, count_given: Optional[i
     return out
 
 
-def _edge_series(tables: Any, flows: pd.DataFrame, addr_host: dict[str, str],
-                 pairs: list[tuple[str, str]]) -> list[EdgeSeries]:
+def _edge_series(
+    tables: Any, flows: pd.DataFrame, addr_host: dict[str, str], pairs: list[tuple[str, str]]
+) -> list[EdgeSeries]:
     """Each collective edge's bytes per bin from the flows' chosen views (the sender's capture where there is
     one), on the clock of the host that captured them (the edge's most common view). Cells are grouped by
     integer codes in one sort, not a frame per edge: that cost grows with the hosts."""

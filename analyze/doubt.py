@@ -6,6 +6,7 @@ confidence under CONFIDENT, every number built on it is a guess, and the summary
 say so before the numbers and name what would make them sure. Read from the result's JSON form, so
 `ringscope whatif RESULT.json` obeys it as `ringscope analyze` does.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping, Optional
@@ -26,8 +27,10 @@ def doubt(doc: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     if isinstance(its, Mapping) and its.get("count") and its.get("source") != "markers":
         confidence = float(its.get("confidence") or 0.0)
         if confidence < CONFIDENT:
-            because.append(f"the {its['count']} iterations were inferred from the traffic with confidence "
-                           f"{confidence:.2f} (stated as fact from {CONFIDENT:.2f})")
+            because.append(
+                f"the {its['count']} iterations were inferred from the traffic with confidence "
+                f"{confidence:.2f} (stated as fact from {CONFIDENT:.2f})"
+            )
             because += [str(n) for n in its.get("notes") or [] if str(n).startswith("DISAGREEMENT")]
     topo = doc.get("topology")
     if isinstance(topo, Mapping) and topo.get("kind") and float(topo.get("confidence") or 0.0) < CONFIDENT:
@@ -38,8 +41,11 @@ def doubt(doc: Mapping[str, Any]) -> Optional[dict[str, Any]]:
 
 
 def _confidences(doc: Mapping[str, Any]) -> list[float]:
-    out = [float((doc.get(k) or {}).get("confidence") or 0.0) for k in ("iterations", "topology")
-           if isinstance(doc.get(k), Mapping) and (doc.get(k) or {}).get("confidence") is not None]
+    out = [
+        float((doc.get(k) or {}).get("confidence") or 0.0)
+        for k in ("iterations", "topology")
+        if isinstance(doc.get(k), Mapping) and (doc.get(k) or {}).get("confidence") is not None
+    ]
     return out or [0.0]
 
 

@@ -4,6 +4,7 @@ A flow seen in two captures (sender's and receiver's) is reported once (analyze.
 (what the host actually put on its link), else the receiver's, else the largest; every host keeps its own
 counts in `flow_views` for its link utilization. Folding a host's scans is analyze.read.fold.
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -18,6 +19,8 @@ from analyze.read.fold import HostFlows, unique_rows
 IPV4_MAPPED_HI = 0
 IPV4_MAPPED_TAG = 0x0000FFFF00000000
 PROTO_NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6"}
+
+
 @lru_cache(maxsize=65536)
 def address_text(hi: int, lo: int) -> str:
     """Text form of a 128-bit key address; IPv4-mapped keys print as dotted quads."""

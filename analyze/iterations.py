@@ -3,6 +3,7 @@
 Windows come from markers (markers.jsonl: ground truth when a job wrote them) or from the traffic itself
 (analyze.staircase). Everything works on the sparse binned series (flow_series), never on packets.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
@@ -67,15 +68,16 @@ def assign_by_receiver(series: pd.DataFrame, windows: pd.DataFrame, markers: Opt
         c = int(names.get_indexer([host])[0])
         if c < 0:
             continue
-        mine = order[bounds[c]:bounds[c + 1]]
+        mine = order[bounds[c] : bounds[c + 1]]
         host_windows = windows_from_markers(own)
         rows = np.append(shared.get_indexer(host_windows["iteration"]), -1)
         k[mine] = rows[assign(t[mine], host_windows)]
     return k
 
 
-def _pair_mask(src: np.ndarray, src_names: list[str], dst: np.ndarray, dst_names: list[str],
-               pairs: list[tuple[str, str]]) -> np.ndarray:
+def _pair_mask(
+    src: np.ndarray, src_names: list[str], dst: np.ndarray, dst_names: list[str], pairs: list[tuple[str, str]]
+) -> np.ndarray:
     """One lookup in a hosts x hosts table per row: a MultiIndex of a million string pairs took 0.3 s."""
     if not pairs:
         return np.zeros(len(src), dtype=bool)
@@ -87,9 +89,15 @@ def _pair_mask(src: np.ndarray, src_names: list[str], dst: np.ndarray, dst_names
     return table[src, dst]
 
 
-def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple[str, str]], bin_ns: int,
-                  markers: Optional[pd.DataFrame] = None, hosts: Optional[list[str]] = None,
-                  cell_iteration: Optional[np.ndarray] = None) -> list[dict[str, Any]]:
+def per_iteration(
+    series: pd.DataFrame,
+    windows: pd.DataFrame,
+    edges: list[tuple[str, str]],
+    bin_ns: int,
+    markers: Optional[pd.DataFrame] = None,
+    hosts: Optional[list[str]] = None,
+    cell_iteration: Optional[np.ndarray] = None,
+) -> list[dict[str, Any]]:
     """Per window: tx and rx bytes per host, bytes per edge, and first-to-last byte of the collective.
 
     `series` is flow_series with src_host/dst_host; host bytes count every inter-host flow, the
@@ -114,25 +122,36 @@ def per_iteration(series: pd.DataFrame, windows: pd.DataFrame, edges: list[tuple
     tx_by = _by_iteration(group_sum([it, src], [n_it, len(src_names)], nbytes), src_names.__getitem__, hosts)
     rx_by = _by_iteration(group_sum([it, dst], [n_it, nd], nbytes), dst_names.__getitem__, hosts)
     ie, edge, be = it[on_edge], src[on_edge] * nd + dst[on_edge], nbytes[on_edge]
-    edge_by = _by_iteration(group_sum([ie, edge], [n_it, len(src_names) * nd], be),
-                            lambda c: f"{src_names[c // nd]}->{dst_names[c % nd]}", None)
+    edge_by = _by_iteration(
+        group_sum([ie, edge], [n_it, len(src_names) * nd], be),
+        lambda c: f"{src_names[c // nd]}->{dst_names[c % nd]}",
+        None,
+    )
     spans = _active_spans(ie, edge, t[on_edge], be, n_it)
     out = []
     for i, w in enumerate(windows.itertuples(index=False)):
         first, comm = (int(spans[i][0]), int(spans[i][1]) + bin_ns) if i in spans else (0, 0)
         by_host = tx_by.get(i, {})
         busiest = max(by_host.values(), default=0)
-        out.append({
-            "index": int(w.iteration), "start_ns": int(w.start_ns), "end_ns": int(w.end_ns),
-            "bytes_by_host": by_host, "rx_bytes_by_host": rx_by.get(i, {}), "bytes_by_edge": edge_by.get(i, {}),
-            "comm_start_ns": first, "comm_ns": comm,
-            "rate_bps": busiest * 8e9 / comm if comm > 0 else 0.0,
-        })
+        out.append(
+            {
+                "index": int(w.iteration),
+                "start_ns": int(w.start_ns),
+                "end_ns": int(w.end_ns),
+                "bytes_by_host": by_host,
+                "rx_bytes_by_host": rx_by.get(i, {}),
+                "bytes_by_edge": edge_by.get(i, {}),
+                "comm_start_ns": first,
+                "comm_ns": comm,
+                "rate_bps": busiest * 8e9 / comm if comm > 0 else 0.0,
+            }
+        )
     return out
 
 
-def _by_iteration(grouped: tuple[list[np.ndarray], np.ndarray], name_of: Callable[[int], str],
-                  only: Optional[list[str]]) -> dict[int, dict[str, int]]:
+def _by_iteration(
+    grouped: tuple[list[np.ndarray], np.ndarray], name_of: Callable[[int], str], only: Optional[list[str]]
+) -> dict[int, dict[str, int]]:
     """{iteration: {name: bytes}} from a group_sum over (iteration, code); with `only`, those names alone.
     Each name is made once per code and each iteration's map in one dict(zip()): an hour of training has
     tens of thousands of iterations, times the hosts."""
@@ -147,8 +166,9 @@ def _by_iteration(grouped: tuple[list[np.ndarray], np.ndarray], name_of: Callabl
     return {int(its[a]): dict(zip(labels[a:b], values[a:b])) for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())}
 
 
-def _active_spans(it: np.ndarray, edge: np.ndarray, t: np.ndarray, nbytes: np.ndarray,
-                  n_it: int) -> dict[int, tuple[int, int]]:
+def _active_spans(
+    it: np.ndarray, edge: np.ndarray, t: np.ndarray, nbytes: np.ndarray, n_it: int
+) -> dict[int, tuple[int, int]]:
     """Per iteration: the earliest first active bin over the edges, and the longest first-to-last active
     span of any one edge. Each edge's span is on one capture's clock, so hosts whose clocks differ do not
     stretch it; a stray handshake byte is not communication time (a bin is active at >= ACTIVE_FRACTION
@@ -176,14 +196,23 @@ def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -
     vals = np.array([it[key].get(h, 0) for it in per_it for h in hosts], dtype=np.float64)
     if not len(vals):
         return {"median": None, "p5": None, "p95": None}
-    return {"median": float(np.median(vals)), "p5": float(np.percentile(vals, 5)),
-            "p95": float(np.percentile(vals, 95))}
+    return {
+        "median": float(np.median(vals)),
+        "p5": float(np.percentile(vals, 5)),
+        "p95": float(np.percentile(vals, 95)),
+    }
 
 
 def ring_theory(bytes_per_host: Optional[float], n: int, gradient_bytes: Optional[float]) -> dict[str, Any]:
     """Ring all-reduce: each host sends 2(N-1)/N x S. Implied S (and parameters), measured/theory."""
-    out: dict[str, Any] = {"ring_size": n, "implied_gradient_bytes": None, "implied_params_fp32": None,
-                           "implied_params_fp16": None, "theory_bytes_per_host": None, "theory_ratio": None}
+    out: dict[str, Any] = {
+        "ring_size": n,
+        "implied_gradient_bytes": None,
+        "implied_params_fp32": None,
+        "implied_params_fp16": None,
+        "theory_bytes_per_host": None,
+        "theory_ratio": None,
+    }
     if n < 2 or not bytes_per_host:
         return out
     factor = 2 * (n - 1) / n
@@ -195,5 +224,12 @@ def ring_theory(bytes_per_host: Optional[float], n: int, gradient_bytes: Optiona
     return out
 
 
-__all__ = ["windows_from_markers", "per_iteration", "host_percentiles", "ring_theory", "assign", "assign_cuts",
-           "assign_by_receiver"]
+__all__ = [
+    "windows_from_markers",
+    "per_iteration",
+    "host_percentiles",
+    "ring_theory",
+    "assign",
+    "assign_cuts",
+    "assign_by_receiver",
+]

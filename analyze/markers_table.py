@@ -3,6 +3,7 @@
 Markers are small (one line per rank per iteration), so a plain line reader is right here; a bad
 line is skipped and counted, never fatal, because a killed job often leaves half a line behind.
 """
+
 from __future__ import annotations
 
 import json

@@ -13,6 +13,7 @@ Ranks are tied to hosts by the line prefix (``host:pid:tid [dev]``, plus mpirun'
 the ``comm 0x.. rank R nranks N`` lines; the ``Bootstrap : Using [0]ens3:172.31.89.192<0>`` lines give each
 host's address, which is how log hosts are matched to captured hosts.
 """
+
 from __future__ import annotations
 
 import re
@@ -20,10 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-_PREFIX = re.compile(r"(?:\[\d+,(?P<mpirank>\d+)\]<std(?:out|err)>:)?(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO ")
+_PREFIX = re.compile(
+    r"(?:\[\d+,(?P<mpirank>\d+)\]<std(?:out|err)>:)?(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO "
+)
 _CHANNEL = re.compile(r"(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? :(?P<ranks>(?:\s+\d+)+)\s*$")
-_EDGE = re.compile(r"(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[\w+\])? -> (?P<dst>\d+)(?:\[\w+\])?"
-                   r"(?: \[(?P<kind>send|receive)\])? via (?P<via>\S+)")
+_EDGE = re.compile(
+    r"(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[\w+\])? -> (?P<dst>\d+)(?:\[\w+\])?"
+    r"(?: \[(?P<kind>send|receive)\])? via (?P<via>\S+)"
+)
 _TREES = re.compile(r"Trees((?: \[\d+\] \S+)+)")
 _TREE_ONE = re.compile(r"\[(\d+)\] (\S+)")
 _COMM = re.compile(r"comm 0x[0-9a-f]+ rank (?P<rank>\d+) nranks (?P<nranks>\d+)")
@@ -76,30 +81,37 @@ def parse_nccl_log(text: str) -> NcclLog:
         m = _PREFIX.search(line)
         if not m:
             continue
-        host, pid, body = m["host"], m["pid"], line[m.end():]
+        host, pid, body = m["host"], m["pid"], line[m.end() :]
         if m["mpirank"] is not None:
             pid_rank.setdefault((host, pid), int(m["mpirank"]))
-        if (c := _COMM.search(body)):
+        if c := _COMM.search(body):
             pid_rank[(host, pid)] = int(c["rank"])
             log.nranks = int(c["nranks"])
-        if (b := _BOOT.search(body)):
+        if b := _BOOT.search(body):
             log.host_address.setdefault(host, b["addr"])
-        if (s := _SOCKETS.search(body)):
+        if s := _SOCKETS.search(body):
             log.sockets_per_peer = int(s["threads"]) * int(s["socks"])
-        if (e := _EDGE.search(body)):
-            log.edges.append({"channel": int(e["ch"]), "src": int(e["src"]), "dst": int(e["dst"]),
-                              "via": e["via"], "kind": e["kind"]})
-        elif (ch := _CHANNEL.search(body)):
+        if e := _EDGE.search(body):
+            log.edges.append(
+                {
+                    "channel": int(e["ch"]),
+                    "src": int(e["src"]),
+                    "dst": int(e["dst"]),
+                    "via": e["via"],
+                    "kind": e["kind"],
+                }
+            )
+        elif ch := _CHANNEL.search(body):
             log.rings.setdefault(int(ch["ch"]), [int(x) for x in ch["ranks"].split()])
-        if (t := _TREES.search(body)):
+        if t := _TREES.search(body):
             pending.append((host, pid, t.group(1)))
     for (host, pid), rank in pid_rank.items():
         log.rank_host[rank] = host
     for host, pid, text in pending:
-        rank = pid_rank.get((host, pid))
-        if rank is not None:
+        known = pid_rank.get((host, pid))
+        if known is not None:
             for tree, spec in _TREE_ONE.findall(text):
-                log.trees.setdefault(int(tree), {})[rank] = _tree_links(spec, rank)
+                log.trees.setdefault(int(tree), {})[known] = _tree_links(spec, known)
     if log.nranks is None and log.rings:
         log.nranks = max(len(r) for r in log.rings.values())
     return log
@@ -130,15 +142,29 @@ def compare_rings(log: NcclLog, packet_order: Sequence[str], addr_host: dict[str
     net = sorted({(e["src"], e["dst"]) for e in log.edges if e["via"].startswith("NET")})
     host_ring = [addr_host.get(h, h) for h in log.host_ring()]
     out: dict[str, Any] = {
-        "nranks": log.nranks, "rings": {str(k): v for k, v in sorted(log.rings.items())},
-        "host_ring": host_ring, "net_edges": [{"src": s, "dst": d, "src_host": addr_host.get(log.host_of(s), log.host_of(s)),
-                                               "dst_host": addr_host.get(log.host_of(d), log.host_of(d))} for s, d in net],
-        "sockets_per_peer": log.sockets_per_peer, "ranks_per_host": log.ranks_per_host(), "matches": None,
+        "nranks": log.nranks,
+        "rings": {str(k): v for k, v in sorted(log.rings.items())},
+        "host_ring": host_ring,
+        "net_edges": [
+            {
+                "src": s,
+                "dst": d,
+                "src_host": addr_host.get(log.host_of(s), log.host_of(s)),
+                "dst_host": addr_host.get(log.host_of(d), log.host_of(d)),
+            }
+            for s, d in net
+        ],
+        "sockets_per_peer": log.sockets_per_peer,
+        "ranks_per_host": log.ranks_per_host(),
+        "matches": None,
     }
     if host_ring and packet_order:
         ring = list(packet_order)
-        same = len(ring) == len(host_ring) and ring[0] in host_ring and (
-            host_ring[host_ring.index(ring[0]):] + host_ring[:host_ring.index(ring[0])] == ring)
+        same = (
+            len(ring) == len(host_ring)
+            and ring[0] in host_ring
+            and (host_ring[host_ring.index(ring[0]) :] + host_ring[: host_ring.index(ring[0])] == ring)
+        )
         out["matches"] = bool(same)
     return out
 

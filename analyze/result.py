@@ -3,6 +3,7 @@
 Reports and `--json` both render this object; later features add keys (topology, iterations,
 scaling) but never change the ones here. The JSON Schema lives beside it in result.schema.json.
 """
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ It then runs the same calculation as `ringscope whatif RESULT.json [--single-ite
 default ringscope model: one point (N, link speed), the sweep, the compression needed and the verdict.
 Everything taken or guessed is in ``scaling.assumptions``. The calculation costs ~20 ms (pure numpy).
 """
+
 from __future__ import annotations
 
 from typing import Any, Optional
@@ -33,9 +34,11 @@ def single_iteration_time(measured: WhatIfInputs, given_s: Optional[float]) -> t
         return None, None
     comm = measured.comm_time_s or 0.0
     if 0 < comm < measured.iteration_time_s:
-        return (measured.iteration_time_s - comm,
-                "single-GPU iteration time not given: taken as the measured iteration period minus its "
-                "communication time (all communication assumed exposed)")
+        return (
+            measured.iteration_time_s - comm,
+            "single-GPU iteration time not given: taken as the measured iteration period minus its "
+            "communication time (all communication assumed exposed)",
+        )
     return measured.iteration_time_s, "single-GPU iteration time not given: taken as the measured iteration period"
 
 
@@ -53,8 +56,10 @@ def add_scaling(result: Any, single_iteration_time_s: Optional[float] = None) ->
         return
     unknown = [h.name for h in result.hosts if h.link_speed_source == "assumed"]
     if unknown:
-        result.assumptions.append(f"no what-if (scaling) section: the link speed of {', '.join(unknown[:3])}"
-                                  f"{', ...' if len(unknown) > 3 else ''} is unknown; give --link-speed")
+        result.assumptions.append(
+            f"no what-if (scaling) section: the link speed of {', '.join(unknown[:3])}"
+            f"{', ...' if len(unknown) > 3 else ''} is unknown; give --link-speed"
+        )
         return
     if not measured.link_speed_bps:
         return
@@ -65,6 +70,15 @@ def add_scaling(result: Any, single_iteration_time_s: Optional[float] = None) ->
         notes.append(note)
     profile, stand_in = stand_in_profile(measured.gradient_bytes, t)
     notes.append(f"{stand_in} (`ringscope whatif --profile` refines it)")
-    out = what_if(profile, t, RingscopeModel(), [measured.workers], [measured.link_speed_bps], [1.0],
-                  measured=measured, single_worker_measured=single_iteration_time_s is not None, assumptions=notes)
+    out = what_if(
+        profile,
+        t,
+        RingscopeModel(),
+        [measured.workers],
+        [measured.link_speed_bps],
+        [1.0],
+        measured=measured,
+        single_worker_measured=single_iteration_time_s is not None,
+        assumptions=notes,
+    )
     result.extra["scaling"] = out.to_dict()

@@ -26,6 +26,7 @@ real pauses, teeth keeping a steady time offset between edges (the same iteratio
 clocks), little busy traffic outside the teeth, at least three iterations of at least six bins.
 tests/test_staircase.py checks on randomized series that every answer at >= CONFIDENT is right.
 """
+
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
@@ -129,10 +130,20 @@ def pauses(edge: EdgeSeries, bin_ns: int) -> Optional[Pauses]:
     # the one after it (and the first bin of every pause) its last
     head = lo - 1 if lo > 0 and dense[lo - 1] > 0 else lo
     tail = hi + 1 if hi < len(dense) else hi
-    return Pauses(pos=before[starts + 1], weight=deficit[ends] - deficit[starts], start_ns=(first + starts) * bin_ns,
-                  end_ns=(first + ends) * bin_ns, total=float(before[-1]), first_pos=float(before[head]),
-                  last_pos=float(before[tail]), first_ns=(first + head) * bin_ns, last_ns=(first + tail) * bin_ns,
-                  bin_ns=bin_ns, cum=before[1:], first_bin_ns=first * bin_ns)
+    return Pauses(
+        pos=before[starts + 1],
+        weight=deficit[ends] - deficit[starts],
+        start_ns=(first + starts) * bin_ns,
+        end_ns=(first + ends) * bin_ns,
+        total=float(before[-1]),
+        first_pos=float(before[head]),
+        last_pos=float(before[tail]),
+        first_ns=(first + head) * bin_ns,
+        last_ns=(first + tail) * bin_ns,
+        bin_ns=bin_ns,
+        cum=before[1:],
+        first_bin_ns=first * bin_ns,
+    )
 
 
 def _capped(p: Pauses) -> tuple[np.ndarray, np.ndarray]:
@@ -241,8 +252,15 @@ def track(p: Pauses, period: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return at, t, np.array([k >= 0 and bool(real[k]) for k, _ in teeth])
 
 
-def _walk(p: Pauses, pos: list[float], w: list[float], anchor: int, period: float,
-          offset: Optional[float] = None, max_steps: int = 1 << 62) -> list[tuple[int, float]]:
+def _walk(
+    p: Pauses,
+    pos: list[float],
+    w: list[float],
+    anchor: int,
+    period: float,
+    offset: Optional[float] = None,
+    max_steps: int = 1 << 62,
+) -> list[tuple[int, float]]:
     """Teeth (candidate index into `pos`, which is ascending, or -1 where none was near; byte position),
     ascending, from `anchor` one step of `period` at a time both ways while inside the busy traffic: each
     prediction the previous tooth + period, or with `offset` the lattice point offset + k x period (k = 0
@@ -317,10 +335,20 @@ def _head(p: Pauses, nbytes: float) -> Pauses:
     end = p.first_pos + nbytes
     keep = p.pos <= end
     k = int(np.searchsorted(p.cum, end, side="left"))
-    return Pauses(pos=p.pos[keep], weight=p.weight[keep], start_ns=p.start_ns[keep], end_ns=p.end_ns[keep],
-                  total=float(p.cum[min(k, len(p.cum) - 1)]), first_pos=p.first_pos, last_pos=end,
-                  first_ns=p.first_ns, last_ns=p.first_bin_ns + (k + 1) * p.bin_ns, bin_ns=p.bin_ns, cum=p.cum,
-                  first_bin_ns=p.first_bin_ns)
+    return Pauses(
+        pos=p.pos[keep],
+        weight=p.weight[keep],
+        start_ns=p.start_ns[keep],
+        end_ns=p.end_ns[keep],
+        total=float(p.cum[min(k, len(p.cum) - 1)]),
+        first_pos=p.first_pos,
+        last_pos=end,
+        first_ns=p.first_ns,
+        last_ns=p.first_bin_ns + (k + 1) * p.bin_ns,
+        bin_ns=p.bin_ns,
+        cum=p.cum,
+        first_bin_ns=p.first_bin_ns,
+    )
 
 
 def _fundamental(pauses_: list[Pauses], period: float) -> float:
@@ -355,16 +383,23 @@ def _tooth_weights(p: Pauses, period: float) -> np.ndarray:
     lookup = dict(zip(p.pos.tolist(), p.weight.tolist()))  # a tooth on a real pause sits at its exact position
     w = np.array([lookup.get(x, 0.0) if r else 0.0 for x, r in zip(tpos.tolist(), real.tolist())])
     on = np.nonzero(real)[0]
-    return w[on[0]:on[-1] + 1] if len(on) else w[:0]
+    return w[on[0] : on[-1] + 1] if len(on) else w[:0]
 
 
-def infer(edges: list[EdgeSeries], bin_ns: int, count_hint: Optional[int] = None,
-          bytes_hint: Optional[tuple[float, float]] = None) -> Staircase:
+def infer(
+    edges: list[EdgeSeries],
+    bin_ns: int,
+    count_hint: Optional[int] = None,
+    bytes_hint: Optional[tuple[float, float]] = None,
+) -> Staircase:
     """The iterations of the edges' traffic. count_hint (the user's --iterations) or bytes_hint (a range of
     bytes per edge per iteration, from --gradient-bytes) restrict the periods searched."""
     out = Staircase()
-    found = [(e, pauses(e, bin_ns)) for e in edges]
-    found = [(e, p) for e, p in found if p is not None and len(p.pos)]
+    found: list[tuple[EdgeSeries, Pauses]] = []
+    for e in edges:
+        p = pauses(e, bin_ns)
+        if p is not None and len(p.pos):
+            found.append((e, p))
     if not found:
         out.notes.append("the collective's traffic never pauses: no iteration structure to find")
         return out
@@ -413,15 +448,22 @@ def infer(edges: list[EdgeSeries], bin_ns: int, count_hint: Optional[int] = None
     ambiguity = _ambiguity(pauses_, period)
     step_bins = float(np.median(np.concatenate([np.diff(c.cut_ns) for c in same]))) / pauses_[0].bin_ns
     out.count, out.period_bytes, out.edges = count, float(np.median(per_edge)), same
-    out.evidence = {"comb_score": round(top, 3), "sub_multiple_ambiguity": round(ambiguity, 3),
-                    "left_over": round(float(np.median([c.left_over for c in same])), 3),
-                    "bins_per_iteration": round(step_bins, 1),
-                    "edges_agreeing": round(agree, 3), "bytes_spread": round(spread, 4),
-                    "teeth_on_pauses": round(coverage, 3), "steady_clock_offsets": round(steady, 3)}
+    out.evidence = {
+        "comb_score": round(top, 3),
+        "sub_multiple_ambiguity": round(ambiguity, 3),
+        "left_over": round(float(np.median([c.left_over for c in same])), 3),
+        "bins_per_iteration": round(step_bins, 1),
+        "edges_agreeing": round(agree, 3),
+        "bytes_spread": round(spread, 4),
+        "teeth_on_pauses": round(coverage, 3),
+        "steady_clock_offsets": round(steady, 3),
+    }
     out.confidence = _confidence(out.evidence, count)
-    out.notes.append(f"iterations found in the bytes: every {out.period_bytes:,.0f} B per ring edge the pauses "
-                     f"repeat ({len(cuts)} edges, {agree:.0%} agreeing on {count}); bytes per iteration vary by "
-                     f"{spread:.2%}; {coverage:.0%} of boundaries on a real pause")
+    out.notes.append(
+        f"iterations found in the bytes: every {out.period_bytes:,.0f} B per ring edge the pauses "
+        f"repeat ({len(cuts)} edges, {agree:.0%} agreeing on {count}); bytes per iteration vary by "
+        f"{spread:.2%}; {coverage:.0%} of boundaries on a real pause"
+    )
     return out
 
 
@@ -433,12 +475,16 @@ def _confidence(ev: dict[str, float], count: int) -> float:
     may be half a step off and one iteration split between the ends), at least three iterations (two
     equal byte counts prove little), and iterations of at least six
     bins (a pause and a send a bin or two long cannot be told from a bucket shorter than a bin)."""
-    parts = [1.0 - ev["sub_multiple_ambiguity"], ev["edges_agreeing"],
-             float(np.clip((0.75 - ev["left_over"]) / 0.35, 0.0, 1.0)),
-             float(np.clip((ev["bins_per_iteration"] - 2) / 4, 0.0, 1.0)),
-             float(np.clip((0.08 - ev["bytes_spread"]) / 0.06, 0.0, 1.0)),
-             float(np.clip((ev["teeth_on_pauses"] - 0.5) / 0.4, 0.0, 1.0)), ev["steady_clock_offsets"],
-             1.0 if count >= 3 else 0.5]
+    parts = [
+        1.0 - ev["sub_multiple_ambiguity"],
+        ev["edges_agreeing"],
+        float(np.clip((0.75 - ev["left_over"]) / 0.35, 0.0, 1.0)),
+        float(np.clip((ev["bins_per_iteration"] - 2) / 4, 0.0, 1.0)),
+        float(np.clip((0.08 - ev["bytes_spread"]) / 0.06, 0.0, 1.0)),
+        float(np.clip((ev["teeth_on_pauses"] - 0.5) / 0.4, 0.0, 1.0)),
+        ev["steady_clock_offsets"],
+        1.0 if count >= 3 else 0.5,
+    ]
     return round(float(np.prod(parts)), 3)
 
 

@@ -7,12 +7,12 @@ the bytes ("heavy" edges) take part in the shape, because every job also has sma
 64+ hosts, and on partial captures: a peer that was not captured appears under its address and its edges
 are inferred from the captured side.
 """
+
 from __future__ import annotations
 
 import ipaddress
 from typing import Any, Optional, Sequence
 
-import numpy as np
 import pandas as pd
 
 HEAVY_FRACTION = 0.1  # an edge is heavy at >= 10% of the reference edge; ACK streams are ~0.1-2%
@@ -29,8 +29,9 @@ def flow_hosts(flows: pd.DataFrame, addr_host: dict[str, str]) -> pd.DataFrame:
     """Flows with src_host/dst_host; uncaptured endpoints keep their address as their name."""
     src = flows["src"].map(addr_host)
     dst = flows["dst"].map(addr_host)
-    return flows.assign(src_host=src.fillna(flows["src"]), dst_host=dst.fillna(flows["dst"]),
-                        inferred=src.isna() | dst.isna())
+    return flows.assign(
+        src_host=src.fillna(flows["src"]), dst_host=dst.fillna(flows["dst"]), inferred=src.isna() | dst.isna()
+    )
 
 
 def _group_address(address: str) -> bool:
@@ -56,8 +57,13 @@ def host_edges(flows: pd.DataFrame, addr_host: dict[str, str]) -> pd.DataFrame:
     captured = set(addr_host.values())
     f = f[(f["src_host"] != f["dst_host"]) & (f["src_host"].isin(captured) | f["dst_host"].isin(captured))]
     g = f.groupby(["src_host", "dst_host"], sort=False).agg(
-        bytes=("bytes", "sum"), payload_bytes=("payload_bytes", "sum"), flows=("flow_id", "size"),
-        start_ns=("start_ns", "min"), end_ns=("end_ns", "max"), inferred=("inferred", "any"))
+        bytes=("bytes", "sum"),
+        payload_bytes=("payload_bytes", "sum"),
+        flows=("flow_id", "size"),
+        start_ns=("start_ns", "min"),
+        end_ns=("end_ns", "max"),
+        inferred=("inferred", "any"),
+    )
     g = g.reset_index().rename(columns={"src_host": "src", "dst_host": "dst"})
     return g.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True)[EDGE_COLUMNS]
 
@@ -121,8 +127,9 @@ def _cycle(start: str, succ: dict[str, str]) -> list[str]:
     return out
 
 
-def align_launch_order(launch: Optional[Sequence[str]], nodes: set[str], addr_host: dict[str, str],
-                       notes: list[str]) -> list[str]:
+def align_launch_order(
+    launch: Optional[Sequence[str]], nodes: set[str], addr_host: dict[str, str], notes: list[str]
+) -> list[str]:
     """Launch-order names as graph node names: host names or addresses; one uncaptured host may be paired
     with the one uncaptured address in the graph (said in notes)."""
     if not launch:
@@ -131,8 +138,10 @@ def align_launch_order(launch: Optional[Sequence[str]], nodes: set[str], addr_ho
     missing = [x for x in names if x not in nodes]
     spare = sorted(nodes - set(names) - set(addr_host.values()))
     if len(missing) == 1 and len(spare) == 1:
-        notes.append(f"launch-order host {missing[0]} was not captured; taken to be address {spare[0]}, "
-                     f"the one uncaptured peer in the graph")
+        notes.append(
+            f"launch-order host {missing[0]} was not captured; taken to be address {spare[0]}, "
+            f"the one uncaptured peer in the graph"
+        )
         names = [spare[0] if x == missing[0] else x for x in names]
     return names
 
@@ -151,8 +160,9 @@ def _ring_direction(order: list[str], launch: list[str]) -> Optional[str]:
     return None
 
 
-def classify(edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str],
-             launch_order: Optional[Sequence[str]] = None) -> dict[str, Any]:
+def classify(
+    edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str], launch_order: Optional[Sequence[str]] = None
+) -> dict[str, Any]:
     """Name the shape of the heavy-edge graph: the `topology` result key (JSON-ready).
 
     `hosts` are the captured hosts in their given order (run.json order when there is one); the ring is
@@ -163,20 +173,31 @@ def classify(edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str
     heavy = heavy_edges(edges)
     nodes = set(heavy["src"]) | set(heavy["dst"]) if len(heavy) else set()
     launch = align_launch_order(launch_order, nodes, addr_host, notes)
-    out: dict[str, Any] = {"kind": "unknown", "order": [], "direction": None, "edges": [],
-                           "launch_order": list(launch_order or []), "matches_launch_order": None,
-                           "confidence": 0.0, "notes": notes}
+    out: dict[str, Any] = {
+        "kind": "unknown",
+        "order": [],
+        "direction": None,
+        "edges": [],
+        "launch_order": list(launch_order or []),
+        "matches_launch_order": None,
+        "confidence": 0.0,
+        "notes": notes,
+    }
     if len(nodes) < 2:
         notes.append("fewer than two hosts exchange a significant share of the bytes")
         return out
     uncaptured = sorted(nodes - set(hosts))
     if uncaptured:
-        notes.append(f"{len(uncaptured)} peer(s) not captured ({', '.join(uncaptured[:5])}"
-                     f"{', ...' if len(uncaptured) > 5 else ''}); their edges are inferred from the captured side")
+        notes.append(
+            f"{len(uncaptured)} peer(s) not captured ({', '.join(uncaptured[:5])}"
+            f"{', ...' if len(uncaptured) > 5 else ''}); their edges are inferred from the captured side"
+        )
     light = total - float(heavy["bytes"].sum())
     if total and light / total > 0.01:
-        notes.append(f"{light / total:.1%} of inter-host bytes are on light edges (control traffic, ACKs) "
-                     f"and not part of the shape")
+        notes.append(
+            f"{light / total:.1%} of inter-host bytes are on light edges (control traffic, ACKs) "
+            f"and not part of the shape"
+        )
     pair = {(s, d): b for s, d, b in zip(heavy["src"], heavy["dst"], heavy["bytes"])}
     und: dict[frozenset, float] = {}
     for (s, d), b in pair.items():
@@ -194,8 +215,12 @@ def classify(edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str
         cyc = _cycle(start, succ)
         if len(cyc) == n:
             kind, order = "ring", cyc
-    if kind == "unknown" and n >= 3 and (udeg == 2).all() and all(
-            (a, b) in pair and (b, a) in pair for a, b in (tuple(p) for p in und)):
+    if (
+        kind == "unknown"
+        and n >= 3
+        and (udeg == 2).all()
+        and all((a, b) in pair and (b, a) in pair for a, b in (tuple(p) for p in und))
+    ):
         nbr: dict[str, list[str]] = {}
         for a, b in (tuple(p) for p in und):
             nbr.setdefault(a, []).append(b)
@@ -219,25 +244,30 @@ def classify(edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str
     two_way = all((a, b) in pair and (b, a) in pair for a, b in (tuple(p) for p in und))
     if kind == "unknown" and two_way and len(und) == n - 1 and _connected(und, nodes):
         kind = "tree"
-    if kind == "unknown" and two_way and n - 1 < len(und) <= 2 * (n - 1) and udeg.max() <= 6 \
-            and _connected(und, nodes):
+    if kind == "unknown" and two_way and n - 1 < len(und) <= 2 * (n - 1) and udeg.max() <= 6 and _connected(und, nodes):
         kind = "double_binary_tree"
         names = launch if len([x for x in launch if x in nodes]) == n else [h for h in hosts if h in nodes]
         idx = {h: i for i, h in enumerate(x for x in names if x in nodes)}
         if len(idx) == n and {frozenset(idx[x] for x in p) for p in und} == nccl_dtree_pairs(n):
-            notes.append("edges are exactly NCCL's double binary tree over the "
-                         + ("launch order" if names is launch else "host order"))
+            notes.append(
+                "edges are exactly NCCL's double binary tree over the "
+                + ("launch order" if names is launch else "host order")
+            )
         else:
             coverage *= 0.6
-            notes.append("sparse, connected and of small degree like a double binary tree, but not NCCL's "
-                         "tree over the known host order")
+            notes.append(
+                "sparse, connected and of small degree like a double binary tree, but not NCCL's "
+                "tree over the known host order"
+            )
 
     even = float(used["bytes"].min() / used["bytes"].max()) if len(used) else 0.0
     out["kind"] = kind
     volume = min(1.0, float(heavy["bytes"].sum()) / MIN_COLLECTIVE_BYTES)
     if volume < 1:
-        notes.append(f"only {int(heavy['bytes'].sum()):,} bytes on the heavy edges: this may be control "
-                     f"traffic rather than a training collective")
+        notes.append(
+            f"only {int(heavy['bytes'].sum()):,} bytes on the heavy edges: this may be control "
+            f"traffic rather than a training collective"
+        )
     out["confidence"] = round(min(1.0, coverage / 0.95) * (0.5 + 0.5 * even) * volume, 3) if kind != "unknown" else 0.0
     if kind == "unknown":
         notes.append(f"{n} hosts, {len(und)} heavy host pairs: no ring, tree, star or mesh fits")
@@ -248,20 +278,36 @@ def classify(edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str
         if launch:
             out["matches_launch_order"] = direction is not None
             if direction is None:
-                notes.append("the ring does not follow the launch order: Horovod builds its ring in the order "
-                             "hosts appear on the command line, so check the host list")
+                notes.append(
+                    "the ring does not follow the launch order: Horovod builds its ring in the order "
+                    "hosts appear on the command line, so check the host list"
+                )
         if kind == "ring":
-            notes.append("order is the direction data flows: each host sends to the next, the last to the first"
-                         + ({"with_launch_order": " (rank r sends to rank r+1, as NCCL does)",
-                             "against_launch_order": " (rank r sends to rank r-1, as gloo's ring does)"}
-                            .get(direction or "", "")))
+            notes.append(
+                "order is the direction data flows: each host sends to the next, the last to the first"
+                + (
+                    {
+                        "with_launch_order": " (rank r sends to rank r+1, as NCCL does)",
+                        "against_launch_order": " (rank r sends to rank r-1, as gloo's ring does)",
+                    }.get(direction or "", "")
+                )
+            )
         position = {h: i for i, h in enumerate(order)}
         used = heavy.assign(_k=[position.get(s, n) for s in heavy["src"]]).sort_values("_k", kind="stable")
     elif kind == "star":
         out["order"] = order
-    out["edges"] = [{"src": r.src, "dst": r.dst, "bytes": int(r.bytes), "payload_bytes": int(r.payload_bytes),
-                     "flows": int(r.flows), "share": round(float(r.bytes) / total, 6) if total else 0.0,
-                     "inferred": bool(r.inferred)} for r in used.itertuples(index=False)]
+    out["edges"] = [
+        {
+            "src": r.src,
+            "dst": r.dst,
+            "bytes": int(r.bytes),
+            "payload_bytes": int(r.payload_bytes),
+            "flows": int(r.flows),
+            "share": round(float(r.bytes) / total, 6) if total else 0.0,
+            "inferred": bool(r.inferred),
+        }
+        for r in used.itertuples(index=False)
+    ]
     return out
 
 
@@ -286,5 +332,14 @@ def ring_pairs(topology: dict[str, Any]) -> list[tuple[str, str]]:
     return [(e["src"], e["dst"]) for e in topology.get("edges", [])]
 
 
-__all__ = ["address_hosts", "flow_hosts", "host_edges", "heavy_edges", "classify", "nccl_btree",
-           "nccl_dtree_pairs", "align_launch_order", "ring_pairs"]
+__all__ = [
+    "address_hosts",
+    "flow_hosts",
+    "host_edges",
+    "heavy_edges",
+    "classify",
+    "nccl_btree",
+    "nccl_dtree_pairs",
+    "align_launch_order",
+    "ring_pairs",
+]

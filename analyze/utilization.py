@@ -3,6 +3,7 @@
 Series are stored sparse (only bins that carried bytes) so 1 ms bins over an hour stay small; every
 statistic here treats the missing bins of the span as idle, exactly as a dense series would.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,8 +25,9 @@ def quantile_with_zeros(sorted_values: np.ndarray, zeros: int, q: float) -> floa
     return at(lo) + (at(hi) - at(lo)) * (k - lo)
 
 
-def utilization(bytes_per_bin: np.ndarray, span_bins: int, bin_ns: int, link_bps: float,
-                busy_threshold: float) -> Utilization:
+def utilization(
+    bytes_per_bin: np.ndarray, span_bins: int, bin_ns: int, link_bps: float, busy_threshold: float
+) -> Utilization:
     """Summaries of one link direction: mean, busy share, utilization while busy, peak, p50, p99.
 
     A bin is busy when its rate reaches `busy_threshold` of link speed (ACK streams stay below it).

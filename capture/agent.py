@@ -5,6 +5,7 @@ write meta.json (status "capturing") and OUT/.ready, print READY_LINE, wait for 
 (SIGINT/SIGTERM, --duration, --until-pid exiting, or stdin closing when run by `capture run`),
 stop tcpdump, and rewrite meta.json with its counters (status "complete").
 """
+
 from __future__ import annotations
 
 import json
@@ -97,7 +98,7 @@ class _StopWhen:
         self.stop(signal.Signals(signum).name)
 
     def _watch_stdin(self) -> None:
-        while sys.stdin.buffer.read1(4096):
+        while sys.stdin.buffer.read1(4096):  # type: ignore[union-attr]  # stdin's buffer is a BufferedReader
             pass
         self.stop("stdin closed")
 
@@ -115,6 +116,7 @@ class _StopWhen:
                 self.stop(f"pid {options.until_pid} exited")
             elif self.proc.poll() is not None:
                 self.stop("tcpdump exited")
+        assert self.reason is not None  # stop() sets it before it sets the event
         return self.reason
 
 
@@ -129,8 +131,9 @@ def run_agent(options: AgentOptions, say=print) -> int:
     except OSError as error:
         raise CaptureError(f"cannot create the capture folder {out}: {error.strerror}") from None
     (out / layout.READY_FILE).unlink(missing_ok=True)
-    argv = tcpdump.command(binary, iface, out, options.snaplen, options.bpf,
-                           options.rotate_bytes, options.keep, options.rotate_seconds)
+    argv = tcpdump.command(
+        binary, iface, out, options.snaplen, options.bpf, options.rotate_bytes, options.keep, options.rotate_seconds
+    )
     meta = {
         "schema": layout.SCHEMA,
         "status": "starting",
@@ -174,8 +177,14 @@ def run_agent(options: AgentOptions, say=print) -> int:
     (out / layout.READY_FILE).unlink(missing_ok=True)
     counters = tcpdump.parse_counters(log_path.read_text(errors="replace"))
     clean = code == 0 and counters is not None
-    meta.update(status="complete" if clean else "failed", end_ns=time.time_ns(), stop_reason=reason,
-                counters=counters, tcpdump_exit_code=code, files=tcpdump.pcap_files(out, iface))
+    meta.update(
+        status="complete" if clean else "failed",
+        end_ns=time.time_ns(),
+        stop_reason=reason,
+        counters=counters,
+        tcpdump_exit_code=code,
+        files=tcpdump.pcap_files(out, iface),
+    )
     layout.write_json(out / layout.META_FILE, meta)
     say(f"ringscope-agent: stopped ({reason}) host={meta['host']} counters={json.dumps(counters)}", flush=True)
     if not clean:

@@ -2,6 +2,7 @@
 
 Imported by cli.py at start-up, so it imports only typer here; the work is imported inside commands.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,19 +30,33 @@ def _peers(text: Optional[str]) -> List[str]:
 @capture_app.command()
 def agent(
     out: Path = typer.Option(..., "--out", help="Folder for meta.json and the pcaps (created)."),
-    iface: str = typer.Option("auto", "--iface", help="auto (the route to --peers, else the default route), NAME or any."),
+    iface: str = typer.Option(
+        "auto", "--iface", help="auto (the route to --peers, else the default route), NAME or any."
+    ),
     snaplen: int = typer.Option(128, "--snaplen", help="Bytes kept per packet: headers only, no gradient payload."),
     bpf: Optional[str] = typer.Option(None, "--filter", help="BPF filter, e.g. 'tcp and not port 22'."),
-    rotate_size: Optional[str] = typer.Option(None, "--rotate-size", help="Start a new file after SIZE (e.g. 1G; whole MB)."),
+    rotate_size: Optional[str] = typer.Option(
+        None, "--rotate-size", help="Start a new file after SIZE (e.g. 1G; whole MB)."
+    ),
     keep: Optional[int] = typer.Option(None, "--keep", help="With --rotate-size: keep only the last N files (ring)."),
     rotate_seconds: Optional[int] = typer.Option(None, "--rotate-seconds", help="Start a new file every S seconds."),
     duration: Optional[float] = typer.Option(None, "--duration", help="Stop after S seconds."),
-    until_pid: Optional[int] = typer.Option(None, "--until-pid", help="Stop when process PID exits (e.g. the training job)."),
-    link_speed: Optional[str] = typer.Option(None, "--link-speed", help="Link speed to record, e.g. 25Gbit (virtual interfaces report none)."),
-    peers: Optional[str] = typer.Option(None, "--peers", help="Other hosts of the job, to find the interface that reaches them."),
+    until_pid: Optional[int] = typer.Option(
+        None, "--until-pid", help="Stop when process PID exits (e.g. the training job)."
+    ),
+    link_speed: Optional[str] = typer.Option(
+        None, "--link-speed", help="Link speed to record, e.g. 25Gbit (virtual interfaces report none)."
+    ),
+    peers: Optional[str] = typer.Option(
+        None, "--peers", help="Other hosts of the job, to find the interface that reaches them."
+    ),
     host: Optional[str] = typer.Option(None, "--host", help="Host name to record (default: this machine's hostname)."),
-    stop_on_stdin_eof: bool = typer.Option(False, "--stop-on-stdin-eof", hidden=True, help="Stop when stdin closes (capture run)."),
-    ready_timeout: float = typer.Option(15.0, "--ready-timeout", help="Seconds to wait for tcpdump to start capturing."),
+    stop_on_stdin_eof: bool = typer.Option(
+        False, "--stop-on-stdin-eof", hidden=True, help="Stop when stdin closes (capture run)."
+    ),
+    ready_timeout: float = typer.Option(
+        15.0, "--ready-timeout", help="Seconds to wait for tcpdump to start capturing."
+    ),
 ) -> None:
     """Run tcpdump headers-only on one server until stopped; prints a 'ready' line once capturing.
 
@@ -53,11 +68,21 @@ def agent(
 
     try:
         options = AgentOptions(
-            out=out, iface=iface, snaplen=snaplen, bpf=bpf,
-            rotate_bytes=int(parse_size(rotate_size)) if rotate_size else None, keep=keep,
-            rotate_seconds=rotate_seconds, duration_s=duration, until_pid=until_pid,
+            out=out,
+            iface=iface,
+            snaplen=snaplen,
+            bpf=bpf,
+            rotate_bytes=int(parse_size(rotate_size)) if rotate_size else None,
+            keep=keep,
+            rotate_seconds=rotate_seconds,
+            duration_s=duration,
+            until_pid=until_pid,
             link_speed_bps=round(parse_rate(link_speed)) if link_speed else None,
-            peers=_peers(peers), host=host, stop_on_stdin_eof=stop_on_stdin_eof, ready_timeout_s=ready_timeout)
+            peers=_peers(peers),
+            host=host,
+            stop_on_stdin_eof=stop_on_stdin_eof,
+            ready_timeout_s=ready_timeout,
+        )
         raise typer.Exit(code=run_agent(options))
     except (CaptureError, ValueError) as error:
         raise _fail(error) from None
@@ -67,10 +92,24 @@ def agent(
 def run(
     command: List[str] = typer.Argument(..., metavar="-- TRAINING COMMAND...", help="The training command (run here)."),
     out: Path = typer.Option(..., "--out", help="Run folder: run.json and one folder per host (created)."),
-    hosts: Optional[str] = typer.Option(None, "--hosts", help="h1,h2,... in launch order (default: read from the training command)."),
-    hostfile: Optional[Path] = typer.Option(None, "--hostfile", help="File with one host per line ('h1', 'h1 slots=4' or 'h1:4')."),
-    remote_shell: Optional[str] = typer.Option(None, "--remote-shell", help="How to run a command on a host: 'ssh {host}' (default), 'srun -w {host}', 'ip netns exec {host}', 'local'."),
-    agent_command: Optional[str] = typer.Option(None, "--agent-command", help="How to start an agent on a host (default: this Python with this checkout), e.g. 'ringscope capture agent'."),
+    hosts: Optional[str] = typer.Option(
+        None, "--hosts", help="h1,h2,... in launch order (default: read from the training command)."
+    ),
+    hostfile: Optional[Path] = typer.Option(
+        None, "--hostfile", help="File with one host per line ('h1', 'h1 slots=4' or 'h1:4')."
+    ),
+    remote_shell: Optional[str] = typer.Option(
+        None,
+        "--remote-shell",
+        help="How to run a command on a host: 'ssh {host}' (default), 'srun -w {host}', "
+        "'ip netns exec {host}', 'local'.",
+    ),
+    agent_command: Optional[str] = typer.Option(
+        None,
+        "--agent-command",
+        help="How to start an agent on a host (default: this Python with this checkout), "
+        "e.g. 'ringscope capture agent'.",
+    ),
     iface: Optional[str] = typer.Option(None, "--iface", help="Passed to every agent."),
     snaplen: Optional[int] = typer.Option(None, "--snaplen", help="Passed to every agent."),
     bpf: Optional[str] = typer.Option(None, "--filter", help="Passed to every agent."),
@@ -92,8 +131,15 @@ def run(
     from capture.run import RunOptions, default_agent_command, run_capture
     from capture.units import parse_rate, parse_size
 
-    passthrough = {"--iface": iface, "--snaplen": snaplen, "--filter": bpf, "--link-speed": link_speed,
-                   "--rotate-size": rotate_size, "--keep": keep, "--rotate-seconds": rotate_seconds}
+    passthrough = {
+        "--iface": iface,
+        "--snaplen": snaplen,
+        "--filter": bpf,
+        "--link-speed": link_speed,
+        "--rotate-size": rotate_size,
+        "--keep": keep,
+        "--rotate-seconds": rotate_seconds,
+    }
     agent_args = [word for name, value in passthrough.items() if value is not None for word in (name, str(value))]
     try:
         if link_speed:
@@ -107,9 +153,15 @@ def run(
         else:
             host_list = hostlists.hosts_from_command(command)
         host_list = hostlists.check_names(host_list)
-        options = RunOptions(out=out, hosts=host_list, template=resolve_template(remote_shell, host_list),
-                             command=list(command), agent_args=agent_args, ready_timeout_s=ready_timeout,
-                             agent_command=shlex.split(agent_command) if agent_command else default_agent_command())
+        options = RunOptions(
+            out=out,
+            hosts=host_list,
+            template=resolve_template(remote_shell, host_list),
+            command=list(command),
+            agent_args=agent_args,
+            ready_timeout_s=ready_timeout,
+            agent_command=shlex.split(agent_command) if agent_command else default_agent_command(),
+        )
         raise typer.Exit(code=run_capture(options))
     except (CaptureError, ValueError) as error:
         raise _fail(error) from None

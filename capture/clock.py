@@ -1,4 +1,5 @@
 """What the analyzer needs to trust timestamps across hosts: which clock, and how well synchronized."""
+
 from __future__ import annotations
 
 import ctypes
@@ -21,8 +22,12 @@ def _adjtimex() -> dict:
     if state < 0:
         return {}
     _modes, _offset, _freq, maxerror_us, esterror_us, _status = struct.unpack_from("@Illlli", buf.raw)
-    return {"ntp_synchronized": state != _TIME_ERROR, "ntp_state": state,
-            "ntp_esterror_us": esterror_us, "ntp_maxerror_us": maxerror_us}
+    return {
+        "ntp_synchronized": state != _TIME_ERROR,
+        "ntp_state": state,
+        "ntp_esterror_us": esterror_us,
+        "ntp_maxerror_us": maxerror_us,
+    }
 
 
 def clock_info() -> dict:

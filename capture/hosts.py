@@ -1,4 +1,5 @@
 """Where the list of hosts comes from: --hosts, a hostfile, or the training launcher's own options."""
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,7 @@ def _option(argv: list[str], names: tuple) -> str | None:
             if word == name and i + 1 < len(argv):
                 return argv[i + 1]
             if word.startswith(name + "="):
-                return word[len(name) + 1:]
+                return word[len(name) + 1 :]
     return None
 
 
@@ -66,7 +67,7 @@ def hosts_from_command(command: list[str]) -> list[str]:
     """The hosts a launcher in COMMAND will use, or a CaptureError saying what to pass."""
     for i, word in enumerate(command):
         name = os.path.basename(word)
-        rest = command[i + 1:]
+        rest = command[i + 1 :]
         if name in _HOST_OPTIONS:
             list_options, file_options = _HOST_OPTIONS[name]
             listed = _option(rest, list_options)

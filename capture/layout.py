@@ -11,6 +11,7 @@ Both sides name files and keys through these constants, so a rename is one edit 
 key the writer does not. Standard library only, and only `os` at import: capture.markers, which training
 scripts import, must not pull in json or typing (tests/test_markers.py), so json loads inside the helpers.
 """
+
 from __future__ import annotations
 
 import os
@@ -71,6 +72,23 @@ def launch_order(run: dict[str, Any]) -> list[str]:
     return [n for n in names if n and n != "None"]
 
 
-__all__ = ["SCHEMA", "RUN_FILE", "META_FILE", "MARKERS_FILE", "READY_FILE", "RUN_SCHEMA", "RUN_HOSTS", "RUN_STATUS",
-           "META_HOST", "META_ADDRESSES", "META_LINK_SPEED_BPS", "META_COUNTERS", "META_STATUS", "LayoutError",
-           "write_json", "read_json", "is_run", "launch_order"]
+__all__ = [
+    "SCHEMA",
+    "RUN_FILE",
+    "META_FILE",
+    "MARKERS_FILE",
+    "READY_FILE",
+    "RUN_SCHEMA",
+    "RUN_HOSTS",
+    "RUN_STATUS",
+    "META_HOST",
+    "META_ADDRESSES",
+    "META_LINK_SPEED_BPS",
+    "META_COUNTERS",
+    "META_STATUS",
+    "LayoutError",
+    "write_json",
+    "read_json",
+    "is_run",
+    "launch_order",
+]

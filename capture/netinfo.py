@@ -3,6 +3,7 @@
 Everything comes from the kernel of the network namespace we run in: /sys/class/net, `ip -j`,
 `tc` and the SIOCETHTOOL ioctl (so the `ethtool` program is not needed).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -41,7 +42,7 @@ def route_device(address: str) -> str | None:
 def resolve(host: str) -> str | None:
     """First IPv4/IPv6 address of HOST, or None when it does not resolve."""
     try:
-        return socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0]
+        return str(socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)[0][4][0])
     except (socket.gaierror, IndexError, UnicodeError):
         return None
 
@@ -53,7 +54,7 @@ def choose_interface(requested: str, peers: list[str]) -> str:
         if requested != "any" and not (SYS_NET / requested).exists():
             raise CaptureError(f"no network interface {requested!r} here (have: {', '.join(list_interfaces())})")
         return requested
-    devices = Counter()
+    devices: Counter[str] = Counter()
     for peer in peers:
         address = resolve(peer)
         device = route_device(address) if address else None
@@ -65,11 +66,15 @@ def choose_interface(requested: str, peers: list[str]) -> str:
     default = _ip_json("route", "show", "default")
     if default and default[0].get("dev"):
         return default[0]["dev"]
-    up = [name for name in list_interfaces() if name != "lo" and _read(SYS_NET / name / "operstate") in ("up", "unknown")]
+    up = [
+        name for name in list_interfaces() if name != "lo" and _read(SYS_NET / name / "operstate") in ("up", "unknown")
+    ]
     if len(up) == 1:
         return up[0]
-    raise CaptureError("cannot tell which interface carries the training traffic (no route to the peers, no default "
-                       "route): pass --iface NAME or --peers HOST,...")
+    raise CaptureError(
+        "cannot tell which interface carries the training traffic (no route to the peers, no default "
+        "route): pass --iface NAME or --peers HOST,..."
+    )
 
 
 def list_interfaces() -> list[str]:
@@ -95,6 +100,7 @@ def sysfs_speed_bps(iface: str) -> int | None:
 
 def tc_rate_bps(iface: str) -> int | None:
     """The shaping rate on IF: the lowest qdisc rate (tbf), else the highest class ceil (htb)."""
+
     def rates(kind: str, keyword: str) -> list[int]:
         try:
             text = subprocess.run(["tc", kind, "show", "dev", iface], capture_output=True, text=True, timeout=10).stdout
@@ -118,8 +124,12 @@ def addresses(iface: str) -> list[str]:
 # SIOCETHTOOL get commands answering one u32 (struct ethtool_value), from linux/ethtool.h.
 _SIOCETHTOOL = 0x8946
 _OFFLOAD_COMMANDS = {
-    "rx_checksum": 0x14, "tx_checksum": 0x16, "scatter_gather": 0x18,
-    "tso": 0x1E, "gso": 0x23, "gro": 0x2B,
+    "rx_checksum": 0x14,
+    "tx_checksum": 0x16,
+    "scatter_gather": 0x18,
+    "tso": 0x1E,
+    "gso": 0x23,
+    "gro": 0x2B,
 }
 _ETHTOOL_GFLAGS, _ETH_FLAG_LRO = 0x25, 1 << 15
 

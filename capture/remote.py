@@ -1,4 +1,5 @@
 """Run a command on a host through the remote-shell template ('ssh {host}', 'ip netns exec {host}', ...)."""
+
 from __future__ import annotations
 
 import os

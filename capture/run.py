@@ -8,6 +8,7 @@ Markers: the training command gets RINGSCOPE_MARKERS_DIR=<staging template with 
 writes to that folder with {host} = RINGSCOPE_HOST or its hostname (capture.markers), i.e. into its
 own host's agent folder. With a single host RINGSCOPE_HOST and RINGSCOPE_MARKERS are set directly.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,6 +18,7 @@ import sys
 import tarfile
 import threading
 import time
+from typing import Any
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,10 +57,13 @@ class _Agent:
         self.host = host
         self.ready = threading.Event()
         self.stderr: list[str] = []
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True)
-        self.readers = [threading.Thread(target=self._read, args=(self.proc.stdout, True), daemon=True),
-                        threading.Thread(target=self._read, args=(self.proc.stderr, False), daemon=True)]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        self.readers = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, True), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, False), daemon=True),
+        ]
         for reader in self.readers:
             reader.start()
 
@@ -71,12 +76,17 @@ class _Agent:
                 self.stderr.append(line)
 
     def error(self) -> str:
-        return self.stderr[-1].removeprefix("ringscope: error: ") if self.stderr else f"agent exited with {self.proc.returncode}"
+        return (
+            self.stderr[-1].removeprefix("ringscope: error: ")
+            if self.stderr
+            else f"agent exited with {self.proc.returncode}"
+        )
 
     def stop(self, timeout_s: float) -> int:
         """Close stdin (the agent stops, through ssh too); terminate if it does not."""
         try:
-            self.proc.stdin.close()
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
         except OSError:
             pass
         try:
@@ -127,19 +137,29 @@ def _run_training(command: list[str], env: dict) -> int:
 def _gather(template: str, host: str, stage: str, dest: Path) -> None:
     """Stream the host's staging folder back as a tar, then remove it there."""
     dest.mkdir(parents=True, exist_ok=True)
-    tar = subprocess.Popen(remote_argv(template, host, ["tar", "-C", stage, "-c", "."]),
-                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    tar = subprocess.Popen(
+        remote_argv(template, host, ["tar", "-C", stage, "-c", "."]),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         with tarfile.open(fileobj=tar.stdout, mode="r|") as archive:
             archive.extractall(dest, filter="data")
     except tarfile.TarError as error:
         tar.kill()
-        raise CaptureError(f"host {host}: could not copy {stage} back ({error}): "
-                           f"{tar.stderr.read().decode(errors='replace').strip()}") from None
+        raise CaptureError(
+            f"host {host}: could not copy {stage} back ({error}): "
+            f"{tar.stderr.read().decode(errors='replace').strip() if tar.stderr else ''}"
+        ) from None
     finally:
         tar.wait()
-    subprocess.run(remote_argv(template, host, ["rm", "-rf", "--", stage]), stdin=subprocess.DEVNULL,
-                   capture_output=True, timeout=60)
+    subprocess.run(
+        remote_argv(template, host, ["rm", "-rf", "--", stage]),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=60,
+    )
 
 
 def _write_run_json(out: Path, manifest: dict) -> None:
@@ -155,17 +175,36 @@ def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stder
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
     stage_template = STAGE_TEMPLATE.replace("{run_id}", run_id)
     stages = {host: stage_template.replace("{host}", host) for host in options.hosts}
-    manifest = {"schema": layout.SCHEMA, "run_id": run_id, "status": "starting", "command": options.command,
-                "hosts": options.hosts, "remote_shell": options.template, "start_ns": time.time_ns(), "end_ns": None,
-                "exit_code": None, "training": None, "markers_dir": stage_template,
-                "agents": {host: {"dir": host, "status": "starting"} for host in options.hosts}}
+    manifest: dict[str, Any] = {
+        "schema": layout.SCHEMA,
+        "run_id": run_id,
+        "status": "starting",
+        "command": options.command,
+        "hosts": options.hosts,
+        "remote_shell": options.template,
+        "start_ns": time.time_ns(),
+        "end_ns": None,
+        "exit_code": None,
+        "training": None,
+        "markers_dir": stage_template,
+        "agents": {host: {"dir": host, "status": "starting"} for host in options.hosts},
+    }
 
     say(f"ringscope: starting agents on {len(options.hosts)} host(s): {', '.join(options.hosts)}")
     agents: list[_Agent] = []
     try:
         for host in options.hosts:
-            argv = [*options.agent_command, "--out", stages[host], "--host", host,
-                    "--peers", ",".join(options.hosts), "--stop-on-stdin-eof", *options.agent_args]
+            argv = [
+                *options.agent_command,
+                "--out",
+                stages[host],
+                "--host",
+                host,
+                "--peers",
+                ",".join(options.hosts),
+                "--stop-on-stdin-eof",
+                *options.agent_args,
+            ]
             agents.append(_Agent(host, remote_argv(options.template, host, argv)))
         _wait_ready(agents, options.ready_timeout_s)
     except (CaptureError, OSError) as error:
@@ -177,12 +216,19 @@ def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stder
             raise CaptureError(f"cannot start the remote shell {options.template!r}: {error.strerror}") from None
         raise
 
-    env = dict(os.environ, RINGSCOPE_RUN=str(out), RINGSCOPE_RUN_ID=run_id, RINGSCOPE_HOSTS=",".join(options.hosts),
-               RINGSCOPE_MARKERS_DIR=stage_template)
+    env = dict(
+        os.environ,
+        RINGSCOPE_RUN=str(out),
+        RINGSCOPE_RUN_ID=run_id,
+        RINGSCOPE_HOSTS=",".join(options.hosts),
+        RINGSCOPE_MARKERS_DIR=stage_template,
+    )
     if len(options.hosts) == 1:
-        env.update(RINGSCOPE_HOST=options.hosts[0], RINGSCOPE_MARKERS=f"{stages[options.hosts[0]]}/{layout.MARKERS_FILE}")
+        env.update(
+            RINGSCOPE_HOST=options.hosts[0], RINGSCOPE_MARKERS=f"{stages[options.hosts[0]]}/{layout.MARKERS_FILE}"
+        )
     say(f"ringscope: all agents capturing; running: {' '.join(options.command)}")
-    training = {"start_ns": time.time_ns()}
+    training: dict[str, Any] = {"start_ns": time.time_ns()}
     try:
         code = _run_training(options.command, env)
     except CaptureError as error:
@@ -190,7 +236,7 @@ def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stder
     training.update(end_ns=time.time_ns(), exit_code=code)
     manifest.update(training=training, exit_code=code)
 
-    failures = [training["error"]] if "error" in training else []
+    failures: list[str] = [training["error"]] if "error" in training else []
     for agent in agents:
         info = manifest["agents"][agent.host]
         agent_code = agent.stop(options.stop_timeout_s)

@@ -1,4 +1,5 @@
 """Everything about the tcpdump program: find it, build its command line, start it safely, read its counters."""
+
 from __future__ import annotations
 
 import ctypes
@@ -12,8 +13,9 @@ from pathlib import Path
 from capture.errors import CaptureError
 
 DEFAULT_SNAPLEN = 128  # Ethernet + IPv6 + TCP with options fit; no gradient payload is stored
-PERMISSION_FIX = ("run as root, or grant the capability once: "
-                  "sudo setcap cap_net_raw,cap_net_admin=eip \"$(command -v tcpdump)\"")
+PERMISSION_FIX = (
+    'run as root, or grant the capability once: sudo setcap cap_net_raw,cap_net_admin=eip "$(command -v tcpdump)"'
+)
 
 
 def find_tcpdump() -> str:
@@ -34,8 +36,16 @@ def version(tcpdump: str) -> dict:
 BUFFER_KIB = 32768  # tcpdump -B: the capture buffer in KiB
 
 
-def command(tcpdump: str, iface: str, out_dir: Path, snaplen: int = DEFAULT_SNAPLEN, bpf: str | None = None,
-            rotate_bytes: int | None = None, keep: int | None = None, rotate_seconds: int | None = None) -> list[str]:
+def command(
+    tcpdump: str,
+    iface: str,
+    out_dir: Path,
+    snaplen: int = DEFAULT_SNAPLEN,
+    bpf: str | None = None,
+    rotate_bytes: int | None = None,
+    keep: int | None = None,
+    rotate_seconds: int | None = None,
+) -> list[str]:
     """tcpdump argv writing headers-only, nanosecond, packet-buffered pcaps to OUT_DIR/IFACE.pcap[N].
 
     --immediate-mode hands each packet over at once, so stopping loses nothing still waiting in a
@@ -45,8 +55,19 @@ def command(tcpdump: str, iface: str, out_dir: Path, snaplen: int = DEFAULT_SNAP
     thousands of packets (Horovod on 2 cores, tests/test_horovod_e2e.py).
     """
     pcap = out_dir / f"{iface}.pcap"
-    argv = [tcpdump, "-i", iface, "-n", "-U", "--immediate-mode", "-B", str(BUFFER_KIB), "-s", str(snaplen),
-            "--time-stamp-precision=nano"]
+    argv = [
+        tcpdump,
+        "-i",
+        iface,
+        "-n",
+        "-U",
+        "--immediate-mode",
+        "-B",
+        str(BUFFER_KIB),
+        "-s",
+        str(snaplen),
+        "--time-stamp-precision=nano",
+    ]
     if os.geteuid() == 0:
         argv += ["-Z", "root"]
     if rotate_bytes:
@@ -95,25 +116,36 @@ def parse_counters(stderr: str) -> dict | None:
 
 def _die_with_parent(parent_pid: int):
     """preexec_fn: the kernel sends tcpdump SIGTERM when the agent dies, even by SIGKILL."""
+
     def preexec() -> None:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
             os._exit(1)
+
     return preexec
 
 
 def start(argv: list[str], log_path: Path) -> subprocess.Popen:
     """Start tcpdump with its stderr in LOG_PATH (it survives the agent, so counters are never lost)."""
     with open(log_path, "wb") as log:
-        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                preexec_fn=_die_with_parent(os.getpid()), start_new_session=True)
+        return subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            preexec_fn=_die_with_parent(os.getpid()),
+            start_new_session=True,
+        )
 
 
 def explain_failure(log_text: str, iface: str) -> str:
     """One line saying why tcpdump would not start, with the fix when we know it."""
-    lines = [line.strip().removeprefix("tcpdump: ") for line in log_text.splitlines()
-             if line.strip() and not re.match(r"\d+ packets? ", line) and "listening on" not in line]
+    lines = [
+        line.strip().removeprefix("tcpdump: ")
+        for line in log_text.splitlines()
+        if line.strip() and not re.match(r"\d+ packets? ", line) and "listening on" not in line
+    ]
     message = " ".join(lines) if lines else "tcpdump exited without a message"
     if re.search(r"permission|not permitted", log_text, re.IGNORECASE):
         return f"tcpdump may not capture on {iface}: {message}; {PERMISSION_FIX}"

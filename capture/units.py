@@ -7,6 +7,7 @@ are powers of 1024), durations are integer nanoseconds. "bps" means *bits* per s
 datasheet (note: `tc` spells bits "bit" and bytes "bps"; ringscope follows common usage, and bytes must be
 written with a capital B: "GB/s", "GBps", "Gbyte").
 """
+
 from __future__ import annotations
 
 import math
@@ -16,9 +17,22 @@ __all__ = ["parse_rate", "parse_size", "parse_duration", "format_rate", "format_
 
 _PREFIX: dict[str, float] = {
     "": 1.0,
-    "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9, "t": 1e12, "T": 1e12,
-    "ki": 1024.0, "Ki": 1024.0, "mi": 1024.0**2, "Mi": 1024.0**2,
-    "gi": 1024.0**3, "Gi": 1024.0**3, "ti": 1024.0**4, "Ti": 1024.0**4,
+    "k": 1e3,
+    "K": 1e3,
+    "m": 1e6,
+    "M": 1e6,
+    "g": 1e9,
+    "G": 1e9,
+    "t": 1e12,
+    "T": 1e12,
+    "ki": 1024.0,
+    "Ki": 1024.0,
+    "mi": 1024.0**2,
+    "Mi": 1024.0**2,
+    "gi": 1024.0**3,
+    "Gi": 1024.0**3,
+    "ti": 1024.0**4,
+    "Ti": 1024.0**4,
 }
 # Bits: "", "b", "bit", "bits", "bps", "bit/s", "b/s". Bytes: "B", "Bps", "B/s", "byte", "bytes", "byte/s".
 _BIT_UNITS = {"", "b", "bit", "bits", "bps", "bit/s", "bits/s", "b/s"}
@@ -27,12 +41,32 @@ _NUMBER = r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 _RATE_RE = re.compile(rf"^\s*({_NUMBER})\s*((?:[kKmMgGtT]i?)?)\s*([A-Za-z/]*)\s*$")
 
 _SIZE_RE = re.compile(rf"^\s*({_NUMBER})\s*((?:[kKMGT]i?)?)(B|byte|bytes)?\s*$")
-_SIZE_PREFIX: dict[str, float] = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
-                                  "ki": 2.0**10, "Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+_SIZE_PREFIX: dict[str, float] = {
+    "": 1.0,
+    "k": 1e3,
+    "K": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "ki": 2.0**10,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+}
 
 _DURATION_UNITS: dict[str, float] = {
-    "ns": 1.0, "us": 1e3, "µs": 1e3, "μs": 1e3, "ms": 1e6, "s": 1e9, "sec": 1e9,
-    "min": 60e9, "m": 60e9, "h": 3600e9, "": 1e9,
+    "ns": 1.0,
+    "us": 1e3,
+    "µs": 1e3,
+    "μs": 1e3,
+    "ms": 1e6,
+    "s": 1e9,
+    "sec": 1e9,
+    "min": 60e9,
+    "m": 60e9,
+    "h": 3600e9,
+    "": 1e9,
 }
 _DURATION_RE = re.compile(rf"^\s*({_NUMBER})\s*([a-zµμ]*)\s*$")
 
@@ -51,7 +85,9 @@ def parse_rate(text: str) -> float:
     elif unit in _BYTE_UNITS:
         factor = 8.0
     else:
-        raise ValueError(f"bad rate {text!r}: unknown unit {unit!r} (use bit, bps, b/s for bits or B, Bps, B/s for bytes)")
+        raise ValueError(
+            f"bad rate {text!r}: unknown unit {unit!r} (use bit, bps, b/s for bits or B, Bps, B/s for bytes)"
+        )
     value = float(number) * _PREFIX[prefix] * factor
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"bad rate {text!r}: must be a positive finite rate")
@@ -59,7 +95,8 @@ def parse_rate(text: str) -> float:
 
 
 def parse_size(text: str) -> float:
-    """Parse a size ("97.5MB", "25MiB", "1.5G", "102228128") into bytes: k/M/G/T are powers of 1000, Ki/Mi/Gi/Ti of 1024.
+    """Parse a size ("97.5MB", "25MiB", "1.5G", "102228128") into bytes: k/M/G/T are powers of 1000,
+    Ki/Mi/Gi/Ti of 1024.
 
     Raises ValueError naming the input when it is not a positive size (a size in bits is refused).
     """

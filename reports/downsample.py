@@ -6,6 +6,7 @@ drawing budget, the time axis is cut into equal buckets of whole bins and each b
 minimum and its maximum bin (a bucket with any empty bin has minimum 0): every peak survives, and
 every idle stretch still drops to 0. Runs of zero buckets collapse to their two ends.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,8 +39,9 @@ def bucket_plan(t0_ns: int, t1_ns: int, bin_ns: int, max_points: int) -> tuple[i
     return per, -(-n_bins // per)
 
 
-def sparse_line(t_ns: np.ndarray, values: np.ndarray, bin_ns: int, t0_ns: int, t1_ns: int,
-                max_points: int = 4000) -> Line:
+def sparse_line(
+    t_ns: np.ndarray, values: np.ndarray, bin_ns: int, t0_ns: int, t1_ns: int, max_points: int = 4000
+) -> Line:
     """Draw-ready points for a sparse series (bins at `t_ns`, sorted; absent bins are 0) over [t0, t1).
 
     Exact when the series, with a zero re-inserted on each side of every gap, fits in `max_points`;
@@ -162,8 +164,9 @@ def bucket_mean(t_ns: np.ndarray, values: np.ndarray, bin_ns: int, t0_ns: int, t
     n_buckets = -(-(int(t1_ns) - int(t0_ns)) // width)
     t = np.asarray(t_ns, dtype=np.int64)
     keep = (t >= t0_ns) & (t < t1_ns)
-    sums = np.bincount((t[keep] - t0_ns) // width, weights=np.asarray(values, dtype=np.float64)[keep],
-                       minlength=n_buckets)[:n_buckets]
+    sums = np.bincount(
+        (t[keep] - t0_ns) // width, weights=np.asarray(values, dtype=np.float64)[keep], minlength=n_buckets
+    )[:n_buckets]
     n_bins_total = -(-(int(t1_ns) - int(t0_ns)) // int(bin_ns))
     size = np.minimum(per, n_bins_total - np.arange(n_buckets) * per)
     out_t = np.concatenate([t0_ns + np.arange(n_buckets, dtype=np.int64) * width, [t1_ns - 1]])

@@ -5,6 +5,7 @@ Arrays go in plotly's compact typed-array form ({"dtype", "bdata": base64}), so 
 script; the specs here only name the series colors. Every label that comes from the capture (host names,
 addresses) is HTML-escaped, because plotly renders a subset of HTML in labels.
 """
+
 from __future__ import annotations
 
 import base64
@@ -35,8 +36,10 @@ def esc(text: Any) -> str:
 
 def base_layout(height: int, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
-        "height": height, "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
-        "paper_bgcolor": "rgba(0,0,0,0)", "plot_bgcolor": "rgba(0,0,0,0)",
+        "height": height,
+        "margin": {"l": 70, "r": 20, "t": 30, "b": 50},
+        "paper_bgcolor": "rgba(0,0,0,0)",
+        "plot_bgcolor": "rgba(0,0,0,0)",
         "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0, "bgcolor": "rgba(0,0,0,0)"},
         "hovermode": "x unified",
     }
@@ -51,13 +54,22 @@ def _seconds(t_ns: np.ndarray, t0_ns: int) -> np.ndarray:
 def _resolution(lines: Sequence[Line], bin_ns: int) -> str:
     coarse = max((ln.bucket_ns for ln in lines), default=0)
     if coarse > bin_ns:
-        return (f"downsampled for drawing: each point pair is the min and max {bin_ns / 1e6:g} ms bin of a "
-                f"{coarse / 1e9:.3g} s bucket (peaks kept)")
+        return (
+            f"downsampled for drawing: each point pair is the min and max {bin_ns / 1e6:g} ms bin of a "
+            f"{coarse / 1e9:.3g} s bucket (peaks kept)"
+        )
     return f"every {bin_ns / 1e6:g} ms bin drawn"
 
 
-def utilization_figure(host_series: Any, hosts: Sequence[Mapping[str, Any]], bin_ns: int, busy_threshold: float,
-                       t0_ns: int, t1_ns: int, max_points: int = MAX_POINTS) -> tuple[dict[str, Any], str]:
+def utilization_figure(
+    host_series: Any,
+    hosts: Sequence[Mapping[str, Any]],
+    bin_ns: int,
+    busy_threshold: float,
+    t0_ns: int,
+    t1_ns: int,
+    max_points: int = MAX_POINTS,
+) -> tuple[dict[str, Any], str]:
     """Stacked rows, one per host: tx and rx utilization (0–1 of line rate), busy shading, line-rate line."""
     n = max(1, len(hosts))
     max_points = max(400, min(max_points, FIGURE_POINTS // (3 * n)))
@@ -71,8 +83,13 @@ def utilization_figure(host_series: Any, hosts: Sequence[Mapping[str, Any]], bin
         name = str(h.get("name"))
         yname = "y" if i == 0 else f"y{i + 1}"
         top = 1.0 - i * (row_h + gap)
-        axis = {"domain": [max(0.0, top - row_h), top], "title": {"text": "utilization"}, "tickformat": ".0%",
-                "rangemode": "tozero", "anchor": "x"}
+        axis = {
+            "domain": [max(0.0, top - row_h), top],
+            "title": {"text": "utilization"},
+            "tickformat": ".0%",
+            "rangemode": "tozero",
+            "anchor": "x",
+        }
         layout["yaxis" if i == 0 else f"yaxis{i + 1}"] = axis
         link = float(h.get("link_speed_bps") or 0) or 1.0
         busy_t, traces = [], []
@@ -87,30 +104,78 @@ def utilization_figure(host_series: Any, hosts: Sequence[Mapping[str, Any]], bin
                 ymax = max(ymax, float(ln.y.max()) * 1.05)
             hover = f"{direction} %{{y:.1%}} of {esc(_rate(link))}<extra>{esc(name)}</extra>"
             for trace in _traces(ln, t, u, bin_ns, t0_ns, t1_ns, f"{esc(name)} {direction}", color, hover):
-                traces.append({**trace, "legendgroup": trace["name"].replace(esc(name), "", 1), "showlegend": i == 0,
-                               "xaxis": "x", "yaxis": yname})
+                traces.append(
+                    {
+                        **trace,
+                        "legendgroup": trace["name"].replace(esc(name), "", 1),
+                        "showlegend": i == 0,
+                        "xaxis": "x",
+                        "yaxis": yname,
+                    }
+                )
         busy = bucket_share(np.concatenate(busy_t), bin_ns, t0_ns, t1_ns, max_points)
-        data.append({  # drawn first, so the rates sit on top of the shading
-            "type": "scatter", "mode": "lines", "name": f"busy (any bin ≥ {busy_threshold:.0%})" if busy.exact else
-            "busy share of bucket", "legendgroup": "busy", "showlegend": i == 0, "line": {"width": 0, "shape": "hv"},
-            "fill": "tozeroy", "fillcolor": BUSY_COLOR, "x": arr(_seconds(busy.t_ns, t0_ns)), "y": arr(busy.y, "f4"),
-            "xaxis": "x", "yaxis": yname, "hoverinfo": "skip"})
+        data.append(
+            {  # drawn first, so the rates sit on top of the shading
+                "type": "scatter",
+                "mode": "lines",
+                "name": f"busy (any bin ≥ {busy_threshold:.0%})" if busy.exact else "busy share of bucket",
+                "legendgroup": "busy",
+                "showlegend": i == 0,
+                "line": {"width": 0, "shape": "hv"},
+                "fill": "tozeroy",
+                "fillcolor": BUSY_COLOR,
+                "x": arr(_seconds(busy.t_ns, t0_ns)),
+                "y": arr(busy.y, "f4"),
+                "xaxis": "x",
+                "yaxis": yname,
+                "hoverinfo": "skip",
+            }
+        )
         data += traces
-        shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": yname, "y0": 1, "y1": 1,
-                       "line": {"color": LINE_RATE_COLOR, "width": 1.5, "dash": "dash"}})
-        annotations.append({"xref": "paper", "x": 0, "xanchor": "left", "yref": f"{yname} domain", "y": 1.0,
-                            "yanchor": "bottom", "showarrow": False,
-                            "text": f"<b>{esc(name)}</b> · line rate {esc(_rate(link))} (dashed = 100%)"})
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x domain",
+                "x0": 0,
+                "x1": 1,
+                "yref": yname,
+                "y0": 1,
+                "y1": 1,
+                "line": {"color": LINE_RATE_COLOR, "width": 1.5, "dash": "dash"},
+            }
+        )
+        annotations.append(
+            {
+                "xref": "paper",
+                "x": 0,
+                "xanchor": "left",
+                "yref": f"{yname} domain",
+                "y": 1.0,
+                "yanchor": "bottom",
+                "showarrow": False,
+                "text": f"<b>{esc(name)}</b> · line rate {esc(_rate(link))} (dashed = 100%)",
+            }
+        )
     for i in range(n):
         layout["yaxis" if i == 0 else f"yaxis{i + 1}"]["range"] = [0, ymax]
-    layout["xaxis"] = {"title": {"text": "time since first packet (s)"}, "anchor": f"y{n}" if n > 1 else "y",
-                       "ticksuffix": " s"}
+    layout["xaxis"] = {
+        "title": {"text": "time since first packet (s)"},
+        "anchor": f"y{n}" if n > 1 else "y",
+        "ticksuffix": " s",
+    }
     layout["shapes"], layout["annotations"] = shapes, annotations
     return {"data": data, "layout": layout}, _resolution(lines, bin_ns)
 
 
-def flow_figure(flow_series: Any, flows: Any, bin_ns: int, t0_ns: int, t1_ns: int, top: int = TOP_FLOWS,
-                max_points: int = MAX_POINTS) -> tuple[dict[str, Any], str]:
+def flow_figure(
+    flow_series: Any,
+    flows: Any,
+    bin_ns: int,
+    t0_ns: int,
+    t1_ns: int,
+    top: int = TOP_FLOWS,
+    max_points: int = MAX_POINTS,
+) -> tuple[dict[str, Any], str]:
     """Throughput over time (bit/s) of the `top` flows by bytes, the rest summed into one 'other' line."""
     order = flows.sort_values("bytes", ascending=False, kind="stable")
     head = order.head(top)
@@ -120,48 +185,99 @@ def flow_figure(flow_series: Any, flows: Any, bin_ns: int, t0_ns: int, t1_ns: in
         part = by_flow.get((f.flow_id,))
         if part is None:
             continue
-        ln = sparse_line(part["t_ns"].to_numpy(), part["bps"].to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
-                         max_points)
+        ln = sparse_line(
+            part["t_ns"].to_numpy(), part["bps"].to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns, max_points
+        )
         lines.append(ln)
         label = f"{f.src}:{f.sport} → {f.dst}:{f.dport} {f.proto}"
-        data += _traces(ln, part["t_ns"].to_numpy(), part["bps"].to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
-                        esc(label), PALETTE[k % len(PALETTE)], RATE_HOVER)
+        data += _traces(
+            ln,
+            part["t_ns"].to_numpy(),
+            part["bps"].to_numpy(dtype=np.float64),
+            bin_ns,
+            t0_ns,
+            t1_ns,
+            esc(label),
+            PALETTE[k % len(PALETTE)],
+            RATE_HOVER,
+        )
     rest_ids = order["flow_id"].iloc[top:]
     if len(rest_ids):
         rest = flow_series[flow_series["flow_id"].isin(set(rest_ids.tolist()))]
         if len(rest):
             summed = rest.groupby("t_ns", sort=True)["bps"].sum()
-            ln = sparse_line(summed.index.to_numpy(), summed.to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
-                             max_points)
+            ln = sparse_line(
+                summed.index.to_numpy(), summed.to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns, max_points
+            )
             lines.append(ln)
-            data += _traces(ln, summed.index.to_numpy(), summed.to_numpy(dtype=np.float64), bin_ns, t0_ns, t1_ns,
-                            f"other {len(rest_ids):,} flows (summed)", OTHER_COLOR, RATE_HOVER)
-    layout = base_layout(420, hovermode="closest", xaxis={"title": {"text": "time since first packet (s)"},
-                                                         "ticksuffix": " s"},
-                         yaxis={"title": {"text": "throughput (bit/s)"}, "rangemode": "tozero", "exponentformat": "SI"})
+            data += _traces(
+                ln,
+                summed.index.to_numpy(),
+                summed.to_numpy(dtype=np.float64),
+                bin_ns,
+                t0_ns,
+                t1_ns,
+                f"other {len(rest_ids):,} flows (summed)",
+                OTHER_COLOR,
+                RATE_HOVER,
+            )
+    layout = base_layout(
+        420,
+        hovermode="closest",
+        xaxis={"title": {"text": "time since first packet (s)"}, "ticksuffix": " s"},
+        yaxis={"title": {"text": "throughput (bit/s)"}, "rangemode": "tozero", "exponentformat": "SI"},
+    )
     return {"data": data, "layout": layout}, _resolution(lines, bin_ns)
 
 
 RATE_HOVER = "%{y:.3s}bit/s at %{x:.3f} s<extra>%{fullData.name}</extra>"
 
 
-def _traces(ln: Line, t: np.ndarray, y: np.ndarray, bin_ns: int, t0_ns: int, t1_ns: int, name: str, color: str,
-            hover: str) -> list[dict[str, Any]]:
+def _traces(
+    ln: Line, t: np.ndarray, y: np.ndarray, bin_ns: int, t0_ns: int, t1_ns: int, name: str, color: str, hover: str
+) -> list[dict[str, Any]]:
     """One line when every bin is drawn; when downsampled, the min/max envelope (faint) and the bucket mean."""
     kind = "scattergl" if len(ln) > 20000 else "scatter"
     x = arr(_seconds(ln.t_ns, t0_ns))
     if ln.exact:
-        return [{"type": kind, "mode": "lines", "name": name, "line": {"color": color, "width": 1.2, "shape": "hv"},
-                 "x": x, "y": arr(ln.y, "f4"), "hovertemplate": hover}]
+        return [
+            {
+                "type": kind,
+                "mode": "lines",
+                "name": name,
+                "line": {"color": color, "width": 1.2, "shape": "hv"},
+                "x": x,
+                "y": arr(ln.y, "f4"),
+                "hovertemplate": hover,
+            }
+        ]
     mean = bucket_mean(t, y, bin_ns, t0_ns, t1_ns, ln.bucket_ns)
-    return [{"type": kind, "mode": "lines", "name": f"{name} min–max", "opacity": 0.3,
-             "line": {"color": color, "width": 1}, "x": x, "y": arr(ln.y, "f4"), "hovertemplate": hover},
-            {"type": kind, "mode": "lines", "name": f"{name} mean", "line": {"color": color, "width": 1.6, "shape": "hv"},
-             "x": arr(_seconds(mean.t_ns, t0_ns)), "y": arr(mean.y, "f4"), "hovertemplate": hover}]
+    return [
+        {
+            "type": kind,
+            "mode": "lines",
+            "name": f"{name} min–max",
+            "opacity": 0.3,
+            "line": {"color": color, "width": 1},
+            "x": x,
+            "y": arr(ln.y, "f4"),
+            "hovertemplate": hover,
+        },
+        {
+            "type": kind,
+            "mode": "lines",
+            "name": f"{name} mean",
+            "line": {"color": color, "width": 1.6, "shape": "hv"},
+            "x": arr(_seconds(mean.t_ns, t0_ns)),
+            "y": arr(mean.y, "f4"),
+            "hovertemplate": hover,
+        },
+    ]
 
 
-def iteration_figures(iterations: Mapping[str, Any], hosts: Sequence[str], workers: int
-                      ) -> list[tuple[str, dict[str, Any]]]:
+def iteration_figures(
+    iterations: Mapping[str, Any], hosts: Sequence[str], workers: int
+) -> list[tuple[str, dict[str, Any]]]:
     """Bytes sent per iteration per host with the ring's 2(N−1)/N·S line; iteration and communication time."""
     per = [it for it in iterations.get("per_iteration") or [] if isinstance(it, Mapping)]
     if not per:
@@ -173,22 +289,57 @@ def iteration_figures(iterations: Mapping[str, Any], hosts: Sequence[str], worke
         y = np.array([_num((it.get("bytes_by_host") or {}).get(h)) for it in per])
         if np.all(np.isnan(y)):
             continue
-        data.append({"type": "scatter", "mode": "lines+markers" if len(per) <= 200 else "lines", "name": esc(h),
-                     "x": arr(idx), "y": arr(y), "line": {"color": PALETTE[k % len(PALETTE)], "width": 1.2},
-                     "marker": {"size": 4}, "hovertemplate": "iteration %{x}: %{y:.4s}B<extra>%{fullData.name}</extra>"})
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers" if len(per) <= 200 else "lines",
+                "name": esc(h),
+                "x": arr(idx),
+                "y": arr(y),
+                "line": {"color": PALETTE[k % len(PALETTE)], "width": 1.2},
+                "marker": {"size": 4},
+                "hovertemplate": "iteration %{x}: %{y:.4s}B<extra>%{fullData.name}</extra>",
+            }
+        )
     shapes, annotations = [], []
     s = _num(iterations.get("gradient_bytes") or iterations.get("implied_gradient_bytes"))
     if workers > 1 and np.isfinite(s):
         expected = 2 * (workers - 1) / workers * s
-        shapes.append({"type": "line", "xref": "x domain", "x0": 0, "x1": 1, "yref": "y", "y0": expected,
-                       "y1": expected, "line": {"color": LINE_RATE_COLOR, "width": 1.5, "dash": "dash"}})
-        annotations.append({"xref": "x domain", "x": 1, "xanchor": "right", "yref": "y", "y": expected,
-                            "yanchor": "bottom", "showarrow": False,
-                            "text": f"2(N−1)/N·S = {_si(expected)}B (N = {workers}, S = {_si(s)}B)"})
-    bytes_fig = {"data": data, "layout": base_layout(
-        380, hovermode="closest", shapes=shapes, annotations=annotations,
-        xaxis={"title": {"text": "iteration"}}, yaxis={"title": {"text": "bytes sent per iteration (B)"},
-                                                      "rangemode": "tozero", "exponentformat": "SI"})}
+        shapes.append(
+            {
+                "type": "line",
+                "xref": "x domain",
+                "x0": 0,
+                "x1": 1,
+                "yref": "y",
+                "y0": expected,
+                "y1": expected,
+                "line": {"color": LINE_RATE_COLOR, "width": 1.5, "dash": "dash"},
+            }
+        )
+        annotations.append(
+            {
+                "xref": "x domain",
+                "x": 1,
+                "xanchor": "right",
+                "yref": "y",
+                "y": expected,
+                "yanchor": "bottom",
+                "showarrow": False,
+                "text": f"2(N−1)/N·S = {_si(expected)}B (N = {workers}, S = {_si(s)}B)",
+            }
+        )
+    bytes_fig = {
+        "data": data,
+        "layout": base_layout(
+            380,
+            hovermode="closest",
+            shapes=shapes,
+            annotations=annotations,
+            xaxis={"title": {"text": "iteration"}},
+            yaxis={"title": {"text": "bytes sent per iteration (B)"}, "rangemode": "tozero", "exponentformat": "SI"},
+        ),
+    }
     # iteration time: start to next start (inferred windows cover only the burst); the last one: its own span
     starts = np.array([_num(it.get("start_ns")) for it in per])
     spans = np.array([_num(it.get("end_ns")) for it in per]) - starts
@@ -196,14 +347,36 @@ def iteration_figures(iterations: Mapping[str, Any], hosts: Sequence[str], worke
     it_ms[:-1] = np.where(np.diff(starts) > 0, it_ms[:-1], spans[:-1] / 1e6)
     comm_ms = np.array([_num(it.get("comm_ns")) / 1e6 for it in per])
     mode = "lines+markers" if len(per) <= 200 else "lines"
-    time_fig = {"data": [
-        {"type": "scatter", "mode": mode, "name": "iteration time", "x": arr(idx), "y": arr(it_ms),
-         "line": {"color": TX_COLOR}, "marker": {"size": 4}, "hovertemplate": "%{y:.2f} ms<extra>iteration</extra>"},
-        {"type": "scatter", "mode": mode, "name": "communication time", "x": arr(idx), "y": arr(comm_ms),
-         "line": {"color": RX_COLOR}, "marker": {"size": 4},
-         "hovertemplate": "%{y:.2f} ms<extra>communication</extra>"},
-    ], "layout": base_layout(340, hovermode="x unified", xaxis={"title": {"text": "iteration"}},
-                             yaxis={"title": {"text": "time (ms)"}, "rangemode": "tozero"})}
+    time_fig = {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": mode,
+                "name": "iteration time",
+                "x": arr(idx),
+                "y": arr(it_ms),
+                "line": {"color": TX_COLOR},
+                "marker": {"size": 4},
+                "hovertemplate": "%{y:.2f} ms<extra>iteration</extra>",
+            },
+            {
+                "type": "scatter",
+                "mode": mode,
+                "name": "communication time",
+                "x": arr(idx),
+                "y": arr(comm_ms),
+                "line": {"color": RX_COLOR},
+                "marker": {"size": 4},
+                "hovertemplate": "%{y:.2f} ms<extra>communication</extra>",
+            },
+        ],
+        "layout": base_layout(
+            340,
+            hovermode="x unified",
+            xaxis={"title": {"text": "iteration"}},
+            yaxis={"title": {"text": "time (ms)"}, "rangemode": "tozero"},
+        ),
+    }
     return [("fig-iter-bytes", bytes_fig), ("fig-iter-time", time_fig)]
 
 
@@ -220,45 +393,101 @@ def whatif_figures(scaling: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]
         if sf.size != bw.size or not bw.size:
             continue
         mine = measured.get("workers") == c.get("workers")
-        label = f"N = {c.get('workers')}" + (f", {c.get('compression'):g}× compression" if _num(c.get("compression")) != 1 else "")
-        data.append({"type": "scatter", "mode": "lines", "name": esc(label), "x": arr(bw / 1e9), "y": arr(sf),
-                     "line": {"color": PALETTE[k % len(PALETTE)], "width": 3 if mine else 1.3},
-                     "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3f}<extra>%{fullData.name}</extra>"})
+        label = f"N = {c.get('workers')}" + (
+            f", {c.get('compression'):g}× compression" if _num(c.get("compression")) != 1 else ""
+        )
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": esc(label),
+                "x": arr(bw / 1e9),
+                "y": arr(sf),
+                "line": {"color": PALETTE[k % len(PALETTE)], "width": 3 if mine else 1.3},
+                "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3f}<extra>%{fullData.name}</extra>",
+            }
+        )
     link = _num(measured.get("link_speed_bps"))
-    points = [("full utilization of this link", link, measured.get("full_utilization_scaling_factor"), "circle"),
-              ("at the measured transport efficiency", link * _num(measured.get("transport_efficiency"))
-               if np.isfinite(link) else np.nan, measured.get("scaling_factor_at_measured_efficiency"), "diamond"),
-              ("measured", link, measured.get("measured_scaling_factor"), "x")]
+    points = [
+        ("full utilization of this link", link, measured.get("full_utilization_scaling_factor"), "circle"),
+        (
+            "at the measured transport efficiency",
+            link * _num(measured.get("transport_efficiency")) if np.isfinite(link) else np.nan,
+            measured.get("scaling_factor_at_measured_efficiency"),
+            "diamond",
+        ),
+        ("measured", link, measured.get("measured_scaling_factor"), "x"),
+    ]
     for label, x, y, symbol in points:
         if np.isfinite(_num(x)) and np.isfinite(_num(y)):
-            data.append({"type": "scatter", "mode": "markers", "name": label, "x": [float(x) / 1e9], "y": [float(y)],
-                         "marker": {"size": 12, "symbol": symbol, "color": LINE_RATE_COLOR if label == "measured" else None,
-                                    "line": {"width": 1}},
-                         "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3f}<extra>" + label + "</extra>"})
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": label,
+                    "x": [float(x) / 1e9],
+                    "y": [float(y)],
+                    "marker": {
+                        "size": 12,
+                        "symbol": symbol,
+                        "color": LINE_RATE_COLOR if label == "measured" else None,
+                        "line": {"width": 1},
+                    },
+                    "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3f}<extra>" + label + "</extra>",
+                }
+            )
     if data:
-        out.append(("fig-whatif-scaling", {"data": data, "layout": base_layout(
-            420, hovermode="closest",
-            xaxis={"title": {"text": "link bandwidth (Gbit/s, log scale)"}, "type": "log"},
-            yaxis={"title": {"text": "scaling factor (T / (T + overhead))"}, "range": [0, 1.02]})}))
+        out.append(
+            (
+                "fig-whatif-scaling",
+                {
+                    "data": data,
+                    "layout": base_layout(
+                        420,
+                        hovermode="closest",
+                        xaxis={"title": {"text": "link bandwidth (Gbit/s, log scale)"}, "type": "log"},
+                        yaxis={"title": {"text": "scaling factor (T / (T + overhead))"}, "range": [0, 1.02]},
+                    ),
+                },
+            )
+        )
     rows = [r for r in scaling.get("needed_compression") or [] if isinstance(r, Mapping)]
     if rows:
         n = max(int(r.get("workers") or 0) for r in rows)
         cdata = []
         for k, target in enumerate(sorted({_num(r.get("target")) for r in rows})):
-            sel = sorted((r for r in rows if r.get("workers") == n and _num(r.get("target")) == target),
-                         key=lambda r: _num(r.get("bandwidth_bps")))
+            sel = sorted(
+                (r for r in rows if r.get("workers") == n and _num(r.get("target")) == target),
+                key=lambda r: _num(r.get("bandwidth_bps")),
+            )
             if not sel:
                 continue
-            cdata.append({"type": "scatter", "mode": "lines+markers", "name": f"scaling factor {target:g}",
-                          "x": arr([_num(r.get("bandwidth_bps")) / 1e9 for r in sel]),
-                          "y": arr([_num(r.get("compression")) for r in sel]),
-                          "line": {"color": PALETTE[k % len(PALETTE)]},
-                          "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3g}×<extra>%{fullData.name}</extra>"})
+            cdata.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines+markers",
+                    "name": f"scaling factor {target:g}",
+                    "x": arr([_num(r.get("bandwidth_bps")) / 1e9 for r in sel]),
+                    "y": arr([_num(r.get("compression")) for r in sel]),
+                    "line": {"color": PALETTE[k % len(PALETTE)]},
+                    "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3g}×<extra>%{fullData.name}</extra>",
+                }
+            )
         if cdata:
-            out.append(("fig-whatif-compression", {"data": cdata, "layout": base_layout(
-                360, hovermode="closest",
-                xaxis={"title": {"text": f"link bandwidth (Gbit/s, log scale), N = {n}"}, "type": "log"},
-                yaxis={"title": {"text": "compression ratio needed (×, log scale)"}, "type": "log"})}))
+            out.append(
+                (
+                    "fig-whatif-compression",
+                    {
+                        "data": cdata,
+                        "layout": base_layout(
+                            360,
+                            hovermode="closest",
+                            xaxis={"title": {"text": f"link bandwidth (Gbit/s, log scale), N = {n}"}, "type": "log"},
+                            yaxis={"title": {"text": "compression ratio needed (×, log scale)"}, "type": "log"},
+                        ),
+                    },
+                )
+            )
     return out
 
 
@@ -288,4 +517,3 @@ def _rate(bps: float) -> str:
     from capture.units import format_rate
 
     return format_rate(bps)
-

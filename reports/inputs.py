@@ -2,6 +2,7 @@
 is: it holds the summaries, not the time series) and extra JSON documents such as `ringscope whatif --json`'s
 {"scaling": ...}. JSON only: captures are analyzed by the caller, never read here.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,9 @@ def load_json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: not readable JSON ({exc})") from None
     if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a JSON object (a result from `ringscope analyze --json` or "
-                         f"`ringscope whatif --json`)")
+        raise ValueError(
+            f"{path}: expected a JSON object (a result from `ringscope analyze --json` or `ringscope whatif --json`)"
+        )
     if isinstance(doc.get("result"), dict) and "hosts" not in doc:
         doc = doc["result"]
     return doc

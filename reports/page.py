@@ -4,6 +4,7 @@ Nothing here loads anything from the network: plotly.js is inlined once from the
 figure specs ride in <script type="application/json"> blocks whose text can never close the tag ('<', '>'
 and '&' are written as \\u003c, \\u003e, \\u0026), and every other string is HTML-escaped by the caller.
 """
+
 from __future__ import annotations
 
 import html
@@ -126,8 +127,13 @@ def _clean(value: Any) -> Any:
 def script_json(obj: Any) -> str:
     """JSON that is safe inside a <script> element: no '<', '>' or '&' (so no '</script>'), no NaN."""
     text = json.dumps(_clean(obj), separators=(",", ":"), allow_nan=False, ensure_ascii=False)
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 @lru_cache(maxsize=1)
@@ -145,20 +151,22 @@ def figure_block(fig_id: str, spec: Mapping[str, Any], caption: str = "") -> str
     """A figure's <div> and its spec; the boot script draws it."""
     cap = f'<p class="note">{e(caption)}</p>' if caption else ""
     height = int((spec.get("layout") or {}).get("height") or 400)
-    return (f'<div class="fig" id="{e(fig_id)}" style="height:{height}px"></div>{cap}'
-            f'<script type="application/json" class="rs-fig" data-target="{e(fig_id)}">{script_json(spec)}</script>')
+    return (
+        f'<div class="fig" id="{e(fig_id)}" style="height:{height}px"></div>{cap}'
+        f'<script type="application/json" class="rs-fig" data-target="{e(fig_id)}">{script_json(spec)}</script>'
+    )
 
 
 def page(title: str, subtitle: str, nav: list[tuple[str, str]], body: str) -> str:
     """The whole document. `body` is already escaped HTML; title/subtitle/nav are escaped here."""
     links = "".join(f'<a href="#{e(anchor)}">{e(label)}</a>' for anchor, label in nav)
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; "
         "style-src 'unsafe-inline'; img-src data: blob:; font-src data:\">"
-        f"<meta name=\"color-scheme\" content=\"light dark\"><title>{e(title)}</title><style>{CSS}</style>"
+        f'<meta name="color-scheme" content="light dark"><title>{e(title)}</title><style>{CSS}</style>'
         f"<script>{plotly_js()}</script></head>\n<body><header><h1>{e(title)}</h1>"
-        f"<div class=\"sub\">{e(subtitle)}</div></header><nav>{links}</nav><main>{body}</main>"
+        f'<div class="sub">{e(subtitle)}</div></header><nav>{links}</nav><main>{body}</main>'
         f"<script>{BOOT_JS}</script></body></html>\n"
     )

@@ -4,6 +4,7 @@ Reads the result's `topology` key {kind, order[], edges[{src, dst, bytes, flows,
 matches_launch_order, confidence, notes[]}. An edge joining two hosts that are not neighbours in the launch
 order is drawn red and dashed: that is the launch-order mismatch Horovod users need to see.
 """
+
 from __future__ import annotations
 
 import html
@@ -56,17 +57,23 @@ def ring_svg(topology: Mapping[str, Any], size: int = 400) -> str:
     pad = 110  # room for labels left and right of the circle
     cx, cy = size / 2 + pad, size / 2
     radius = size / 2 - 60
-    pos = {h: (cx + radius * math.sin(2 * math.pi * i / n), cy - radius * math.cos(2 * math.pi * i / n))
-           for i, h in enumerate(order)}
+    pos = {
+        h: (cx + radius * math.sin(2 * math.pi * i / n), cy - radius * math.cos(2 * math.pi * i / n))
+        for i, h in enumerate(order)
+    }
     node_r = 26 if n <= 16 else max(6, 300 / n)
     max_bytes = max((float(e.get("bytes") or 0) for e in edges), default=0) or 1.0
-    parts = [f'<svg class="ring" viewBox="0 0 {size + 2 * pad} {size}" width="{size + 2 * pad}" height="{size}" role="img" '
-             f'aria-label="ring topology diagram">',
-             '<defs>'
-             f'<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="18" markerHeight="18" orient="auto-start-reverse">'
-             f'<path d="M0,0 L10,5 L0,10 z" fill="{EDGE_COLOR}"/></marker>'
-             f'<marker id="arrow-bad" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="18" markerHeight="18" orient="auto-start-reverse">'
-             f'<path d="M0,0 L10,5 L0,10 z" fill="{MISMATCH_COLOR}"/></marker></defs>']
+    parts = [
+        f'<svg class="ring" viewBox="0 0 {size + 2 * pad} {size}" width="{size + 2 * pad}" height="{size}" role="img" '
+        f'aria-label="ring topology diagram">',
+        "<defs>"
+        f'<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" '
+        f'markerWidth="18" markerHeight="18" orient="auto-start-reverse">'
+        f'<path d="M0,0 L10,5 L0,10 z" fill="{EDGE_COLOR}"/></marker>'
+        f'<marker id="arrow-bad" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" '
+        f'markerWidth="18" markerHeight="18" orient="auto-start-reverse">'
+        f'<path d="M0,0 L10,5 L0,10 z" fill="{MISMATCH_COLOR}"/></marker></defs>',
+    ]
     for e in edges:
         src, dst = str(e.get("src")), str(e.get("dst"))
         if src not in pos or dst not in pos or src == dst:
@@ -85,23 +92,32 @@ def ring_svg(topology: Mapping[str, Any], size: int = 400) -> str:
         color = MISMATCH_COLOR if is_bad else EDGE_COLOR
         dash = ' stroke-dasharray="7 4"' if is_bad else ""
         share = e.get("share")
-        tip = (f"{src} → {dst}: {_bytes(e.get('bytes'))}, {e.get('flows', '?')} flow(s)"
-               + (f", {float(share):.1%} of ring bytes" if isinstance(share, (int, float)) else "")
-               + (" — not neighbours in the launch order" if is_bad else ""))
-        parts.append(f'<path class="edge{" mismatch" if is_bad else ""}" data-src="{_e(src)}" data-dst="{_e(dst)}" '
-                     f'd="M{sx:.1f},{sy:.1f} Q{mx:.1f},{my:.1f} {ex:.1f},{ey:.1f}" fill="none" stroke="{color}" '
-                     f'stroke-width="{width:.1f}" stroke-opacity="0.85"{dash} '
-                     f'marker-end="url(#{"arrow-bad" if is_bad else "arrow"})"><title>{_e(tip)}</title></path>')
+        tip = (
+            f"{src} → {dst}: {_bytes(e.get('bytes'))}, {e.get('flows', '?')} flow(s)"
+            + (f", {float(share):.1%} of ring bytes" if isinstance(share, (int, float)) else "")
+            + (" — not neighbours in the launch order" if is_bad else "")
+        )
+        parts.append(
+            f'<path class="edge{" mismatch" if is_bad else ""}" data-src="{_e(src)}" data-dst="{_e(dst)}" '
+            f'd="M{sx:.1f},{sy:.1f} Q{mx:.1f},{my:.1f} {ex:.1f},{ey:.1f}" fill="none" stroke="{color}" '
+            f'stroke-width="{width:.1f}" stroke-opacity="0.85"{dash} '
+            f'marker-end="url(#{"arrow-bad" if is_bad else "arrow"})"><title>{_e(tip)}</title></path>'
+        )
     for i, h in enumerate(order):
         x, y = pos[h]
         rank = f"launch #{launch.index(h) + 1}" if h in launch else "not in launch order"
         label = h if len(h) <= 24 else h[:23] + "…"
-        lx, ly = cx + (radius + node_r + 14) * math.sin(2 * math.pi * i / n), cy - (radius + node_r + 14) * math.cos(2 * math.pi * i / n)
+        lx, ly = (
+            cx + (radius + node_r + 14) * math.sin(2 * math.pi * i / n),
+            cy - (radius + node_r + 14) * math.cos(2 * math.pi * i / n),
+        )
         anchor = "middle" if abs(lx - cx) < 20 else ("start" if lx > cx else "end")
-        parts.append(f'<g class="node" data-host="{_e(h)}" data-ring-index="{i}"><title>{_e(h)} — ring position {i + 1}, '
-                     f'{_e(rank)}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="{node_r:.1f}"/>'
-                     f'<text class="node-index" x="{x:.1f}" y="{y + 5:.1f}" text-anchor="middle">{i + 1}</text>'
-                     f'<text class="node-label" x="{lx:.1f}" y="{ly + 4:.1f}" text-anchor="{anchor}">{_e(label)}</text></g>')
+        parts.append(
+            f'<g class="node" data-host="{_e(h)}" data-ring-index="{i}"><title>{_e(h)} — ring position {i + 1}, '
+            f'{_e(rank)}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="{node_r:.1f}"/>'
+            f'<text class="node-index" x="{x:.1f}" y="{y + 5:.1f}" text-anchor="middle">{i + 1}</text>'
+            f'<text class="node-label" x="{lx:.1f}" y="{ly + 4:.1f}" text-anchor="{anchor}">{_e(label)}</text></g>'
+        )
     parts.append("</svg>")
     return "".join(parts)
 

@@ -1,4 +1,5 @@
 """Table exports: every analyzer table as CSV and Parquet, same column names as the JSON form."""
+
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -26,8 +27,13 @@ def write_tables(result, out: Path) -> list[Path]:  # noqa: ANN001
     """Write flows, flow_views, hosts, host_series and flow_series as .csv and .parquet into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     t = result.tables
-    tables = {"flows": t.flows, "flow_views": t.flow_views, "hosts": hosts_frame(result),
-              "host_series": t.host_series, "flow_series": t.flow_series}
+    tables = {
+        "flows": t.flows,
+        "flow_views": t.flow_views,
+        "hosts": hosts_frame(result),
+        "host_series": t.host_series,
+        "flow_series": t.flow_series,
+    }
     written = []
     for name, df in tables.items():
         csv, parquet = out / f"{name}.csv", out / f"{name}.parquet"

@@ -2,6 +2,7 @@
 lines, and `ringscope whatif`'s tables. Rendering only: each function takes the result (or its JSON parts)
 and returns text, so the summary, the report and the JSON are three views of one result.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -14,24 +15,33 @@ from capture.units import format_rate
 if TYPE_CHECKING:
     from analyze.whatif.calculation import WhatIfResult
 
+
 def summary_text(result: Any) -> str:
     """The human summary: captures, hosts with utilization, top flows, warnings."""
     lines = []
     packets = sum(c.packets for c in result.captures)
-    lines.append(f"{len(result.captures)} capture file(s), {packets:,} packets, {len(result.hosts)} host(s), "
-                 f"{len(result.flows):,} flow(s); bytes counted as {result.byte_mode}, bins of {result.bin_ns / 1e6:g} ms")
+    lines.append(
+        f"{len(result.captures)} capture file(s), {packets:,} packets, {len(result.hosts)} host(s), "
+        f"{len(result.flows):,} flow(s); bytes counted as {result.byte_mode}, bins of {result.bin_ns / 1e6:g} ms"
+    )
     lines.append("")
-    lines.append(f"{'host':<20} {'link':>12} {'tx bytes':>15} {'rx bytes':>15}  {'tx util mean/busy/while-busy/p99':>34}")
+    lines.append(
+        f"{'host':<20} {'link':>12} {'tx bytes':>15} {'rx bytes':>15}  {'tx util mean/busy/while-busy/p99':>34}"
+    )
     for h in result.hosts:
         u = h.tx_utilization
         link = format_rate(h.link_speed_bps) + ("*" if h.link_speed_source == "assumed" else "")
-        lines.append(f"{h.name[:20]:<20} {link:>12} {h.tx_bytes:>15,} {h.rx_bytes:>15,}  "
-                     f"{u.mean:>8.1%} {u.busy_fraction:>7.1%} {u.while_busy:>8.1%} {u.p99:>7.1%}")
+        lines.append(
+            f"{h.name[:20]:<20} {link:>12} {h.tx_bytes:>15,} {h.rx_bytes:>15,}  "
+            f"{u.mean:>8.1%} {u.busy_fraction:>7.1%} {u.while_busy:>8.1%} {u.p99:>7.1%}"
+        )
     lines.append("")
     lines.append("top flows (by bytes):")
     for f in result.flows[:10]:
-        lines.append(f"  {f.src}:{f.sport} -> {f.dst}:{f.dport} {f.proto:<5} {f.bytes:>15,} B "
-                     f"{format_rate(f.mean_bps):>14}  retrans {f.retransmitted_bytes:,} B  (view: {f.view})")
+        lines.append(
+            f"  {f.src}:{f.sport} -> {f.dst}:{f.dport} {f.proto:<5} {f.bytes:>15,} B "
+            f"{format_rate(f.mean_bps):>14}  retrans {f.retransmitted_bytes:,} B  (view: {f.view})"
+        )
     if len(result.flows) > 10:
         lines.append(f"  ... and {len(result.flows) - 10:,} more")
     if "topology" in result.extra:
@@ -51,11 +61,17 @@ def collective_lines(extra: dict[str, Any]) -> list[str]:
     lines = ["", f"topology: {t['kind']} (confidence {t['confidence']:.2f})"]
     if t["order"]:
         arrow = " -> " if t["kind"] == "ring" else " <-> " if t["kind"] == "bidirectional_ring" else ", "
-        lines.append("  " + arrow.join(t["order"][:12]) + (" ..." if len(t["order"]) > 12 else "")
-                     + (arrow + t["order"][0] if t["kind"] in RING_KINDS else ""))
+        lines.append(
+            "  "
+            + arrow.join(t["order"][:12])
+            + (" ..." if len(t["order"]) > 12 else "")
+            + (arrow + t["order"][0] if t["kind"] in RING_KINDS else "")
+        )
     if t["matches_launch_order"] is not None:
-        lines.append(f"  launch order: {'matches' if t['matches_launch_order'] else 'DOES NOT match'}"
-                     + (f" ({t['direction'].replace('_', ' ')})" if t.get("direction") else ""))
+        lines.append(
+            f"  launch order: {'matches' if t['matches_launch_order'] else 'DOES NOT match'}"
+            + (f" ({t['direction'].replace('_', ' ')})" if t.get("direction") else "")
+        )
     if "nccl" in t and t["nccl"]["matches"] is not None:
         lines.append(f"  NCCL log ring: {'agrees' if t['nccl']['matches'] else 'DIFFERS'}")
     lines.extend(f"  note: {n}" for n in t["notes"])
@@ -63,19 +79,28 @@ def collective_lines(extra: dict[str, Any]) -> list[str]:
         b = it["bytes_per_iteration_per_host"]
         how = it["source"] if it["method"] == it["source"] else f"{it['source']}: {it['method']}"
         sure = it["source"] == "markers" or it["confidence"] >= CONFIDENT
-        lines.append(f"iterations: {it['count']} ({how}, confidence {it['confidence']:.2f}"
-                     + ("" if sure else ": UNSURE, a guess") + ")"
-                     + (f", every {it['period_ns'] / 1e6:.4g} ms" if it.get("period_ns") else ""))
-        lines.append(f"  bytes per iteration per host (tx): median {b['median']:,.0f}, p5 {b['p5']:,.0f}, "
-                     f"p95 {b['p95']:,.0f}; rx median {it['rx_bytes_per_iteration_per_host']['median']:,.0f}")
+        lines.append(
+            f"iterations: {it['count']} ({how}, confidence {it['confidence']:.2f}"
+            + ("" if sure else ": UNSURE, a guess")
+            + ")"
+            + (f", every {it['period_ns'] / 1e6:.4g} ms" if it.get("period_ns") else "")
+        )
+        lines.append(
+            f"  bytes per iteration per host (tx): median {b['median']:,.0f}, p5 {b['p5']:,.0f}, "
+            f"p95 {b['p95']:,.0f}; rx median {it['rx_bytes_per_iteration_per_host']['median']:,.0f}"
+        )
         if it.get("comm_ns_median"):
-            lines.append(f"  communication {it['comm_ns_median'] / 1e6:.4g} ms per iteration at "
-                         f"{it['rate_bps_median'] / 1e9:.3g} Gbit/s per host")
+            lines.append(
+                f"  communication {it['comm_ns_median'] / 1e6:.4g} ms per iteration at "
+                f"{it['rate_bps_median'] / 1e9:.3g} Gbit/s per host"
+            )
         lines.extend(f"  note: {n}" for n in it.get("notes", []) if n.startswith("DISAGREEMENT"))
         if it.get("implied_gradient_bytes"):
-            lines.append(f"  implied gradient S = {it['implied_gradient_bytes']:,.0f} B "
-                         f"(~{it['implied_params_fp32']:,.0f} fp32 / {it['implied_params_fp16']:,.0f} fp16 params)"
-                         + (f"; measured/theory {it['theory_ratio']:.4f}" if it.get("theory_ratio") else ""))
+            lines.append(
+                f"  implied gradient S = {it['implied_gradient_bytes']:,.0f} B "
+                f"(~{it['implied_params_fp32']:,.0f} fp32 / {it['implied_params_fp16']:,.0f} fp16 params)"
+                + (f"; measured/theory {it['theory_ratio']:.4f}" if it.get("theory_ratio") else "")
+            )
     return lines
 
 
@@ -85,20 +110,28 @@ def scaling_lines(scaling: dict[str, Any]) -> list[str]:
     printed, and the last line names what would make it sure."""
     m = scaling.get("measured") or {}
     numbers = [f"T {scaling['single_iteration_time_s'] * 1e3:.4g} ms"]
-    for key, label in (("full_utilization_scaling_factor", "scaling factor with the link fully used"),
-                       ("scaling_factor_at_measured_efficiency", "at the measured efficiency"),
-                       ("measured_scaling_factor", "measured")):
+    for key, label in (
+        ("full_utilization_scaling_factor", "scaling factor with the link fully used"),
+        ("scaling_factor_at_measured_efficiency", "at the measured efficiency"),
+        ("measured_scaling_factor", "measured"),
+    ):
         if m.get(key) is not None:
             numbers.append(f"{label} {m[key]:.3f}")
     unsure = scaling.get("unsure")
     if unsure:
-        return ["", f"what-if ({scaling['model']} model): {headline(unsure)}",
-                "  no conclusion: these numbers rest on that guess: " + ", ".join(numbers),
-                "  to make it sure, give one of: " + "; ".join(unsure["would_make_sure"])]
+        return [
+            "",
+            f"what-if ({scaling['model']} model): {headline(unsure)}",
+            "  no conclusion: these numbers rest on that guess: " + ", ".join(numbers),
+            "  to make it sure, give one of: " + "; ".join(unsure["would_make_sure"]),
+        ]
     # the verdict's first sentence repeats the numbers above; then one line per sentence, at most three
     sentences = [s.strip().rstrip(".") + "." for s in str(scaling.get("verdict") or "").split(". ") if s.strip()]
-    return ["", f"what-if ({scaling['model']} model): " + ", ".join(numbers),
-            *(f"  {s}" for s in (sentences[1:4] if len(sentences) > 1 else sentences))]
+    return [
+        "",
+        f"what-if ({scaling['model']} model): " + ", ".join(numbers),
+        *(f"  {s}" for s in (sentences[1:4] if len(sentences) > 1 else sentences)),
+    ]
 
 
 def _replay_lines(result: "WhatIfResult") -> list[str]:
@@ -115,48 +148,79 @@ def _replay_lines(result: "WhatIfResult") -> list[str]:
     m = result.measured or {}
     link, eff = m.get("link_speed_bps"), m.get("transport_efficiency")
     rate = format_rate(r["bandwidth_bps"])
-    at = f"{rate}: {format_rate(link)} at the measured {eff:.0%} efficiency" if eff else f"{rate}, no efficiency measured"
-    lines = [f"replay of the measured run (N = {r['workers']}, {at}): the model gives "
-             f"{r['modelled_iteration_ns'] / 1e6:.4g} ms per iteration against {r['measured_iteration_ns'] / 1e6:.4g} ms "
-             f"measured (error {r['error']:+.1%})"]
+    at = (
+        f"{rate}: {format_rate(link)} at the measured {eff:.0%} efficiency"
+        if eff
+        else f"{rate}, no efficiency measured"
+    )
+    lines = [
+        f"replay of the measured run (N = {r['workers']}, {at}): the model gives "
+        f"{r['modelled_iteration_ns'] / 1e6:.4g} ms per iteration against {r['measured_iteration_ns'] / 1e6:.4g} ms "
+        f"measured (error {r['error']:+.1%})"
+    ]
     if not r["single_iteration_time_given"]:
-        lines.append("  T was taken from the measured period, so this checks only the communication the model leaves "
-                     "exposed; give --single-iteration-time to check the whole iteration.")
+        lines.append(
+            "  T was taken from the measured period, so this checks only the communication the model leaves "
+            "exposed; give --single-iteration-time to check the whole iteration."
+        )
     if r["flagged"]:
         grad = m.get("gradient_bytes")
-        lines.append(f"  The replay misses the measured iteration by more than {REPLAY_TOLERANCE:.0%}: the what-if below "
-                     f"does not reproduce the measured job and should not be trusted until it does. Check that the profile "
-                     f"was recorded with this job's model, batch size and device ({result.profile['gradient_bytes'] / 1e6:.1f} MB "
-                     f"of gradients" + (f" against {grad / 1e6:.1f} MB implied by the capture" if grad else "")
-                     + f", backward {result.profile['backward_s'] * 1e3:.4g} ms), that T is this job's single-GPU "
-                     f"iteration time, and that the bucket rule (--buckets) and precision (--fp16) are the job's.")
+        lines.append(
+            f"  The replay misses the measured iteration by more than {REPLAY_TOLERANCE:.0%}: the what-if below "
+            f"does not reproduce the measured job and should not be trusted until it does. Check that the profile "
+            f"was recorded with this job's model, batch size and device "
+            f"({result.profile['gradient_bytes'] / 1e6:.1f} MB "
+            f"of gradients"
+            + (f" against {grad / 1e6:.1f} MB implied by the capture" if grad else "")
+            + f", backward {result.profile['backward_s'] * 1e3:.4g} ms), that T is this job's single-GPU "
+            f"iteration time, and that the bucket rule (--buckets) and precision (--fp16) are the job's."
+        )
     return lines
 
 
 def render_whatif(result: "WhatIfResult") -> str:
     """Plain-text summary for the terminal."""
-    lines = [f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
-             f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {result.profile['gradient_bytes'] / 1e6:.1f} MB "
-             f"of gradients in {result.profile['tensors']} tensors",
-             *([headline(result.unsure) + " (the verdict at the end says what would make it sure)"]
-               if result.unsure else []), *_replay_lines(result),
-             "", f"{'workers':>7}  {'bandwidth':>12}  {'compr.':>6}  {'overhead':>10}  {'scaling':>7}"]
+    lines = [
+        f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
+        f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {result.profile['gradient_bytes'] / 1e6:.1f} MB "
+        f"of gradients in {result.profile['tensors']} tensors",
+        *(
+            [headline(result.unsure) + " (the verdict at the end says what would make it sure)"]
+            if result.unsure
+            else []
+        ),
+        *_replay_lines(result),
+        "",
+        f"{'workers':>7}  {'bandwidth':>12}  {'compr.':>6}  {'overhead':>10}  {'scaling':>7}",
+    ]
     for p in result.points:
-        lines.append(f"{p.workers:>7}  {format_rate(p.bandwidth_bps):>12}  {p.compression:>6g}  "
-                     f"{p.overhead_s * 1e3:>7.3f} ms  {p.scaling_factor:>7.4f}")
-    lines += ["", "compression needed for scaling factor " + " / ".join(f"{x:g}" for x in sorted({r['target'] for r in result.needed_compression}))]
+        lines.append(
+            f"{p.workers:>7}  {format_rate(p.bandwidth_bps):>12}  {p.compression:>6g}  "
+            f"{p.overhead_s * 1e3:>7.3f} ms  {p.scaling_factor:>7.4f}"
+        )
+    lines += [
+        "",
+        "compression needed for scaling factor "
+        + " / ".join(f"{x:g}" for x in sorted({r["target"] for r in result.needed_compression})),
+    ]
     by_key: dict[tuple[int, float], list[str]] = {}
     for r in result.needed_compression:
         c = r["compression"]
         by_key.setdefault((r["workers"], r["bandwidth_bps"]), []).append("—" if c is None or c != c else f"{c:.3g}×")
     for (n, b), cells in by_key.items():
         lines.append(f"{n:>7}  {format_rate(b):>12}  " + "  ".join(f"{c:>8}" for c in cells))
-    lines += ["", "communication hides behind backward from: "
-              + ", ".join(f"N={h['workers']}: {format_rate(h['bandwidth_bps'])}" for h in result.hide_bandwidth)]
+    lines += [
+        "",
+        "communication hides behind backward from: "
+        + ", ".join(f"N={h['workers']}: {format_rate(h['bandwidth_bps'])}" for h in result.hide_bandwidth),
+    ]
     if result.measured:
         m = result.measured
         shown = {k: v for k, v in m.items() if v is not None}
-        lines += ["", "measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())]
+        lines += [
+            "",
+            "measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()),
+        ]
     lines += ["", "assumed: " + "; ".join(result.assumptions), "", result.verdict]
     return "\n".join(lines)
 

@@ -2,11 +2,13 @@
 
 With a what-if (`scaling` key) whose inputs are sure, the answer is the model's: the full-utilization
 scaling factor at the link's speed against BOTTLENECK_SF, and how much the measured transport efficiency
-costs. Without one the report can only judge from utilization, and says so: a link that runs near line rate while the job
+costs. Without one the report can only judge from utilization, and says so: a link that runs near line rate
+while the job
 communicates and is busy most of the time points at the network; a transport that fills a small share of
 the link while busy points at the transport, not the link's capacity. A what-if resting on an inferred
 iteration count or ring below the confidence stated as fact (its `unsure` key) answers "unclear" and says why.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -104,12 +106,22 @@ def verdict(doc: Mapping[str, Any]) -> Verdict:
     s = link_stats(doc)
     scaling = doc.get("scaling") if isinstance(doc.get("scaling"), Mapping) else None
     iterations = doc.get("iterations") if isinstance(doc.get("iterations"), Mapping) else None
-    link_txt = rate(s["link_min_bps"]) + ("" if s["link_min_bps"] == s["link_max_bps"] else f"–{rate(s['link_max_bps'])}")
+    link_txt = rate(s["link_min_bps"]) + (
+        "" if s["link_min_bps"] == s["link_max_bps"] else f"–{rate(s['link_max_bps'])}"
+    )
     numbers = [
-        KeyNumber("utilization while communicating", pct(s["while_busy"]),
-                  f"of {link_txt} line rate (tx, mean over hosts, busy bins only)", "while_busy"),
-        KeyNumber("time communicating", pct(s["busy_fraction"]),
-                  f"of the capture's bins at ≥ {float(doc.get('busy_threshold') or 0):.0%} of line rate", "busy_fraction"),
+        KeyNumber(
+            "utilization while communicating",
+            pct(s["while_busy"]),
+            f"of {link_txt} line rate (tx, mean over hosts, busy bins only)",
+            "while_busy",
+        ),
+        KeyNumber(
+            "time communicating",
+            pct(s["busy_fraction"]),
+            f"of the capture's bins at ≥ {float(doc.get('busy_threshold') or 0):.0%} of line rate",
+            "busy_fraction",
+        ),
     ]
     measured = (scaling or {}).get("measured") or {}
     sf_full = num(measured.get("full_utilization_scaling_factor"))
@@ -118,40 +130,77 @@ def verdict(doc: Mapping[str, Any]) -> Verdict:
     if scaling is not None and sf_full is not None:
         shown = sf_meas if sf_meas is not None else sf_eff
         what = "measured" if sf_meas is not None else "at measured efficiency"
-        detail = (f"{what} → with the link fully used (N = {measured.get('workers')}, "
-                  f"{rate(num(measured.get('link_speed_bps')))})" if shown is not None else "with the link fully used")
+        detail = (
+            f"{what} → with the link fully used (N = {measured.get('workers')}, "
+            f"{rate(num(measured.get('link_speed_bps')))})"
+            if shown is not None
+            else "with the link fully used"
+        )
         if scaling.get("unsure"):
             detail += " — a guess: it rests on an unsure inference (see above)"
-        numbers.append(KeyNumber("scaling factor", f"{shown:.3f} → {sf_full:.3f}" if shown is not None else f"{sf_full:.3f}",
-                                 detail, "scaling_factor"))
+        numbers.append(
+            KeyNumber(
+                "scaling factor",
+                f"{shown:.3f} → {sf_full:.3f}" if shown is not None else f"{sf_full:.3f}",
+                detail,
+                "scaling_factor",
+            )
+        )
     else:
-        numbers.append(KeyNumber("peak utilization", pct(s["peak"]), f"highest {float(doc.get('bin_ns') or 0) / 1e6:g} ms bin, any host (tx)", "peak"))
+        numbers.append(
+            KeyNumber(
+                "peak utilization",
+                pct(s["peak"]),
+                f"highest {float(doc.get('bin_ns') or 0) / 1e6:g} ms bin, any host (tx)",
+                "peak",
+            )
+        )
     if iterations is not None and num((iterations.get("bytes_per_iteration_per_host") or {}).get("median")) is not None:
         med = num(iterations["bytes_per_iteration_per_host"]["median"])
         ratio = num(iterations.get("theory_ratio"))
-        guess = (iterations.get("source") == "inferred"
-                 and (num(iterations.get("confidence")) or 0.0) < CONFIDENT)
-        guessed = f" — a guess: iterations inferred at confidence {num(iterations.get('confidence')) or 0:.2f}" \
-            if guess else ""
-        numbers.append(KeyNumber("sent per host per iteration", size(med),
-                                 (f"median; {ratio:.3f}× the ring's 2(N−1)/N·S" if ratio is not None else "median")
-                                 + guessed, "bytes_per_iteration"))
+        guess = iterations.get("source") == "inferred" and (num(iterations.get("confidence")) or 0.0) < CONFIDENT
+        guessed = (
+            f" — a guess: iterations inferred at confidence {num(iterations.get('confidence')) or 0:.2f}"
+            if guess
+            else ""
+        )
+        numbers.append(
+            KeyNumber(
+                "sent per host per iteration",
+                size(med),
+                (f"median; {ratio:.3f}× the ring's 2(N−1)/N·S" if ratio is not None else "median") + guessed,
+                "bytes_per_iteration",
+            )
+        )
         period = num(iterations.get("period_ns"))
         if period is not None:
             comms = [num(it.get("comm_ns")) for it in iterations.get("per_iteration") or [] if isinstance(it, Mapping)]
             comms = [c for c in comms if c is not None]
-            numbers.append(KeyNumber("iteration time", duration(period),
-                                     f"communication {duration(statistics.median(comms))} (median)" if comms else "",
-                                     "iteration_time"))
+            numbers.append(
+                KeyNumber(
+                    "iteration time",
+                    duration(period),
+                    f"communication {duration(statistics.median(comms))} (median)" if comms else "",
+                    "iteration_time",
+                )
+            )
     else:
-        numbers.append(KeyNumber("data sent per host", size(s["tx_bytes_mean"]),
-                                 f"mean over {int(s['hosts'] or 0)} hosts in {duration(s['duration_ns'])}", "tx_bytes"))
+        numbers.append(
+            KeyNumber(
+                "data sent per host",
+                size(s["tx_bytes_mean"]),
+                f"mean over {int(s['hosts'] or 0)} hosts in {duration(s['duration_ns'])}",
+                "tx_bytes",
+            )
+        )
 
     unsure = (scaling or {}).get("unsure")
     if scaling is not None and sf_full is not None and unsure:
         answer = "unclear"
-        head = (f"Unsure — the what-if rests on an inferred iteration count or ring "
-                f"(confidence {num(unsure.get('confidence')) or 0:.2f}).")
+        head = (
+            f"Unsure — the what-if rests on an inferred iteration count or ring "
+            f"(confidence {num(unsure.get('confidence')) or 0:.2f})."
+        )
         text = str(scaling.get("verdict") or "")
     elif scaling is not None and sf_full is not None:
         if sf_full < BOTTLENECK_SF:
@@ -174,8 +223,10 @@ def verdict(doc: Mapping[str, Any]) -> Verdict:
             answer, head = "transport", "Not the link's capacity — the transport leaves most of the link unused."
         else:
             answer, head = "unclear", "Unclear from utilization alone."
-        text = (f"While communicating the hosts sent at {pct(wb)} of line rate ({link_txt}) on average, and were "
-                f"communicating in {pct(bf)} of the capture. This is judged from link utilization alone: whether "
-                f"communication slows training depends on how much of it overlaps the backward pass — "
-                f"`ringscope whatif` with a backward profile gives the measured and full-utilization scaling factor.")
+        text = (
+            f"While communicating the hosts sent at {pct(wb)} of line rate ({link_txt}) on average, and were "
+            f"communicating in {pct(bf)} of the capture. This is judged from link utilization alone: whether "
+            f"communication slows training depends on how much of it overlaps the backward pass — "
+            f"`ringscope whatif` with a backward profile gives the measured and full-utilization scaling factor."
+        )
     return Verdict(answer, head, text, numbers[:5])

@@ -6,6 +6,7 @@ No Python package beyond the standard library and no downloaded browser: the onl
 and every request the page makes is recorded, as are console messages, exceptions and JavaScript dialogs
 (which are dismissed so a stray alert() cannot hang the page).
 """
+
 from __future__ import annotations
 
 import base64
@@ -70,26 +71,48 @@ class Page:
             os.dup2(a, 3)
             os.dup2(b, 4)
 
-        args = [self.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--disable-default-apps", "--disable-extensions", "--no-default-browser-check",
-                "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
-                "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
-                "--allow-file-access-from-files", "--remote-debugging-pipe", f"--user-data-dir={self._profile}",
-                f"--window-size={self.width},{self.height}", "about:blank"]
+        args = [
+            self.chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-default-apps",
+            "--disable-extensions",
+            "--no-default-browser-check",
+            "--disable-features=Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
+            "--proxy-server=http://127.0.0.1:9",
+            "--proxy-bypass-list=<-loopback>",
+            "--allow-file-access-from-files",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={self._profile}",
+            f"--window-size={self.width},{self.height}",
+            "about:blank",
+        ]
         self._log = open(Path(self._profile) / "stderr.log", "wb")
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                                     preexec_fn=child_fds, close_fds=False)  # our fds are non-inheritable (PEP 446)
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log, preexec_fn=child_fds, close_fds=False
+        )  # our fds are non-inheritable (PEP 446)
         os.close(to_child_r)
         os.close(from_child_w)
         target = self.call("Target.createTarget", {"url": "about:blank"}, session=False)["targetId"]
-        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)["sessionId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True}, session=False)[
+            "sessionId"
+        ]
         for method in ("Page.enable", "Runtime.enable", "Log.enable", "Network.enable"):
             self.call(method)
-        self.call("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1,
-                                                       "uploadThroughput": -1})
-        self.call("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
-                                                         "deviceScaleFactor": 1, "mobile": False})
+        self.call(
+            "Network.emulateNetworkConditions",
+            {"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
+        )
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -153,16 +176,28 @@ class Page:
             self.failed_requests.append(str(p.get("errorText")))
         elif method == "Page.javascriptDialogOpening":
             self.dialogs.append(f"{p.get('type')}: {p.get('message')}")
-            self._send({"id": self._new_id(), "method": "Page.handleJavaScriptDialog", "params": {"accept": False},
-                        "sessionId": self.session})
+            self._send(
+                {
+                    "id": self._new_id(),
+                    "method": "Page.handleJavaScriptDialog",
+                    "params": {"accept": False},
+                    "sessionId": self.session,
+                }
+            )
         self._events.append(msg)
 
     def _new_id(self) -> int:
         self._next_id += 1
         return self._next_id
 
-    def call(self, method: str, params: Optional[dict[str, Any]] = None, *, session: bool = True,
-             timeout_s: Optional[float] = None) -> dict[str, Any]:
+    def call(
+        self,
+        method: str,
+        params: Optional[dict[str, Any]] = None,
+        *,
+        session: bool = True,
+        timeout_s: Optional[float] = None,
+    ) -> dict[str, Any]:
         """Send a command and wait for its answer, recording events that arrive meanwhile."""
         mid = self._new_id()
         msg: dict[str, Any] = {"id": mid, "method": method, "params": params or {}}
@@ -223,8 +258,10 @@ class Page:
         """PNG of the page (the whole document when full_page; only x, y, width, height of it with clip)."""
         if full_page:
             height = int(self.evaluate("Math.ceil(document.documentElement.scrollHeight)") or self.height)
-            self.call("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": min(height, 16000),
-                                                             "deviceScaleFactor": 1, "mobile": False})
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": self.width, "height": min(height, 16000), "deviceScaleFactor": 1, "mobile": False},
+            )
             time.sleep(0.3)
         params: dict[str, Any] = {"format": "png", "captureBeyondViewport": False}
         if clip:
@@ -233,14 +270,19 @@ class Page:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(data))
         if full_page:
-            self.call("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
-                                                             "deviceScaleFactor": 1, "mobile": False})
+            self.call(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+            )
         return path
 
     def errors(self) -> list[str]:
         """Console errors, uncaught exceptions and browser log errors seen so far."""
         out = [f"console.{c['type']}: {c['text']}" for c in self.console if c.get("type") in ("error", "assert")]
         out += [f"exception: {x}" for x in self.exceptions]
-        out += [f"log {e.get('source')}: {e.get('text')} {e.get('url', '')}" for e in self.log_entries
-                if e.get("level") == "error"]
+        out += [
+            f"log {e.get('source')}: {e.get('text')} {e.get('url', '')}"
+            for e in self.log_entries
+            if e.get("level") == "error"
+        ]
         return out

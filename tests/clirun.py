@@ -1,4 +1,5 @@
 """Run the installed `ringscope` console script as a user would, and read its verdict."""
+
 from __future__ import annotations
 
 import subprocess

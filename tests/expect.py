@@ -2,6 +2,7 @@
 
 Shared by the fixture, accounting, property and CLI tests so each states only what it checks.
 """
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,14 @@ FIXTURES = ROOT / "fixtures"
 ETHERNET_FRAMING_BYTES = 38  # header 14 + FCS 4 + preamble/SFD 8 + inter-frame gap 12
 ETHERNET_MIN_IP_BYTES = 46  # a 64-byte minimum frame carries at least 46 bytes after the header
 # truth field -> result field
-FLOW_FIELDS = {"packets": "packets", "ip_bytes": "bytes", "payload_bytes": "payload_bytes", "first_ns": "start_ns",
-               "last_ns": "end_ns", "retransmitted_bytes": "retransmitted_bytes"}
+FLOW_FIELDS = {
+    "packets": "packets",
+    "ip_bytes": "bytes",
+    "payload_bytes": "payload_bytes",
+    "first_ns": "start_ns",
+    "last_ns": "end_ns",
+    "retransmitted_bytes": "retransmitted_bytes",
+}
 
 
 def run(paths: Sequence[Path | str], **kw) -> Result:
@@ -41,8 +48,9 @@ def flows_by_key(result: Result) -> dict[tuple, FlowRecord]:
     return out
 
 
-def flow_mismatches(result: Result, truth_flows: Iterable[dict], fields: dict[str, str] = FLOW_FIELDS,
-                    bytes_field: str = "ip_bytes") -> list[str]:
+def flow_mismatches(
+    result: Result, truth_flows: Iterable[dict], fields: dict[str, str] = FLOW_FIELDS, bytes_field: str = "ip_bytes"
+) -> list[str]:
     """Every difference between the result's flows and the truth's, as readable lines (empty: identical)."""
     got = flows_by_key(result)
     want = {flow_key(t): t for t in truth_flows}
@@ -59,9 +67,14 @@ def flow_mismatches(result: Result, truth_flows: Iterable[dict], fields: dict[st
 
 def capture_mismatches(cap: CaptureSummary, truth: dict) -> list[str]:
     """Differences between one capture summary and a file's truth (format, link types, records, times, kinds)."""
-    checks = {"format": (cap.format, truth["format"]), "linktypes": (cap.linktypes, truth["linktypes"]),
-              "records": (cap.packets, truth["records"]), "first_ns": (cap.first_ns, truth["first_ns"]),
-              "last_ns": (cap.last_ns, truth["last_ns"]), "frame_kinds": (cap.frame_kinds, truth["frame_kinds"])}
+    checks = {
+        "format": (cap.format, truth["format"]),
+        "linktypes": (cap.linktypes, truth["linktypes"]),
+        "records": (cap.packets, truth["records"]),
+        "first_ns": (cap.first_ns, truth["first_ns"]),
+        "last_ns": (cap.last_ns, truth["last_ns"]),
+        "frame_kinds": (cap.frame_kinds, truth["frame_kinds"]),
+    }
     return [f"{name}: got {a!r}, truth {b!r}" for name, (a, b) in checks.items() if a != b]
 
 
@@ -97,7 +110,26 @@ def same_scan(got: StreamScan, want: StreamScan) -> None:
     for field in ("cell_flow", "cell_bin", "cell_bytes"):
         assert np.array_equal(getattr(a, field), getattr(b, field)), field
     for x, y in zip(got.files, want.files, strict=True):
-        assert (x.path, x.format, x.linktypes, x.file_bytes, x.records, x.captured_bytes, x.first_ns, x.last_ns,
-                x.kinds.tolist(), x.warnings) == \
-               (y.path, y.format, y.linktypes, y.file_bytes, y.records, y.captured_bytes, y.first_ns, y.last_ns,
-                y.kinds.tolist(), y.warnings)
+        assert (
+            x.path,
+            x.format,
+            x.linktypes,
+            x.file_bytes,
+            x.records,
+            x.captured_bytes,
+            x.first_ns,
+            x.last_ns,
+            x.kinds.tolist(),
+            x.warnings,
+        ) == (
+            y.path,
+            y.format,
+            y.linktypes,
+            y.file_bytes,
+            y.records,
+            y.captured_bytes,
+            y.first_ns,
+            y.last_ns,
+            y.kinds.tolist(),
+            y.warnings,
+        )

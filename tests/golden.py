@@ -6,6 +6,7 @@ change no output byte. tests/test_golden.py compares; after an intended change o
 
 The cases run from the repository root with relative paths (the JSON names the files as given).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,12 +22,18 @@ DIGESTS = Path(__file__).resolve().parent / "golden.json"
 # (name, paths, options): every fixture the analyzer reads (corrupt.pcap is refused), the example in each byte mode
 CASES = [
     *[(f"example-{mode}", ["fixtures/example"], {"byte_mode": mode}) for mode in ("ip", "wire", "payload")],
-    *[(f"{folder}/{p.name}", [f"fixtures/{folder}/{p.name}"], {})
-      for folder in ("accounting", "formats", "linktypes")
-      for p in sorted((ROOT / "fixtures" / folder).glob("*")) if not p.name.endswith(".json")],
+    *[
+        (f"{folder}/{p.name}", [f"fixtures/{folder}/{p.name}"], {})
+        for folder in ("accounting", "formats", "linktypes")
+        for p in sorted((ROOT / "fixtures" / folder).glob("*"))
+        if not p.name.endswith(".json")
+    ],
     ("bad/truncated.pcap", ["fixtures/bad/truncated.pcap"], {}),  # the valid part, with its warning
-    *[(f"real-training/{p.name}", [f"fixtures/real-training/{p.name}/run"], {})
-      for p in sorted((ROOT / "fixtures" / "real-training").glob("*")) if (p / "run").is_dir()],
+    *[
+        (f"real-training/{p.name}", [f"fixtures/real-training/{p.name}/run"], {})
+        for p in sorted((ROOT / "fixtures" / "real-training").glob("*"))
+        if (p / "run").is_dir()
+    ],
 ]
 
 

@@ -4,6 +4,7 @@ Each host sends `iterations` chunks of `chunk_bytes` to its successor in the lau
 traffic shape: everyone sends at once, then a compute gap). The ground truth the tests check is known before
 the capture: every host sends iterations × chunk_bytes of TCP payload. Needs root and tcpdump.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,16 @@ def host_address(i: int) -> str:
     return f"127.0.0.{i + 2}"
 
 
-def make_ring_capture(out: Path, names: list[str], *, iterations: int = 8, chunk_bytes: int = 1_000_000,
-                      gap_s: float = 0.08, link_speed_bps: float = 10e9, port: int = BASE_PORT) -> dict:
+def make_ring_capture(
+    out: Path,
+    names: list[str],
+    *,
+    iterations: int = 8,
+    chunk_bytes: int = 1_000_000,
+    gap_s: float = 0.08,
+    link_speed_bps: float = 10e9,
+    port: int = BASE_PORT,
+) -> dict:
     """Write a capture directory (run.json, <host>/meta.json, <host>/lo.pcap) and return its ground truth."""
     out.mkdir(parents=True, exist_ok=True)
     n = len(names)
@@ -33,8 +42,12 @@ def make_ring_capture(out: Path, names: list[str], *, iterations: int = 8, chunk
         d.mkdir()
         addr = host_address(i)
         flt = f"tcp and host {addr} and portrange {port}-{port + n - 1}"
-        proc = subprocess.Popen(["tcpdump", "-i", "lo", "-s", "128", "-U", "-w", str(d / "lo.pcap"), flt],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            ["tcpdump", "-i", "lo", "-s", "128", "-U", "-w", str(d / "lo.pcap"), flt],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         dumps.append((proc, d, name, addr, flt))
     _wait_listening(dumps)
     start_ns = time.time_ns()
@@ -45,15 +58,35 @@ def make_ring_capture(out: Path, names: list[str], *, iterations: int = 8, chunk
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=10)
         counters = _counters(err)
-        meta = {"schema": 1, "host": name, "interface": "lo", "addresses": [addr], "link_speed_bps": link_speed_bps,
-                "link_speed_source": "given", "mtu": 65536, "tcpdump_command": ["tcpdump", "-i", "lo", flt],
-                "counters": counters}
+        meta = {
+            "schema": 1,
+            "host": name,
+            "interface": "lo",
+            "addresses": [addr],
+            "link_speed_bps": link_speed_bps,
+            "link_speed_source": "given",
+            "mtu": 65536,
+            "tcpdump_command": ["tcpdump", "-i", "lo", flt],
+            "counters": counters,
+        }
         (d / "meta.json").write_text(json.dumps(meta, indent=1))
-    run = {"schema": 1, "run_id": "loopback-ring", "status": "complete", "command": ["python", "loopback_ring.py"],
-           "hosts": names, "start_ns": start_ns, "end_ns": end_ns, "exit_code": 0}
+    run = {
+        "schema": 1,
+        "run_id": "loopback-ring",
+        "status": "complete",
+        "command": ["python", "loopback_ring.py"],
+        "hosts": names,
+        "start_ns": start_ns,
+        "end_ns": end_ns,
+        "exit_code": 0,
+    }
     (out / "run.json").write_text(json.dumps(run, indent=1))
-    return {"hosts": names, "sent_payload_bytes": iterations * chunk_bytes, "iterations": iterations,
-            "link_speed_bps": link_speed_bps}
+    return {
+        "hosts": names,
+        "sent_payload_bytes": iterations * chunk_bytes,
+        "iterations": iterations,
+        "link_speed_bps": link_speed_bps,
+    }
 
 
 def _wait_listening(dumps: list) -> None:
@@ -118,8 +151,9 @@ def _ring(n: int, iterations: int, chunk: int, gap_s: float, port: int) -> None:
                 left -= len(sock.recv(min(left, 1 << 20)))
             done.wait()
 
-    threads = [threading.Thread(target=send, args=(s,)) for s in senders] + \
-              [threading.Thread(target=recv, args=(r,)) for r in receivers]
+    threads = [threading.Thread(target=send, args=(s,)) for s in senders] + [
+        threading.Thread(target=recv, args=(r,)) for r in receivers
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -13,6 +13,7 @@ a command on every host as ranks of one job:
     # rank r runs in the r-th namespace with RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR=<first host>,
     # MASTER_PORT, RINGSCOPE_HOST=<its host> and GLOO_SOCKET_IFNAME=eth0 set.
 """
+
 from __future__ import annotations
 
 import os
@@ -63,17 +64,36 @@ def _limit(namespace: str, device: str, rate: str, qdisc: str, latency: str = "5
     """Shape DEVICE's egress in NAMESPACE to RATE (tbf with BURST and a queue of LATENCY, or htb with one class)."""
     tc = ["ip", "netns", "exec", namespace, "tc"]
     if qdisc == "tbf":
-        subprocess.run([*tc, "qdisc", "add", "dev", device, "root", "tbf", "rate", rate, "burst", burst,
-                        "latency", latency], check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            [*tc, "qdisc", "add", "dev", device, "root", "tbf", "rate", rate, "burst", burst, "latency", latency],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
     else:
-        subprocess.run([*tc, "qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "10"],
-                       check=True, capture_output=True, timeout=30)
-        subprocess.run([*tc, "class", "add", "dev", device, "parent", "1:", "classid", "1:10", "htb", "rate", rate,
-                        "ceil", rate], check=True, capture_output=True, timeout=30)
+        subprocess.run(
+            [*tc, "qdisc", "add", "dev", device, "root", "handle", "1:", "htb", "default", "10"],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+        subprocess.run(
+            [*tc, "class", "add", "dev", device, "parent", "1:", "classid", "1:10", "htb", "rate", rate, "ceil", rate],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
 
 
-def build(n: int, rate: str | None = None, qdisc: str = "htb", latency: str = "50ms", mtu: int = 1500,
-          offloads: bool = True, burst: str = "256kb") -> Cluster:
+def build(
+    n: int,
+    rate: str | None = None,
+    qdisc: str = "htb",
+    latency: str = "50ms",
+    mtu: int = 1500,
+    offloads: bool = True,
+    burst: str = "256kb",
+) -> Cluster:
     """Create N hosts; on failure everything already created is removed again.
 
     htb (default) shapes TSO/GSO segments whole; tbf lets BURST through above the rate and drops what
@@ -104,8 +124,26 @@ def build(n: int, rate: str | None = None, qdisc: str = "htb", latency: str = "5
                 _ip("-n", bridge, "link", "set", f"h{i}", "mtu", str(mtu))
             if not offloads:
                 for namespace, device in ((host.name, IFACE), (bridge, f"h{i}")):
-                    subprocess.run(["ip", "netns", "exec", namespace, "ethtool", "-K", device, "tso", "off", "gso",
-                                    "off", "gro", "off"], check=True, capture_output=True, timeout=30)
+                    subprocess.run(
+                        [
+                            "ip",
+                            "netns",
+                            "exec",
+                            namespace,
+                            "ethtool",
+                            "-K",
+                            device,
+                            "tso",
+                            "off",
+                            "gso",
+                            "off",
+                            "gro",
+                            "off",
+                        ],
+                        check=True,
+                        capture_output=True,
+                        timeout=30,
+                    )
             if rate:
                 _limit(host.name, IFACE, rate, qdisc, latency, burst)  # host tx
                 _limit(bridge, f"h{i}", rate, qdisc, latency, burst)  # host rx
@@ -143,8 +181,27 @@ def capturing(pcaps: dict[str, Path], snaplen: int = 96) -> Iterator[None]:
     dumps = []
     try:
         for host, pcap in pcaps.items():
-            dumps.append(subprocess.Popen(["ip", "netns", "exec", host, "tcpdump", "-i", IFACE, "-s", str(snaplen),
-                                           "-U", "-n", "-w", str(pcap)], stderr=subprocess.PIPE, text=True))
+            dumps.append(
+                subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        host,
+                        "tcpdump",
+                        "-i",
+                        IFACE,
+                        "-s",
+                        str(snaplen),
+                        "-U",
+                        "-n",
+                        "-w",
+                        str(pcap),
+                    ],
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
         for p in dumps:
             line = p.stderr.readline() if p.stderr else ""
             if "listening" not in line:
@@ -160,14 +217,27 @@ def capturing(pcaps: dict[str, Path], snaplen: int = 96) -> Iterator[None]:
                 p.kill()
 
 
-def launch(hosts: list[str], command: list[str], master_port: int = 29500, timeout_s: float = 120,
-           extra_env: dict[str, dict[str, str]] | None = None) -> int:
+def launch(
+    hosts: list[str],
+    command: list[str],
+    master_port: int = 29500,
+    timeout_s: float = 120,
+    extra_env: dict[str, dict[str, str]] | None = None,
+) -> int:
     """Run COMMAND as rank r in namespace hosts[r] (with extra_env[host] set); returns the worst exit code."""
     procs = []
     for rank, host in enumerate(hosts):
-        env = {"RANK": str(rank), "WORLD_SIZE": str(len(hosts)), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-               "MASTER_ADDR": hosts[0], "MASTER_PORT": str(master_port), "RINGSCOPE_HOST": host,
-               "GLOO_SOCKET_IFNAME": IFACE, **(extra_env or {}).get(host, {})}
+        env = {
+            "RANK": str(rank),
+            "WORLD_SIZE": str(len(hosts)),
+            "LOCAL_RANK": "0",
+            "LOCAL_WORLD_SIZE": "1",
+            "MASTER_ADDR": hosts[0],
+            "MASTER_PORT": str(master_port),
+            "RINGSCOPE_HOST": host,
+            "GLOO_SOCKET_IFNAME": IFACE,
+            **(extra_env or {}).get(host, {}),
+        }
         argv = ["ip", "netns", "exec", host, "env", *(f"{k}={v}" for k, v in env.items()), *command]
         procs.append(subprocess.Popen(argv))
     codes = []
@@ -211,7 +281,7 @@ def main(argv: list[str]) -> int:
         return 2
     split = argv.index("--")
     options = dict(zip(argv[1:split:2], argv[2:split:2]))
-    return launch(options["--hosts"].split(","), argv[split + 1:], int(options.get("--port", 29500)))
+    return launch(options["--hosts"].split(","), argv[split + 1 :], int(options.get("--port", 29500)))
 
 
 if __name__ == "__main__":

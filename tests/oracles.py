@@ -7,6 +7,7 @@ tshark is asked for per-packet IP header fields (-T fields), not for `-z conv`: 
 totals count frame bytes (link header, padding) and reassembled datagrams, while ringscope counts IP
 bytes per directed 5-tuple, each fragment's bytes under its datagram's flow.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -35,22 +36,24 @@ def records(path: Path) -> Iterator[tuple[int, bytes, int]]:
     if magic == b"\x0a\x0d\x0d\x0a":
         yield from _pcapng(data)
         return
-    order = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<", b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}[magic]
+    order = {b"\xd4\xc3\xb2\xa1": "<", b"\x4d\x3c\xb2\xa1": "<", b"\xa1\xb2\xc3\xd4": ">", b"\xa1\xb2\x3c\x4d": ">"}[
+        magic
+    ]
     linktype = struct.unpack_from(order + "I", data, 20)[0] & 0xFFFF
     pos = 24
     while pos + 16 <= len(data):
         _, _, caplen, wirelen = struct.unpack_from(order + "IIII", data, pos)
         if pos + 16 + caplen > len(data):
             return  # a record cut short: ignore it, as the analyzer does
-        yield linktype, data[pos + 16:pos + 16 + caplen], wirelen
+        yield linktype, data[pos + 16 : pos + 16 + caplen], wirelen
         pos += 16 + caplen
 
 
 def _pcapng(data: bytes) -> Iterator[tuple[int, bytes, int]]:
     pos, order, links = 0, "<", []
     while pos + 12 <= len(data):
-        if data[pos:pos + 4] == b"\x0a\x0d\x0d\x0a":
-            order = "<" if data[pos + 8:pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+        if data[pos : pos + 4] == b"\x0a\x0d\x0d\x0a":
+            order = "<" if data[pos + 8 : pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
             links = []
         btype, blen = struct.unpack_from(order + "II", data, pos)
         if blen < 12 or pos + blen > len(data):
@@ -59,7 +62,7 @@ def _pcapng(data: bytes) -> Iterator[tuple[int, bytes, int]]:
             links.append(struct.unpack_from(order + "H", data, pos + 8)[0])
         elif btype == 6:
             iface, _, _, caplen, wirelen = struct.unpack_from(order + "IIIII", data, pos + 8)
-            yield links[iface], data[pos + 28:pos + 28 + caplen], wirelen
+            yield links[iface], data[pos + 28 : pos + 28 + caplen], wirelen
         pos += blen
 
 
@@ -135,9 +138,26 @@ def dpkt_flows(path: Path) -> Totals:
     return out
 
 
-TSHARK_FIELDS = ["ip.src", "ip.dst", "ip.len", "ip.id", "ip.frag_offset", "ip.proto", "ipv6.src", "ipv6.dst",
-                 "ipv6.plen", "ipv6.fraghdr.offset", "ipv6.fraghdr.ident", "ipv6.fraghdr.nxt", "ipv6.nxt",
-                 "tcp.srcport", "tcp.dstport", "udp.srcport", "udp.dstport", "frame.protocols"]
+TSHARK_FIELDS = [
+    "ip.src",
+    "ip.dst",
+    "ip.len",
+    "ip.id",
+    "ip.frag_offset",
+    "ip.proto",
+    "ipv6.src",
+    "ipv6.dst",
+    "ipv6.plen",
+    "ipv6.fraghdr.offset",
+    "ipv6.fraghdr.ident",
+    "ipv6.fraghdr.nxt",
+    "ipv6.nxt",
+    "tcp.srcport",
+    "tcp.dstport",
+    "udp.srcport",
+    "udp.dstport",
+    "frame.protocols",
+]
 
 
 def tshark_flows(path: Path) -> Totals:
@@ -146,8 +166,22 @@ def tshark_flows(path: Path) -> Totals:
     Frames tshark cannot dissect to ports (an IPv6 packet with payload length 0) are counted in
     .kinds["undissected"] under their addresses in .undissected.
     """
-    argv = ["tshark", "-n", "-r", str(path), "-o", "ip.defragment:FALSE", "-o", "ipv6.defragment:FALSE",
-            "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
+    argv = [
+        "tshark",
+        "-n",
+        "-r",
+        str(path),
+        "-o",
+        "ip.defragment:FALSE",
+        "-o",
+        "ipv6.defragment:FALSE",
+        "-T",
+        "fields",
+        "-E",
+        "separator=\t",
+        "-E",
+        "occurrence=f",
+    ]
     for f in TSHARK_FIELDS:
         argv += ["-e", f]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=120)

@@ -1,4 +1,5 @@
 """Count TCP bytes in a headers-only pcap with dpkt, independently of the analyzer under test."""
+
 from __future__ import annotations
 
 import socket

@@ -7,14 +7,19 @@ share one kernel clock, so tests rewrite them to see what a real cluster's would
 Classic pcap (micro- or nanosecond, either byte order), optionally gzip-compressed; a test helper, so a
 plain loop over the records.
 """
+
 from __future__ import annotations
 
 import gzip
 import struct
 from pathlib import Path
 
-MAGICS = {b"\xd4\xc3\xb2\xa1": ("<", 1000), b"\xa1\xb2\xc3\xd4": (">", 1000),
-          b"\x4d\x3c\xb2\xa1": ("<", 1), b"\xa1\xb2\x3c\x4d": (">", 1)}
+MAGICS = {
+    b"\xd4\xc3\xb2\xa1": ("<", 1000),
+    b"\xa1\xb2\xc3\xd4": (">", 1000),
+    b"\x4d\x3c\xb2\xa1": ("<", 1),
+    b"\xa1\xb2\x3c\x4d": (">", 1),
+}
 
 
 def reclock(src: Path, dst: Path, offset_ns: int, ppm: float) -> int:

@@ -7,6 +7,7 @@ written by hand with struct: scapy's pcapng writer has one fixed µs resolution,
 custom blocks and float timestamps, and one small writer per container keeps every timestamp an exact
 integer whose recovered value (rounded down to the file's resolution) is known.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -89,11 +90,22 @@ def link_header(link: Link, ethertype: int, src_ip: str, dst_ip: str) -> Packet 
     if link.linktype == LINKTYPE_RAW:
         return None
     if link.linktype == LINKTYPE_LINUX_SLL:
-        return CookedLinux(pkttype=4 if link.outgoing else 0, lladdrtype=1, lladdrlen=6,
-                           src=bytes.fromhex(mac(src_ip).replace(":", "")) + b"\0\0", proto=ethertype)
+        return CookedLinux(
+            pkttype=4 if link.outgoing else 0,
+            lladdrtype=1,
+            lladdrlen=6,
+            src=bytes.fromhex(mac(src_ip).replace(":", "")) + b"\0\0",
+            proto=ethertype,
+        )
     if link.linktype == LINKTYPE_LINUX_SLL2:
-        return CookedLinuxV2(proto=ethertype, ifindex=2, lladdrtype=1, pkttype=4 if link.outgoing else 0,
-                             lladdrlen=6, src=bytes.fromhex(mac(src_ip).replace(":", "")) + b"\0\0")
+        return CookedLinuxV2(
+            proto=ethertype,
+            ifindex=2,
+            lladdrtype=1,
+            pkttype=4 if link.outgoing else 0,
+            lladdrlen=6,
+            src=bytes.fromhex(mac(src_ip).replace(":", "")) + b"\0\0",
+        )
     if link.linktype != LINKTYPE_ETHERNET:
         raise ValueError(f"no framing for link type {link.linktype}")
     hdr: Packet = Ether(src=mac(src_ip), dst=mac(dst_ip))
@@ -113,8 +125,18 @@ def _link_bytes(link: Link, ethertype: int, src_ip: str, dst_ip: str) -> bytes:
     return bytes(hdr) if hdr is not None else b""
 
 
-def _frame(link: Link, ts_ns: int, l3: Packet | bytes, ethertype: int, src: str, dst: str, *, true_l3_len: int,
-           kind: str, **truth) -> Frame:
+def _frame(
+    link: Link,
+    ts_ns: int,
+    l3: Packet | bytes,
+    ethertype: int,
+    src: str,
+    dst: str,
+    *,
+    true_l3_len: int,
+    kind: str,
+    **truth,
+) -> Frame:
     """Wrap L3 bytes in the link header; the wire length uses the true (uncut) L3 length."""
     head = _link_bytes(link, ethertype, src, dst)
     data = head + bytes(l3)
@@ -160,9 +182,21 @@ def _template(flow: Flow, flags: str, options: str) -> tuple[bytes, int]:
     return hdr, 40 if _is_v6(flow.src) else 20
 
 
-def ip_packet(link: Link, ts_ns: int, flow: Flow, payload_len: int, *, seq: int = 0, ack: int = 0,
-              flags: str = "PA", keep: Optional[int] = None, ip_len_field: Optional[int] = None, ip_id: int = 1,
-              options: str = "ts", retrans_bytes: int = 0) -> Frame:
+def ip_packet(
+    link: Link,
+    ts_ns: int,
+    flow: Flow,
+    payload_len: int,
+    *,
+    seq: int = 0,
+    ack: int = 0,
+    flags: str = "PA",
+    keep: Optional[int] = None,
+    ip_len_field: Optional[int] = None,
+    ip_id: int = 1,
+    options: str = "ts",
+    retrans_bytes: int = 0,
+) -> Frame:
     """One TCP segment or UDP datagram of `payload_len` zero bytes, with correct lengths and checksums.
 
     keep: payload bytes actually built (None: all) — a 64 KB TSO segment needs only its headers.
@@ -189,36 +223,67 @@ def ip_packet(link: Link, ts_ns: int, flow: Flow, payload_len: int, *, seq: int 
         struct.pack_into("!H", b, l4 + 4, l4_len & 0xFFFF)
         csum_at, proto = l4 + 6, 17
     struct.pack_into("!H", b, csum_at, 0)
-    pseudo = bytes(addrs) + (struct.pack("!IxxxB", l4_len, proto) if v6 else struct.pack("!xBH", proto, l4_len & 0xFFFF))
-    csum = _checksum(pseudo + bytes(b[l4:len(hdr)]))  # the zero payload adds nothing to the sum
+    pseudo = bytes(addrs) + (
+        struct.pack("!IxxxB", l4_len, proto) if v6 else struct.pack("!xBH", proto, l4_len & 0xFFFF)
+    )
+    csum = _checksum(pseudo + bytes(b[l4 : len(hdr)]))  # the zero payload adds nothing to the sum
     struct.pack_into("!H", b, csum_at, csum or (0xFFFF if proto == 17 else 0))
-    return _frame(link, ts_ns, bytes(b), ETH_IPV6 if v6 else ETH_IPV4, flow.src, flow.dst,
-                  true_l3_len=true_len, kind=flow.proto, flow=flow, ip_bytes=true_len, payload_bytes=payload_len,
-                  retrans_bytes=retrans_bytes)
+    return _frame(
+        link,
+        ts_ns,
+        bytes(b),
+        ETH_IPV6 if v6 else ETH_IPV4,
+        flow.src,
+        flow.dst,
+        true_l3_len=true_len,
+        kind=flow.proto,
+        flow=flow,
+        ip_bytes=true_len,
+        payload_bytes=payload_len,
+        retrans_bytes=retrans_bytes,
+    )
 
 
-def udp_fragments(link: Link, ts_ns: int, flow: Flow, payload_len: int, *, pieces: int = 3, ip_id: int = 0x4242,
-                  gap_ns: int = 1_000) -> list[Frame]:
+def udp_fragments(
+    link: Link, ts_ns: int, flow: Flow, payload_len: int, *, pieces: int = 3, ip_id: int = 0x4242, gap_ns: int = 1_000
+) -> list[Frame]:
     """One UDP datagram cut into `pieces` IP fragments (IPv4 or IPv6 fragment header)."""
     whole = _ip(flow.src, flow.dst) / UDP(sport=flow.sport, dport=flow.dport) / Raw(b"\x5a" * payload_len)
-    datagram = bytes(whole)[40 if _is_v6(flow.src) else 20:]  # UDP header with its real checksum, and payload
+    datagram = bytes(whole)[40 if _is_v6(flow.src) else 20 :]  # UDP header with its real checksum, and payload
     per_piece = -(-len(datagram) // pieces)
     step = (per_piece + 7) // 8 * 8  # fragment offsets count 8-byte units
     frames = []
     for i, off in enumerate(range(0, len(datagram), step)):
-        chunk = datagram[off:off + step]
+        chunk = datagram[off : off + step]
         more = off + step < len(datagram)
         if _is_v6(flow.src):
-            l3 = (IPv6(src=flow.src, dst=flow.dst, hlim=64, nh=44)
-                  / IPv6ExtHdrFragment(nh=17, offset=off // 8, m=int(more), id=ip_id) / Raw(chunk))
+            l3 = (
+                IPv6(src=flow.src, dst=flow.dst, hlim=64, nh=44)
+                / IPv6ExtHdrFragment(nh=17, offset=off // 8, m=int(more), id=ip_id)
+                / Raw(chunk)
+            )
             ethertype, hdr = ETH_IPV6, 48
         else:
-            l3 = IP(src=flow.src, dst=flow.dst, ttl=64, proto=17, id=ip_id, flags="MF" if more else 0,
-                    frag=off // 8) / Raw(chunk)
+            l3 = IP(
+                src=flow.src, dst=flow.dst, ttl=64, proto=17, id=ip_id, flags="MF" if more else 0, frag=off // 8
+            ) / Raw(chunk)
             ethertype, hdr = ETH_IPV4, 20
-        frames.append(_frame(link, ts_ns + i * gap_ns, l3, ethertype, flow.src, flow.dst, true_l3_len=hdr + len(chunk),
-                             kind="udp" if off == 0 else "ip_fragment", flow=flow, ip_bytes=hdr + len(chunk),
-                             payload_bytes=len(chunk) - (8 if off == 0 else 0), new_packet=off == 0))
+        frames.append(
+            _frame(
+                link,
+                ts_ns + i * gap_ns,
+                l3,
+                ethertype,
+                flow.src,
+                flow.dst,
+                true_l3_len=hdr + len(chunk),
+                kind="udp" if off == 0 else "ip_fragment",
+                flow=flow,
+                ip_bytes=hdr + len(chunk),
+                payload_bytes=len(chunk) - (8 if off == 0 else 0),
+                new_packet=off == 0,
+            )
+        )
     return frames
 
 
@@ -243,8 +308,17 @@ def lldp(link: Link, ts_ns: int, src: str) -> Frame:
 class TcpConn:
     """A TCP connection whose every segment's truth is known: sequence space is tracked in relative bytes."""
 
-    def __init__(self, link: Link, client: str, server: str, sport: int, dport: int, isn_c: int = 1000,
-                 isn_s: int = 500_000, rev_link: Optional[Link] = None) -> None:
+    def __init__(
+        self,
+        link: Link,
+        client: str,
+        server: str,
+        sport: int,
+        dport: int,
+        isn_c: int = 1000,
+        isn_s: int = 500_000,
+        rev_link: Optional[Link] = None,
+    ) -> None:
         self.link, self.rev_link = link, rev_link or link
         self.fwd = Flow(client, server, sport, dport, "tcp")
         self.rev = Flow(server, client, dport, sport, "tcp")
@@ -263,8 +337,19 @@ class TcpConn:
         self.ip_id[f] += 1
         seq = self.isn[f] + 1 + rel if "S" not in flags else self.isn[f]
         ack = self.isn[other] + 1 + self.high[other] if "A" in flags else 0
-        return ip_packet(self.link if forward else self.rev_link, ts_ns, f, n, seq=seq, ack=ack, flags=flags,
-                         ip_id=self.ip_id[f], options=options, retrans_bytes=retrans, **kw)
+        return ip_packet(
+            self.link if forward else self.rev_link,
+            ts_ns,
+            f,
+            n,
+            seq=seq,
+            ack=ack,
+            flags=flags,
+            ip_id=self.ip_id[f],
+            options=options,
+            retrans_bytes=retrans,
+            **kw,
+        )
 
     def handshake(self, ts_ns: int, rtt_ns: int = 40_000) -> list[Frame]:
         """SYN, SYN-ACK, ACK."""
@@ -294,8 +379,9 @@ def _quantize(ns: int, units_per_s: int, offset_s: int = 0) -> tuple[int, int]:
     return raw, raw * 10**9 // units_per_s + offset_s * 10**9
 
 
-def pcap_bytes(frames: Sequence[Frame], *, linktype: int, nano: bool = False, big_endian: bool = False,
-               snaplen: int = 262144) -> tuple[bytes, list[Frame]]:
+def pcap_bytes(
+    frames: Sequence[Frame], *, linktype: int, nano: bool = False, big_endian: bool = False, snaplen: int = 262144
+) -> tuple[bytes, list[Frame]]:
     """A classic pcap; returns the bytes and the frames with the timestamps the file really holds."""
     order = ">" if big_endian else "<"
     out = [struct.pack(order + "IHHiIII", PCAP_MAGIC_NS if nano else PCAP_MAGIC_US, 2, 4, 0, 0, snaplen, linktype)]
@@ -377,7 +463,7 @@ def pcapng_bytes(sections: Sequence[Section]) -> tuple[bytes, list[Frame]]:
             if f.linktype != itf.linktype:
                 raise ValueError(f"frame of link type {f.linktype} on interface {idx} ({itf.linktype})")
             raw, ns = _quantize(f.ts_ns, itf.units_per_s, itf.tsoffset_s)
-            cap = f.data[:itf.snaplen]
+            cap = f.data[: itf.snaplen]
             body = struct.pack(o + "IIIII", idx, raw >> 32, raw & 0xFFFFFFFF, len(cap), f.wire_len) + cap
             body += b"\0" * (-len(body) % 4) + _opt(o, 1, b"generated") + _opt(o, 0, b"")
             out.append(_block(o, 6, body))
@@ -406,8 +492,17 @@ def truth(frames: Iterable[Frame]) -> dict:
         last = f.ts_ns if last is None else max(last, f.ts_ns)
         if f.flow is None:
             continue
-        t = flows.setdefault(f.flow, {"packets": 0, "ip_bytes": 0, "payload_bytes": 0, "retransmitted_bytes": 0,
-                                      "first_ns": f.ts_ns, "last_ns": f.ts_ns})
+        t = flows.setdefault(
+            f.flow,
+            {
+                "packets": 0,
+                "ip_bytes": 0,
+                "payload_bytes": 0,
+                "retransmitted_bytes": 0,
+                "first_ns": f.ts_ns,
+                "last_ns": f.ts_ns,
+            },
+        )
         t["packets"] += int(f.new_packet)
         t["ip_bytes"] += f.ip_bytes
         t["payload_bytes"] += f.payload_bytes
@@ -415,9 +510,14 @@ def truth(frames: Iterable[Frame]) -> dict:
         t["first_ns"] = min(t["first_ns"], f.ts_ns)
         t["last_ns"] = max(t["last_ns"], f.ts_ns)
     return {
-        "records": records, "first_ns": first, "last_ns": last, "frame_kinds": dict(sorted(kinds.items())),
-        "flows": [{"src": k.src, "dst": k.dst, "sport": k.sport, "dport": k.dport, "proto": k.proto, **v}
-                  for k, v in sorted(flows.items())],
+        "records": records,
+        "first_ns": first,
+        "last_ns": last,
+        "frame_kinds": dict(sorted(kinds.items())),
+        "flows": [
+            {"src": k.src, "dst": k.dst, "sport": k.sport, "dport": k.dport, "proto": k.proto, **v}
+            for k, v in sorted(flows.items())
+        ],
     }
 
 

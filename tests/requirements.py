@@ -1,4 +1,5 @@
 """Environment requirements for tests: skip on a laptop, fail loudly on CI (CI=true) where they must hold."""
+
 from __future__ import annotations
 
 import os

@@ -11,6 +11,7 @@ Segments are TSO-sized (45 * 1448-byte MSS, as tcpdump sees them on an offloadin
 headers-only (snaplen 96): MTU-sized segments would need ~35 MB of records for 10 iterations of 4 MB,
 and the example must stay small enough to commit.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,8 +59,17 @@ def simulate(spec: RingSpec) -> tuple[dict[str, list[Frame]], list[tuple[Frame, 
     conns = []
     for r, host in enumerate(spec.launch):
         pred = spec.launch[(r - 1) % n]
-        conns.append(TcpConn(ETHERNET, spec.address(host), spec.address(pred), 51000 + 7 * r, LISTEN_PORT,
-                             isn_c=(r + 1) * 987_654_321 % 2**32, isn_s=(r + 3) * 123_456_789 % 2**32))
+        conns.append(
+            TcpConn(
+                ETHERNET,
+                spec.address(host),
+                spec.address(pred),
+                51000 + 7 * r,
+                LISTEN_PORT,
+                isn_c=(r + 1) * 987_654_321 % 2**32,
+                isn_s=(r + 3) * 123_456_789 % 2**32,
+            )
+        )
 
     def deliver(frame: Frame, src: str, dst: str, t_send: int) -> int:
         t_recv = t_send + _serialize_ns(frame.wire_len, spec.link_bps) + spec.latency_ns
@@ -112,33 +122,72 @@ def example_files(spec: RingSpec = RingSpec()) -> dict[str, bytes]:
     last = max(f.ts_ns for fs in written.values() for f in fs)
     for rank, host in enumerate(spec.launch):
         meta = {
-            "schema": 1, "status": "complete", "host": host, "interface": "eth0",
-            "addresses": [spec.address(host)], "mtu": 1500, "link_speed_bps": spec.link_bps,
-            "link_speed_source": "tc", "snaplen": spec.snaplen, "filter": None,
-            "tcpdump_command": ["/usr/bin/tcpdump", "-i", "eth0", "-n", "-U", "--immediate-mode", "-s",
-                                str(spec.snaplen), "--time-stamp-precision=nano", "-w",
-                                f"/tmp/ringscope-example/{host}/eth0.pcap"],
-            "start_ns": first - 5_000_000, "end_ns": last + 5_000_000, "stop_reason": "stdin closed",
-            "counters": {"captured": len(written[host]), "received_by_filter": len(written[host]),
-                         "dropped_by_kernel": 0, "dropped_by_interface": 0},
-            "tcpdump_exit_code": 0, "files": ["eth0.pcap"],
+            "schema": 1,
+            "status": "complete",
+            "host": host,
+            "interface": "eth0",
+            "addresses": [spec.address(host)],
+            "mtu": 1500,
+            "link_speed_bps": spec.link_bps,
+            "link_speed_source": "tc",
+            "snaplen": spec.snaplen,
+            "filter": None,
+            "tcpdump_command": [
+                "/usr/bin/tcpdump",
+                "-i",
+                "eth0",
+                "-n",
+                "-U",
+                "--immediate-mode",
+                "-s",
+                str(spec.snaplen),
+                "--time-stamp-precision=nano",
+                "-w",
+                f"/tmp/ringscope-example/{host}/eth0.pcap",
+            ],
+            "start_ns": first - 5_000_000,
+            "end_ns": last + 5_000_000,
+            "stop_reason": "stdin closed",
+            "counters": {
+                "captured": len(written[host]),
+                "received_by_filter": len(written[host]),
+                "dropped_by_kernel": 0,
+                "dropped_by_interface": 0,
+            },
+            "tcpdump_exit_code": 0,
+            "files": ["eth0.pcap"],
         }
         files[f"{host}/meta.json"] = _json(meta)
         files[f"{host}/markers.jsonl"] = "".join(
             json.dumps({"rank": rank, "local_rank": 0, **m, "gradient_bytes": spec.gradient_bytes}) + "\n"
-            for m in markers).encode()
-    run = {"schema": 1, "run_id": "example", "status": "complete",
-           "command": ["torchrun", "--nnodes=4", "--nproc-per-node=1", "train.py", "--gradient-bytes",
-                       str(spec.gradient_bytes)],
-           "hosts": list(spec.launch), "start_ns": first - 10_000_000, "end_ns": last + 10_000_000, "exit_code": 0,
-           "generated_by": "fixtures/generate.py: a synthetic ring all-reduce with known traffic, not a real run"}
+            for m in markers
+        ).encode()
+    run = {
+        "schema": 1,
+        "run_id": "example",
+        "status": "complete",
+        "command": [
+            "torchrun",
+            "--nnodes=4",
+            "--nproc-per-node=1",
+            "train.py",
+            "--gradient-bytes",
+            str(spec.gradient_bytes),
+        ],
+        "hosts": list(spec.launch),
+        "start_ns": first - 10_000_000,
+        "end_ns": last + 10_000_000,
+        "exit_code": 0,
+        "generated_by": "fixtures/generate.py: a synthetic ring all-reduce with known traffic, not a real run",
+    }
     files["run.json"] = _json(run)
     files["expected.json"] = _json(expected(spec, sent, markers, written))
     return files
 
 
-def expected(spec: RingSpec, sent: list[tuple[Frame, str]], markers: list[dict],
-             written: dict[str, list[Frame]]) -> dict:
+def expected(
+    spec: RingSpec, sent: list[tuple[Frame, str]], markers: list[dict], written: dict[str, list[Frame]]
+) -> dict:
     """Ground truth from the simulation's own bookkeeping: ring, bytes per host, flows, iterations."""
     n = len(spec.launch)
     by_sender: dict[str, list[Frame]] = {h: [] for h in spec.launch}
@@ -152,7 +201,9 @@ def expected(spec: RingSpec, sent: list[tuple[Frame, str]], markers: list[dict],
         rx_frames = [f for f, h in sent if f.flow is not None and f.flow.dst == addr]
         rx = truth(rx_frames)
         hosts[host] = {
-            "rank": rank, "address": addr, "sends_to": spec.launch[(rank - 1) % n],
+            "rank": rank,
+            "address": addr,
+            "sends_to": spec.launch[(rank - 1) % n],
             "receives_from": spec.launch[(rank + 1) % n],
             "tx_payload_bytes": sum(f["payload_bytes"] for f in tx["flows"]),
             "rx_payload_bytes": sum(f["payload_bytes"] for f in rx["flows"]),
@@ -163,17 +214,25 @@ def expected(spec: RingSpec, sent: list[tuple[Frame, str]], markers: list[dict],
             "records": len(written[host]),
         }
     # a flow's timestamps as its sender's capture holds them (the view the analyzer reports)
-    flows = truth(f for host in spec.launch for f in written[host]
-                  if f.flow is not None and f.flow.src == spec.address(host))["flows"]
+    flows = truth(
+        f for host in spec.launch for f in written[host] if f.flow is not None and f.flow.src == spec.address(host)
+    )["flows"]
     return {
         "description": "Ground truth of the synthetic example run: ring all-reduce of S bytes on 4 hosts.",
         "launch_order": list(spec.launch),
         "ring_data_order": [spec.launch[(-k) % n] for k in range(n)],
         "ring_edges": [{"src": spec.launch[r], "dst": spec.launch[(r - 1) % n]} for r in range(n)],
-        "gradient_bytes": spec.gradient_bytes, "iterations": spec.iterations,
-        "tx_payload_bytes_per_iteration": per_iter, "link_speed_bps": spec.link_bps, "mtu": 1500,
-        "segment_payload_bytes": spec.segment_bytes, "compute_gap_ns": spec.compute_ns,
-        "send_rate_bps": spec.send_bps, "iteration_windows": markers, "hosts": hosts, "flows": flows,
+        "gradient_bytes": spec.gradient_bytes,
+        "iterations": spec.iterations,
+        "tx_payload_bytes_per_iteration": per_iter,
+        "link_speed_bps": spec.link_bps,
+        "mtu": 1500,
+        "segment_payload_bytes": spec.segment_bytes,
+        "compute_gap_ns": spec.compute_ns,
+        "send_rate_bps": spec.send_bps,
+        "iteration_windows": markers,
+        "hosts": hosts,
+        "flows": flows,
     }
 
 

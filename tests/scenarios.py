@@ -4,6 +4,7 @@ Each scenario returns the file's bytes and its ground truth (pcapgen.truth of th
 holds, plus what the file is). fixtures/generate.py writes them with a `<file>.truth.json` beside each;
 tests can rebuild any of them into a tmp dir and compare.
 """
+
 from __future__ import annotations
 
 import json
@@ -12,13 +13,35 @@ from pathlib import Path
 from typing import Callable
 
 from pcapgen import (
-    BASE_NS, ETHERNET, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW, Block, Flow, Frame,
-    Interface, Link, Section, TcpConn, arp_request, gzip_bytes, ip_packet, lldp, pcap_bytes, pcapng_bytes, truth,
+    BASE_NS,
+    ETHERNET,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_RAW,
+    Block,
+    Flow,
+    Frame,
+    Interface,
+    Link,
+    Section,
+    TcpConn,
+    arp_request,
+    gzip_bytes,
+    ip_packet,
+    lldp,
+    pcap_bytes,
+    pcapng_bytes,
+    truth,
     udp_fragments,
 )
 
-LINKTYPE_NAMES = {LINKTYPE_ETHERNET: "ethernet", LINKTYPE_RAW: "raw", LINKTYPE_LINUX_SLL: "linux_sll",
-                  LINKTYPE_LINUX_SLL2: "linux_sll2"}
+LINKTYPE_NAMES = {
+    LINKTYPE_ETHERNET: "ethernet",
+    LINKTYPE_RAW: "raw",
+    LINKTYPE_LINUX_SLL: "linux_sll",
+    LINKTYPE_LINUX_SLL2: "linux_sll2",
+}
 STEP_NS = 137_911  # not a whole number of µs, so µs files really round
 MSS = 1448
 TSO_PAYLOAD = 45 * MSS  # 65160: what tcpdump shows for a full TSO segment with timestamps
@@ -48,11 +71,22 @@ def mixed(link: Link, net: int, t0: int) -> list[Frame]:
     u4 = Flow(v4(net, 1), v4(net, 2), 50000 + net, 7000, "udp")
     u4r = Flow(v4(net, 2), v4(net, 1), 7000, 50000 + net, "udp")
     u6 = Flow(v6(net, 1), v6(net, 2), 51000 + net, 7001, "udp")
-    frames = [*c4.handshake(0), c4.data(0, MSS), c4.data(0, MSS), c4.ack(0), c4.data(0, 300),
-              ip_packet(link, 0, u4, 1000, ip_id=77), ip_packet(link, 0, u4, 200, ip_id=78),
-              ip_packet(rx, 0, u4r, 6, ip_id=5),  # 34 IP bytes in a 60-byte padded frame
-              *c6.handshake(0), c6.data(0, 1000), c6.data(0, 1428), c6.ack(0),
-              ip_packet(link, 0, u6, 512), c4.ack(0)]
+    frames = [
+        *c4.handshake(0),
+        c4.data(0, MSS),
+        c4.data(0, MSS),
+        c4.ack(0),
+        c4.data(0, 300),
+        ip_packet(link, 0, u4, 1000, ip_id=77),
+        ip_packet(link, 0, u4, 200, ip_id=78),
+        ip_packet(rx, 0, u4r, 6, ip_id=5),  # 34 IP bytes in a 60-byte padded frame
+        *c6.handshake(0),
+        c6.data(0, 1000),
+        c6.data(0, 1428),
+        c6.ack(0),
+        ip_packet(link, 0, u6, 512),
+        c4.ack(0),
+    ]
     if link.linktype != LINKTYPE_RAW:
         frames.insert(0, arp_request(link, 0, v4(net, 1), v4(net, 2)))
     if link.linktype == LINKTYPE_ETHERNET:
@@ -72,6 +106,7 @@ def _classic(nano: bool, big: bool) -> Callable[[], tuple[bytes, dict]]:
     def build() -> tuple[bytes, dict]:
         data, frames = _pcap(mixed(ETHERNET, 1, BASE_NS + 123_456_789), nano=nano, big_endian=big)
         return data, _truth(frames, f"pcap-{'ns' if nano else 'us'}-{'be' if big else 'le'}", [LINKTYPE_ETHERNET])
+
     return build
 
 
@@ -89,19 +124,35 @@ def multi_pcapng() -> tuple[list[Section], list[int]]:
     statistics between the packets. Section 2 (big-endian): Linux cooked v1 at µs, 802.1Q Ethernet at ns.
     """
     t = BASE_NS + 2_000_000_000
-    s1_ifaces = [Interface(LINKTYPE_ETHERNET, tsresol=9, name="eth0"),
-                 Interface(LINKTYPE_LINUX_SLL2, tsresol=0x94, tsoffset_s=1_700_000_000, name="any"),
-                 Interface(LINKTYPE_RAW, name="tun0")]
-    s1 = sorted([(0, f) for f in mixed(ETHERNET, 1, t)]
-                + [(1, f) for f in mixed(Link(LINKTYPE_LINUX_SLL2), 2, t + 40_001)]
-                + [(2, f) for f in mixed(Link(LINKTYPE_RAW), 3, t + 80_003)], key=lambda p: p[1].ts_ns)
-    items1: list = [_nrb(), Block(0x00000BAD, b"an unknown block type"), *s1[:10],
-                    Block(0x40000BAD, (32473).to_bytes(4, "little") + b"custom block, copyable"), *s1[10:],
-                    Block(5, (0).to_bytes(4, "little") + (0).to_bytes(8, "little"))]
+    s1_ifaces = [
+        Interface(LINKTYPE_ETHERNET, tsresol=9, name="eth0"),
+        Interface(LINKTYPE_LINUX_SLL2, tsresol=0x94, tsoffset_s=1_700_000_000, name="any"),
+        Interface(LINKTYPE_RAW, name="tun0"),
+    ]
+    s1 = sorted(
+        [(0, f) for f in mixed(ETHERNET, 1, t)]
+        + [(1, f) for f in mixed(Link(LINKTYPE_LINUX_SLL2), 2, t + 40_001)]
+        + [(2, f) for f in mixed(Link(LINKTYPE_RAW), 3, t + 80_003)],
+        key=lambda p: p[1].ts_ns,
+    )
+    items1: list = [
+        _nrb(),
+        Block(0x00000BAD, b"an unknown block type"),
+        *s1[:10],
+        Block(0x40000BAD, (32473).to_bytes(4, "little") + b"custom block, copyable"),
+        *s1[10:],
+        Block(5, (0).to_bytes(4, "little") + (0).to_bytes(8, "little")),
+    ]
     t2 = t + 50_000_000
-    s2_ifaces = [Interface(LINKTYPE_LINUX_SLL, tsresol=6, name="any"), Interface(LINKTYPE_ETHERNET, tsresol=9, name="vlan100")]
-    s2 = sorted([(0, f) for f in mixed(Link(LINKTYPE_LINUX_SLL), 4, t2)]
-                + [(1, f) for f in mixed(Link(tags=("dot1q",)), 5, t2 + 7_777)], key=lambda p: p[1].ts_ns)
+    s2_ifaces = [
+        Interface(LINKTYPE_LINUX_SLL, tsresol=6, name="any"),
+        Interface(LINKTYPE_ETHERNET, tsresol=9, name="vlan100"),
+    ]
+    s2 = sorted(
+        [(0, f) for f in mixed(Link(LINKTYPE_LINUX_SLL), 4, t2)]
+        + [(1, f) for f in mixed(Link(tags=("dot1q",)), 5, t2 + 7_777)],
+        key=lambda p: p[1].ts_ns,
+    )
     items2: list = [*s2[:7], Block(0x40000BAD, (32473).to_bytes(4, "big") + b"big-endian custom block"), *s2[7:]]
     sections = [Section(s1_ifaces, items1), Section(s2_ifaces, items2, big_endian=True)]
     linktypes = [i.linktype for s in sections for i in s.interfaces]
@@ -118,6 +169,7 @@ def _gz(build: Callable[[], tuple[bytes, dict]]) -> Callable[[], tuple[bytes, di
     def gz() -> tuple[bytes, dict]:
         data, t = build()
         return gzip_bytes(data), {**t, "format": t["format"] + "+gzip"}
+
     return gz
 
 
@@ -125,6 +177,7 @@ def _link(link: Link, nano: bool = False) -> Callable[[], tuple[bytes, dict]]:
     def build() -> tuple[bytes, dict]:
         data, frames = _pcap(mixed(link, 7, BASE_NS + 5_000_000_000), link.linktype, nano=nano)
         return data, _truth(frames, f"pcap-{'ns' if nano else 'us'}-le", [link.linktype])
+
     return build
 
 
@@ -133,9 +186,14 @@ def _fragments() -> tuple[bytes, dict]:
     f4 = Flow(v4(8, 1), v4(8, 2), 50008, 7000, "udp")
     g4 = Flow(v4(8, 1), v4(8, 2), 50009, 7000, "udp")
     f6 = Flow(v6(8, 1), v6(8, 2), 51008, 7001, "udp")
-    frames = [ip_packet(ETHERNET, 0, f4, 100, ip_id=1), *udp_fragments(ETHERNET, 0, f4, 3200, ip_id=0x1001),
-              ip_packet(ETHERNET, 0, g4, 700, ip_id=2), *udp_fragments(ETHERNET, 0, g4, 2500, ip_id=0x1002),
-              *udp_fragments(ETHERNET, 0, f6, 3000, ip_id=0xABCDEF), ip_packet(ETHERNET, 0, f6, 64)]
+    frames = [
+        ip_packet(ETHERNET, 0, f4, 100, ip_id=1),
+        *udp_fragments(ETHERNET, 0, f4, 3200, ip_id=0x1001),
+        ip_packet(ETHERNET, 0, g4, 700, ip_id=2),
+        *udp_fragments(ETHERNET, 0, g4, 2500, ip_id=0x1002),
+        *udp_fragments(ETHERNET, 0, f6, 3000, ip_id=0xABCDEF),
+        ip_packet(ETHERNET, 0, f6, 64),
+    ]
     data, frames = _pcap(_timed(frames, BASE_NS + 6_000_000_000, 10_000))
     return data, _truth(frames, "pcap-us-le", [LINKTYPE_ETHERNET])
 
@@ -144,9 +202,19 @@ def _tso() -> tuple[bytes, dict]:
     """Headers-only (snaplen 96) capture of TSO segments: the IP header says ~65 KB, 96 bytes were kept."""
     c4 = TcpConn(ETHERNET, v4(9, 1), v4(9, 2), 40009, 29500, isn_c=123)
     c6 = TcpConn(ETHERNET, v6(9, 1), v6(9, 2), 41009, 29501, isn_c=456)
-    frames = [*c4.handshake(0), c4.data(0, TSO_PAYLOAD, keep=64), c4.data(0, TSO_PAYLOAD, keep=64), c4.ack(0),
-              c4.data(0, 20 * MSS, keep=64), c4.data(0, MSS), c4.ack(0),
-              *c6.handshake(0), c6.data(0, 45 * 1428, keep=64), c6.data(0, 1428), c6.ack(0)]
+    frames = [
+        *c4.handshake(0),
+        c4.data(0, TSO_PAYLOAD, keep=64),
+        c4.data(0, TSO_PAYLOAD, keep=64),
+        c4.ack(0),
+        c4.data(0, 20 * MSS, keep=64),
+        c4.data(0, MSS),
+        c4.ack(0),
+        *c6.handshake(0),
+        c6.data(0, 45 * 1428, keep=64),
+        c6.data(0, 1428),
+        c6.ack(0),
+    ]
     data, frames = _pcap(_timed(frames, BASE_NS + 7_000_000_000, 530_000), nano=True, snaplen=96)
     return data, _truth(frames, "pcap-ns-le", [LINKTYPE_ETHERNET], snaplen=96)
 
@@ -155,9 +223,15 @@ def _iplen0() -> tuple[bytes, dict]:
     """BIG TCP sends: IPv4 total length 0 and IPv6 payload length 0; only the frame length tells the size."""
     c4 = TcpConn(ETHERNET, v4(10, 1), v4(10, 2), 40010, 29500, isn_c=5)
     c6 = TcpConn(Link(LINKTYPE_ETHERNET, tags=("dot1q",)), v6(10, 1), v6(10, 2), 41010, 29501, isn_c=6)
-    frames = [c4.data(0, 150_000, keep=64, ip_len_field=0), c4.data(0, TSO_PAYLOAD, keep=64), c4.ack(0),
-              c4.data(0, 100 * MSS, keep=64, ip_len_field=0),
-              c6.data(0, 120_000, keep=64, ip_len_field=0), c6.data(0, 1000), c6.ack(0)]
+    frames = [
+        c4.data(0, 150_000, keep=64, ip_len_field=0),
+        c4.data(0, TSO_PAYLOAD, keep=64),
+        c4.ack(0),
+        c4.data(0, 100 * MSS, keep=64, ip_len_field=0),
+        c6.data(0, 120_000, keep=64, ip_len_field=0),
+        c6.data(0, 1000),
+        c6.ack(0),
+    ]
     data, frames = _pcap(_timed(frames, BASE_NS + 8_000_000_000, 1_300_000), nano=True, snaplen=128)
     return data, _truth(frames, "pcap-ns-le", [LINKTYPE_ETHERNET], snaplen=128)
 
@@ -165,14 +239,20 @@ def _iplen0() -> tuple[bytes, dict]:
 def _retrans() -> tuple[bytes, dict]:
     """Retransmissions with known bytes: whole segments, a partial overlap, and across the 2^32 wrap."""
     c = TcpConn(ETHERNET, v4(11, 1), v4(11, 2), 40011, 29500, isn_c=2**32 - 4 * MSS)
-    frames = [*c.handshake(0)] + [c.data(0, MSS) for _ in range(5)] + [
-        c.ack(0),
-        c.resend(0, MSS, MSS),  # segment 2 again: 1448 retransmitted
-        c.resend(0, 5 * MSS - 500, MSS),  # 500 old bytes + 948 new
-        c.data(0, MSS), c.data(0, MSS),  # new data, past the sequence wrap
-        c.resend(0, 6 * MSS + 448, 2 * MSS),  # after the wrap: 1948 old bytes, 948 new
-        c.ack(0), c.ack(0),  # a duplicate ACK carries no payload: nothing retransmitted
-    ]
+    frames = (
+        [*c.handshake(0)]
+        + [c.data(0, MSS) for _ in range(5)]
+        + [
+            c.ack(0),
+            c.resend(0, MSS, MSS),  # segment 2 again: 1448 retransmitted
+            c.resend(0, 5 * MSS - 500, MSS),  # 500 old bytes + 948 new
+            c.data(0, MSS),
+            c.data(0, MSS),  # new data, past the sequence wrap
+            c.resend(0, 6 * MSS + 448, 2 * MSS),  # after the wrap: 1948 old bytes, 948 new
+            c.ack(0),
+            c.ack(0),  # a duplicate ACK carries no payload: nothing retransmitted
+        ]
+    )
     data, frames = _pcap(_timed(frames, BASE_NS + 9_000_000_000, 25_000))
     return data, _truth(frames, "pcap-us-le", [LINKTYPE_ETHERNET])
 
@@ -189,8 +269,29 @@ def _reordered() -> tuple[bytes, dict]:
     c.data(0, MSS)  # lost before the tap: never captured
     after = c.data(0, MSS)
     two_holes = [s[12], s[14], s[16], s[13], s[15], s[17]]  # two holes open at once, both filled
-    frames = _timed([*c.handshake(0), s[0], s[2], s[1], s[3], again, s[5], s[6], s[4], s[7], s[8], s[11], s[10],
-                     s[9], *two_holes, c.ack(0), after], BASE_NS + 9_500_000_000, 25_000)
+    frames = _timed(
+        [
+            *c.handshake(0),
+            s[0],
+            s[2],
+            s[1],
+            s[3],
+            again,
+            s[5],
+            s[6],
+            s[4],
+            s[7],
+            s[8],
+            s[11],
+            s[10],
+            s[9],
+            *two_holes,
+            c.ack(0),
+            after,
+        ],
+        BASE_NS + 9_500_000_000,
+        25_000,
+    )
     late = replace(c.resend(0, lost_at, MSS), ts_ns=frames[-1].ts_ns + 5_000_000)
     data, frames = _pcap([*frames, late, replace(c.ack(0), ts_ns=late.ts_ns + 25_000)])
     return data, _truth(frames, "pcap-us-le", [LINKTYPE_ETHERNET])
@@ -201,8 +302,13 @@ def truncated() -> tuple[bytes, dict]:
     data, frames = _pcap(mixed(ETHERNET, 12, BASE_NS + 10_000_000_000))
     last = 16 + len(frames[-1].data)
     cut = len(data) - last // 2
-    return data[:cut], _truth(frames[:-1], "pcap-us-le", [LINKTYPE_ETHERNET], truncated_at=len(data) - last,
-                              ignored_bytes=cut - (len(data) - last))
+    return data[:cut], _truth(
+        frames[:-1],
+        "pcap-us-le",
+        [LINKTYPE_ETHERNET],
+        truncated_at=len(data) - last,
+        ignored_bytes=cut - (len(data) - last),
+    )
 
 
 def corrupt() -> tuple[bytes, dict]:

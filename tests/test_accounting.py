@@ -1,5 +1,6 @@
 """Byte accounting: from the IP header, never the captured length; fragments once; retransmissions;
 --bytes ip|wire|payload; one flow seen by two hosts reported once, each host's link still counted."""
+
 from __future__ import annotations
 
 import json

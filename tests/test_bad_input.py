@@ -2,6 +2,7 @@
 
 Never a traceback, never a hang (every run has a timeout).
 """
+
 from __future__ import annotations
 
 import gzip
@@ -28,8 +29,10 @@ def test_truncated_last_record_warns_and_keeps_the_rest() -> None:
     result = run([path])
     assert flow_mismatches(result, t["flows"]) == []
     assert result.captures[0].packets == t["records"]
-    assert result.warnings == [f"{path}: offset {t['truncated_at']}: last record truncated "
-                               f"({t['ignored_bytes']} bytes ignored; capture was cut short)"]
+    assert result.warnings == [
+        f"{path}: offset {t['truncated_at']}: last record truncated "
+        f"({t['ignored_bytes']} bytes ignored; capture was cut short)"
+    ]
     proc = ringscope("analyze", path)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
     assert f"warning: {path}: offset {t['truncated_at']}" in proc.stdout
@@ -53,12 +56,20 @@ def _unreadable(tmp_path: Path) -> tuple[Path, str]:
 CASES = {
     "empty": (lambda d: write(d / "empty.pcap", b""), "offset 0: empty file"),
     "not a capture": (lambda d: write(d / "notes.pcap", b"hello, I am text\n" * 4), "offset 0: not a pcap"),
-    "header cut short": (lambda d: write(d / "short.pcap", b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00"),
-                         "offset 8: pcap file header cut short"),
-    "gzip of garbage": (lambda d: write(d / "x.pcap.gz", b"\x1f\x8b" + os.urandom(64)), "offset 0: not a readable gzip"),
+    "header cut short": (
+        lambda d: write(d / "short.pcap", b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00"),
+        "offset 8: pcap file header cut short",
+    ),
+    "gzip of garbage": (
+        lambda d: write(d / "x.pcap.gz", b"\x1f\x8b" + os.urandom(64)),
+        "offset 0: not a readable gzip",
+    ),
     "gzip of text": (lambda d: write(d / "log.gz", gzip_bytes(b"INFO all good\n" * 10)), "offset 0: not a pcap"),
     "missing": (lambda d: d / "nowhere.pcap", "offset 0: no such file or directory"),
-    "folder without captures": (lambda d: write(d / "empty" / "README.txt", b"x").parent, "no pcap, pcapng or gzip capture found"),
+    "folder without captures": (
+        lambda d: write(d / "empty" / "README.txt", b"x").parent,
+        "no pcap, pcapng or gzip capture found",
+    ),
     "unreadable": (None, None),
 }
 
@@ -95,8 +106,14 @@ def test_gzip_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> Non
     prefix = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
     oracle = dpkt_flows(write(tmp_path / "prefix" / "eth0.pcap", prefix))
     result = run([cut])
-    got = {(f.src, f.dst, f.sport, f.dport, f.proto): {"packets": f.packets, "ip_bytes": f.bytes,
-                                                       "payload_bytes": f.payload_bytes} for f in result.flows}
+    got = {
+        (f.src, f.dst, f.sport, f.dport, f.proto): {
+            "packets": f.packets,
+            "ip_bytes": f.bytes,
+            "payload_bytes": f.payload_bytes,
+        }
+        for f in result.flows
+    }
     assert got == dict(oracle) and sum(v["packets"] for v in got.values()) > 1000
     assert any("gzip stream ends early" in w for w in result.warnings)
     assert all(str(cut) in w for w in result.warnings)
@@ -119,11 +136,13 @@ def test_corrupt_record_header_skips_only_that_record(tmp_path: Path) -> None:
     data, written, offset = _corrupt_caplen(mixed(ETHERNET, 30, BASE_NS), k)
     path = write(tmp_path / "bad.pcap", data)
     result = run([path])
-    assert flow_mismatches(result, truth(written[:k] + written[k + 1:])["flows"]) == []
+    assert flow_mismatches(result, truth(written[:k] + written[k + 1 :])["flows"]) == []
     assert result.captures[0].packets == len(written) - 1
     skipped = 16 + len(written[k].data)
-    assert result.warnings == [f"{path}: offset {offset}: corrupt record header; skipped {skipped} bytes "
-                               f"to the next valid record at offset {offset + skipped}"]
+    assert result.warnings == [
+        f"{path}: offset {offset}: corrupt record header; skipped {skipped} bytes "
+        f"to the next valid record at offset {offset + skipped}"
+    ]
 
 
 def test_corrupt_last_record_header_skips_the_rest(tmp_path: Path) -> None:
@@ -133,8 +152,9 @@ def test_corrupt_last_record_header_skips_the_rest(tmp_path: Path) -> None:
     path = write(tmp_path / "bad.pcap", data)
     result = run([path])
     assert flow_mismatches(result, truth(written[:-1])["flows"]) == []
-    assert result.warnings == [f"{path}: offset {offset}: corrupt record header; the remaining "
-                               f"{len(data) - offset} bytes were skipped"]
+    assert result.warnings == [
+        f"{path}: offset {offset}: corrupt record header; the remaining {len(data) - offset} bytes were skipped"
+    ]
 
 
 def test_garbage_between_two_records_is_skipped(tmp_path: Path) -> None:
@@ -147,8 +167,9 @@ def test_garbage_between_two_records_is_skipped(tmp_path: Path) -> None:
     result = run([path])
     assert flow_mismatches(result, truth(written)["flows"]) == []
     assert result.captures[0].packets == len(written)
-    assert result.warnings == [f"{path}: offset {at}: corrupt record header; skipped 1000 bytes "
-                               f"to the next valid record at offset {at + 1000}"]
+    assert result.warnings == [
+        f"{path}: offset {at}: corrupt record header; skipped 1000 bytes to the next valid record at offset {at + 1000}"
+    ]
 
 
 def test_pcapng_corrupt_block_length_skips_only_that_block(tmp_path: Path) -> None:
@@ -159,15 +180,17 @@ def test_pcapng_corrupt_block_length_skips_only_that_block(tmp_path: Path) -> No
     first = sections[0]
     j = [n for n, it in enumerate(first.items) if isinstance(it, tuple)][15]  # the 16th packet of section 1
     epb = len(pcapng_bytes([Section(first.interfaces, first.items[:j])])[0])
-    blen = len(pcapng_bytes([Section(first.interfaces, first.items[:j + 1])])[0]) - epb
+    blen = len(pcapng_bytes([Section(first.interfaces, first.items[: j + 1])])[0]) - epb
     body = bytearray(data)
     struct.pack_into("<I", body, epb + 4, 0x7FFFFFF3)
     path = write(tmp_path / "blen.pcapng", bytes(body))
     result = run([path])
     assert flow_mismatches(result, truth(written[:15] + written[16:])["flows"]) == []
     assert result.captures[0].packets == len(written) - 1
-    assert result.warnings == [f"{path}: offset {epb}: corrupt record header; skipped {blen} bytes "
-                               f"to the next valid record at offset {epb + blen}"]
+    assert result.warnings == [
+        f"{path}: offset {epb}: corrupt record header; skipped {blen} bytes "
+        f"to the next valid record at offset {epb + blen}"
+    ]
 
 
 def test_pcapng_packet_on_an_undeclared_interface(tmp_path: Path) -> None:
@@ -182,8 +205,9 @@ def test_pcapng_packet_on_an_undeclared_interface(tmp_path: Path) -> None:
     path = write(tmp_path / "iface.pcapng", bytes(body))
     result = run([path])
     assert flow_mismatches(result, truth(written[:-1])["flows"]) == []
-    assert result.warnings == [f"{path}: offset {epb}: corrupt record header; the remaining "
-                               f"{len(data) - epb} bytes were skipped"]
+    assert result.warnings == [
+        f"{path}: offset {epb}: corrupt record header; the remaining {len(data) - epb} bytes were skipped"
+    ]
 
 
 def test_pcapng_simple_packet_block_too_short_for_its_length_field(tmp_path: Path) -> None:
@@ -198,8 +222,9 @@ def test_pcapng_simple_packet_block_too_short_for_its_length_field(tmp_path: Pat
     result = run([path])
     assert flow_mismatches(result, truth(written)["flows"]) == []
     assert result.captures[0].packets == len(written) == 6
-    assert result.warnings == [f"{path}: offset {spb}: corrupt record header; skipped 12 bytes "
-                               f"to the next valid record at offset {spb + 12}"]
+    assert result.warnings == [
+        f"{path}: offset {spb}: corrupt record header; skipped 12 bytes to the next valid record at offset {spb + 12}"
+    ]
 
 
 def test_pcapng_cut_mid_block(tmp_path: Path) -> None:

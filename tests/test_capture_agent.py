@@ -1,4 +1,5 @@
 """The capture agent on loopback: known bytes in, the same bytes in the pcap, clean stops, no orphans."""
+
 from __future__ import annotations
 
 import json
@@ -26,20 +27,28 @@ AGENT = [sys.executable, "-m", "capture", "agent"]
 
 # ---- pure parts ---------------------------------------------------------------------------------
 
+
 def test_parse_counters_reads_tcpdump_exit_report():
-    text = ("tcpdump: listening on eth0, link-type EN10MB (Ethernet), snapshot length 128 bytes\n"
-            "1234 packets captured\n1300 packets received by filter\n7 packets dropped by kernel\n"
-            "1 packet dropped by interface\n")
-    assert tcpdump.parse_counters(text) == {"captured": 1234, "received_by_filter": 1300,
-                                            "dropped_by_kernel": 7, "dropped_by_interface": 1}
+    text = (
+        "tcpdump: listening on eth0, link-type EN10MB (Ethernet), snapshot length 128 bytes\n"
+        "1234 packets captured\n1300 packets received by filter\n7 packets dropped by kernel\n"
+        "1 packet dropped by interface\n"
+    )
+    assert tcpdump.parse_counters(text) == {
+        "captured": 1234,
+        "received_by_filter": 1300,
+        "dropped_by_kernel": 7,
+        "dropped_by_interface": 1,
+    }
     without_interface_line = text.rsplit("1 packet", 1)[0]
     assert tcpdump.parse_counters(without_interface_line)["dropped_by_interface"] == 0
     assert tcpdump.parse_counters("tcpdump: listening on eth0\n") is None
 
 
 def test_command_is_headers_only_nanosecond_and_packet_buffered(tmp_path):
-    argv = tcpdump.command("/usr/bin/tcpdump", "eth0", tmp_path, 128, "tcp", rotate_bytes=int(parse_size("1.5G")),
-                           keep=4)
+    argv = tcpdump.command(
+        "/usr/bin/tcpdump", "eth0", tmp_path, 128, "tcp", rotate_bytes=int(parse_size("1.5G")), keep=4
+    )
     assert argv[:3] == ["/usr/bin/tcpdump", "-i", "eth0"]
     for flag in ("-n", "-U", "--time-stamp-precision=nano"):
         assert flag in argv
@@ -61,28 +70,43 @@ def test_units():
 
 def test_missing_tcpdump_is_one_clear_line(tmp_path):
     env = dict(os.environ, PATH=str(tmp_path), PYTHONPATH=str(ROOT))
-    done = subprocess.run([*AGENT, "--out", str(tmp_path / "cap"), "--iface", "lo"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [*AGENT, "--out", str(tmp_path / "cap"), "--iface", "lo"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "tcpdump is not installed" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_option_conflicts_are_one_clear_line(tmp_path):
-    done = subprocess.run([*AGENT, "--out", str(tmp_path), "--keep", "3"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=30)
-    assert done.returncode == 2 and done.stderr.startswith("ringscope: error: --keep") and "Traceback" not in done.stderr
+    done = subprocess.run(
+        [*AGENT, "--out", str(tmp_path), "--keep", "3"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert (
+        done.returncode == 2 and done.stderr.startswith("ringscope: error: --keep") and "Traceback" not in done.stderr
+    )
 
 
 # ---- real captures ------------------------------------------------------------------------------
+
 
 class Agent:
     """An agent subprocess on loopback; knows tcpdump's pid from the ready line."""
 
     def __init__(self, out: Path, *args: str) -> None:
         self.out = out
-        self.proc = subprocess.Popen([*AGENT, "--out", str(out), "--iface", "lo", *args], cwd=ROOT,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [*AGENT, "--out", str(out), "--iface", "lo", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.ready_line = self.proc.stdout.readline()
         assert self.ready_line.startswith("ringscope-agent: ready"), self.proc.stderr.read()
         self.tcpdump_pid = int(self.ready_line.split("tcpdump_pid=")[1].split()[0])
@@ -201,17 +225,34 @@ def test_no_permission_is_one_clear_line_naming_the_fix():
         base.chmod(0o777)
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all"]
-        usable = subprocess.run([*as_nobody, sys.executable, "-c", "import capture.agent"], cwd=ROOT, env=env,
-                                capture_output=True, timeout=30)
+        usable = subprocess.run(
+            [*as_nobody, sys.executable, "-c", "import capture.agent"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            timeout=30,
+        )
         require(usable.returncode == 0, "user nobody cannot run this Python checkout")
-        done = subprocess.run([*as_nobody, *AGENT, "--out", str(base / "cap"), "--iface", "lo"], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [*as_nobody, *AGENT, "--out", str(base / "cap"), "--iface", "lo"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
         assert "permission" in done.stderr.lower() and "setcap cap_net_raw" in done.stderr
         # an --out it may not create is one clear line too
-        done = subprocess.run([*as_nobody, *AGENT, "--out", "/root/ringscope-cap", "--iface", "lo"], cwd=ROOT,
-                              env=env, capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            [*as_nobody, *AGENT, "--out", "/root/ringscope-cap", "--iface", "lo"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         assert done.returncode == 2 and "cannot create the capture folder" in done.stderr, done.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -1,5 +1,6 @@
 """`capture run` end to end: agents on every host (local, network namespaces, real sshd), training in
 between, a complete capture directory after. Ground truth comes from the workloads, not from the code."""
+
 from __future__ import annotations
 
 import json
@@ -29,11 +30,17 @@ DDP = ["env", f"PYTHONPATH={ROOT}", PY, "-m", "capture.workloads.ddp_train"]
 
 
 def capture_run(out: Path, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, str(ROOT / "cli.py"), "capture", "run", "--out", str(out), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout_s)
+    return subprocess.run(
+        [PY, str(ROOT / "cli.py"), "capture", "run", "--out", str(out), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 # ---- hosts and remote shells --------------------------------------------------------------------
+
 
 def test_hosts_come_from_the_launcher(tmp_path):
     hostfile = tmp_path / "hosts"
@@ -69,6 +76,7 @@ def test_no_hosts_is_one_clear_line(tmp_path):
 
 # ---- real runs ------------------------------------------------------------------------------------
 
+
 def ring_markers(run: Path, host_of_rank: list[str]) -> dict:
     """{rank: sorted iterations} from every host's markers.jsonl, checking each rank wrote on its host."""
     found = {}
@@ -88,8 +96,9 @@ def check_host_folder(folder: Path) -> dict:
     assert meta["counters"]["dropped_by_kernel"] == 0 and meta["counters"]["dropped_by_interface"] == 0
     assert meta["files"]
     for name in meta["files"]:
-        done = subprocess.run(["tcpdump", "-r", str(folder / name), "-n", "-q", "-c", "5"], capture_output=True,
-                              timeout=30)
+        done = subprocess.run(
+            ["tcpdump", "-r", str(folder / name), "-n", "-q", "-c", "5"], capture_output=True, timeout=30
+        )
         assert done.returncode == 0, done.stderr
     return meta
 
@@ -98,8 +107,21 @@ def test_local_run_socket_ring_exact_bytes(tmp_path):
     require_capture()
     run = tmp_path / "run"
     nbytes, steps, iters, port = 1_500_000, 2, 3, 29650
-    ring = [*RING, "--hosts", "localhost,localhost,localhost", "--port", str(port), "--bytes", str(nbytes),
-            "--steps", str(steps), "--iters", str(iters), "--gap-ms", "20"]
+    ring = [
+        *RING,
+        "--hosts",
+        "localhost,localhost,localhost",
+        "--port",
+        str(port),
+        "--bytes",
+        str(nbytes),
+        "--steps",
+        str(steps),
+        "--iters",
+        str(iters),
+        "--gap-ms",
+        "20",
+    ]
     script = " & ".join(f"RANK={r} {' '.join(ring)}" for r in range(3)) + " & wait"
     done = capture_run(run, "--hosts", "localhost", "--iface", "lo", "--filter", "tcp", "--", "sh", "-c", script)
     assert done.returncode == 0, done.stderr
@@ -139,16 +161,39 @@ def launch_order(cluster) -> list[str]:
     return [names[2], names[0], names[3], names[1]]
 
 
-def test_netns_socket_ring_four_hosts(tmp_path, netns_cluster):
+def test_netns_socket_ring_four_hosts(tmp_path, netns_cluster):  # noqa: F811
     cluster = netns_cluster(4, rate="1gbit")
     hosts = launch_order(cluster)
     address = {h.name: h.address for h in cluster.hosts}
     run = tmp_path / "run"
     nbytes, steps, iters, port = 2_000_000, 3, 4, 29600
-    done = capture_run(run, "--hosts", ",".join(hosts), "--remote-shell", "ip netns exec {host}", "--",
-                       PY, NETNS, "launch", "--hosts", ",".join(hosts), "--",
-                       *RING, "--hosts", ",".join(hosts), "--port", str(port), "--bytes", str(nbytes),
-                       "--steps", str(steps), "--iters", str(iters), "--gap-ms", "50")
+    done = capture_run(
+        run,
+        "--hosts",
+        ",".join(hosts),
+        "--remote-shell",
+        "ip netns exec {host}",
+        "--",
+        PY,
+        NETNS,
+        "launch",
+        "--hosts",
+        ",".join(hosts),
+        "--",
+        *RING,
+        "--hosts",
+        ",".join(hosts),
+        "--port",
+        str(port),
+        "--bytes",
+        str(nbytes),
+        "--steps",
+        str(steps),
+        "--iters",
+        str(iters),
+        "--gap-ms",
+        "50",
+    )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["hosts"] == hosts and manifest["remote_shell"] == "ip netns exec {host}"
@@ -165,7 +210,7 @@ def test_netns_socket_ring_four_hosts(tmp_path, netns_cluster):
     assert ring_markers(run, hosts) == {r: list(range(iters)) for r in range(4)}
 
 
-def test_netns_torch_ddp_gloo_three_hosts(tmp_path, netns_cluster):
+def test_netns_torch_ddp_gloo_three_hosts(tmp_path, netns_cluster):  # noqa: F811
     pytest.importorskip("torch")
     cluster = netns_cluster(3, rate="1gbit")
     names = cluster.names
@@ -173,9 +218,28 @@ def test_netns_torch_ddp_gloo_three_hosts(tmp_path, netns_cluster):
     address = {h.name: h.address for h in cluster.hosts}
     run = tmp_path / "run"
     iters = 4
-    done = capture_run(run, "--hosts", ",".join(hosts), "--remote-shell", "ip netns exec {host}", "--",
-                       PY, NETNS, "launch", "--hosts", ",".join(hosts), "--",
-                       *DDP, "--params", "500000", "--batch-size", "8", "--iters", str(iters), timeout_s=100)
+    done = capture_run(
+        run,
+        "--hosts",
+        ",".join(hosts),
+        "--remote-shell",
+        "ip netns exec {host}",
+        "--",
+        PY,
+        NETNS,
+        "launch",
+        "--hosts",
+        ",".join(hosts),
+        "--",
+        *DDP,
+        "--params",
+        "500000",
+        "--batch-size",
+        "8",
+        "--iters",
+        str(iters),
+        timeout_s=100,
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(next(line for line in done.stdout.splitlines() if '"ddp_train"' in line))
     assert summary["world_size"] == 3 and summary["backend"] == "gloo"
@@ -201,8 +265,10 @@ SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 def sshd():
     """sshd on 127.0.0.1 with a throwaway host key and client key; yields the remote-shell template."""
     require_capture()
-    require(os.access(SSHD, os.X_OK) and shutil.which("ssh") and shutil.which("ssh-keygen"),
-            "needs openssh-server and openssh-client")
+    require(
+        os.access(SSHD, os.X_OK) and shutil.which("ssh") and shutil.which("ssh-keygen"),
+        "needs openssh-server and openssh-client",
+    )
     home = Path(tempfile.mkdtemp(prefix="ringscope-sshd-"))
     for key in ("host_key", "client_key"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(home / key)], check=True, timeout=30)
@@ -210,17 +276,36 @@ def sshd():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    (home / "sshd_config").write_text("\n".join([
-        f"Port {port}", "ListenAddress 127.0.0.1", f"HostKey {home / 'host_key'}", f"PidFile {home / 'sshd.pid'}",
-        f"AuthorizedKeysFile {home / 'authorized_keys'}", "PermitRootLogin prohibit-password",
-        "PasswordAuthentication no", "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no", ""]))
+    (home / "sshd_config").write_text(
+        "\n".join(
+            [
+                f"Port {port}",
+                "ListenAddress 127.0.0.1",
+                f"HostKey {home / 'host_key'}",
+                f"PidFile {home / 'sshd.pid'}",
+                f"AuthorizedKeysFile {home / 'authorized_keys'}",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "",
+            ]
+        )
+    )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
     daemon = subprocess.Popen([SSHD, "-D", "-e", "-f", str(home / "sshd_config")], stderr=subprocess.PIPE)
-    template = (f"ssh -p {port} -i {home / 'client_key'} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-                "-o BatchMode=yes -o LogLevel=ERROR {host}")
+    template = (
+        f"ssh -p {port} -i {home / 'client_key'} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+        "-o BatchMode=yes -o LogLevel=ERROR {host}"
+    )
     deadline = time.monotonic() + 15
-    while subprocess.run([*template.replace("{host}", "127.0.0.1").split(), "true"], capture_output=True,
-                         timeout=15).returncode != 0:
+    while (
+        subprocess.run(
+            [*template.replace("{host}", "127.0.0.1").split(), "true"], capture_output=True, timeout=15
+        ).returncode
+        != 0
+    ):
         assert daemon.poll() is None and time.monotonic() < deadline, daemon.stderr.read1().decode()
         time.sleep(0.2)
     yield template
@@ -232,11 +317,35 @@ def sshd():
 def test_run_through_real_sshd(tmp_path, sshd):
     run = tmp_path / "run"
     nbytes, iters, port = 1_000_000, 2, 29700
-    ring = [*RING, "--hosts", "127.0.0.1,127.0.0.1", "--port", str(port), "--bytes", str(nbytes),
-            "--iters", str(iters), "--gap-ms", "20"]
+    ring = [
+        *RING,
+        "--hosts",
+        "127.0.0.1,127.0.0.1",
+        "--port",
+        str(port),
+        "--bytes",
+        str(nbytes),
+        "--iters",
+        str(iters),
+        "--gap-ms",
+        "20",
+    ]
     script = " & ".join(f"RANK={r} {' '.join(ring)}" for r in range(2)) + " & wait"
-    done = capture_run(run, "--hosts", "127.0.0.1", "--remote-shell", sshd, "--iface", "lo", "--filter", "tcp",
-                       "--", "sh", "-c", script)
+    done = capture_run(
+        run,
+        "--hosts",
+        "127.0.0.1",
+        "--remote-shell",
+        sshd,
+        "--iface",
+        "lo",
+        "--filter",
+        "tcp",
+        "--",
+        "sh",
+        "-c",
+        script,
+    )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["remote_shell"] == sshd and manifest["agents"]["127.0.0.1"]["status"] == "complete"

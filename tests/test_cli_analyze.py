@@ -1,8 +1,10 @@
 """`ringscope analyze` through typer's runner and as the installed console script: outputs, options, errors."""
+
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
@@ -54,7 +56,9 @@ def test_json_file_validates_and_the_summary_goes_to_stdout(tmp_path: Path) -> N
     doc = json.loads(out.read_text())
     VALIDATOR.validate(doc)
     assert doc["schema"] == 1 and doc["byte_mode"] == "ip"
-    assert {h["name"]: h["tx_bytes"] for h in doc["hosts"]} == {h: v["tx_ip_bytes"] for h, v in EXPECTED["hosts"].items()}
+    assert {h["name"]: h["tx_bytes"] for h in doc["hosts"]} == {
+        h: v["tx_ip_bytes"] for h, v in EXPECTED["hosts"].items()
+    }
     assert "top flows" in res.stdout and all(h in res.stdout for h in EXPECTED["launch_order"])
 
 
@@ -93,8 +97,10 @@ def test_bytes_option_gives_the_documented_numbers(tmp_path: Path, mode: str) ->
         path, want = _wire_capture(tmp_path)
     else:
         path = FIXTURES / "accounting/tso-headers-only.pcap"
-        want = {(t["src"], t["dst"], t["sport"], t["dport"], t["proto"]): t[f"{mode}_bytes"]
-                for t in load_truth(path)["flows"]}
+        want = {
+            (t["src"], t["dst"], t["sport"], t["dport"], t["proto"]): t[f"{mode}_bytes"]
+            for t in load_truth(path)["flows"]
+        }
     res = invoke(path, "--bytes", mode, "--json", "-")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
@@ -108,8 +114,9 @@ def test_one_millisecond_bins_on_a_long_capture(tmp_path: Path) -> None:
     seconds = 1200
     frames = [ip_packet(ETHERNET, BASE_NS + s * 1_000_000_000 + 123_456, flow, 1000) for s in range(seconds)]
     path = write(tmp_path / "long.pcap", pcap_bytes(frames, linktype=1, nano=True)[0])
-    res = invoke(path, "--bin", "1ms", "--json", tmp_path / "r.json", "--out", tmp_path / "tables",
-                 "--link-speed", "100M")
+    res = invoke(
+        path, "--bin", "1ms", "--json", tmp_path / "r.json", "--out", tmp_path / "tables", "--link-speed", "100M"
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["bin_ns"] == 1_000_000
@@ -141,11 +148,18 @@ def test_meta_json_link_speed_wins_over_the_option() -> None:
     assert {(h["link_speed_bps"], h["link_speed_source"]) for h in doc["hosts"]} == {(1e9, "meta")}
 
 
-@pytest.mark.parametrize("option,value,fragment", [
-    ("--bytes", "bogus", "--bytes 'bogus'"), ("--bin", "abc", "'abc'"), ("--bin", "0", "--bin '0'"),
-    ("--bin", "-1ms", "'-1ms'"), ("--link-speed", "fast", "'fast'"), ("--link-speed", "0G", "'0G'"),
-    ("--workers", "0", "--workers"),
-])
+@pytest.mark.parametrize(
+    "option,value,fragment",
+    [
+        ("--bytes", "bogus", "--bytes 'bogus'"),
+        ("--bin", "abc", "'abc'"),
+        ("--bin", "0", "--bin '0'"),
+        ("--bin", "-1ms", "'-1ms'"),
+        ("--link-speed", "fast", "'fast'"),
+        ("--link-speed", "0G", "'0G'"),
+        ("--workers", "0", "--workers"),
+    ],
+)
 def test_bad_option_values_are_one_line_and_exit_2(option: str, value: str, fragment: str) -> None:
     """A bad value is named in one line on stderr; nothing is read or written."""
     line = one_line_error(ringscope("analyze", FIXTURES / "formats/pcap-us-le.pcap", option, value))
@@ -173,7 +187,9 @@ def test_console_script_on_the_bundled_example(tmp_path: Path) -> None:
     assert [h["name"] for h in doc["hosts"]] == EXPECTED["launch_order"]
     result = run([EXAMPLE])
     assert doc["flows"] == [dict(asdict(f)) for f in result.flows]
-    assert flows_by_key(result).keys() == {(f["src"], f["dst"], f["sport"], f["dport"], f["proto"]) for f in EXPECTED["flows"]}
+    assert flows_by_key(result).keys() == {
+        (f["src"], f["dst"], f["sport"], f["dport"], f["proto"]) for f in EXPECTED["flows"]
+    }
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["analyze", "--help"], ["capture", "agent", "--help"]])
@@ -199,13 +215,21 @@ def _cli_then(argv: list[str], report: str, env: dict[str, str] | None = None) -
     import subprocess
     import sys
 
-    code = ("import os, sys, cli\n"
-            f"sys.argv = ['ringscope', *{argv!r}]\n"
-            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-            f"print({report})")
+    code = (
+        "import os, sys, cli\n"
+        f"sys.argv = ['ringscope', *{argv!r}]\n"
+        "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+        f"print({report})"
+    )
     base = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **(env or {})},
-                          cwd=Path(__file__).parent.parent, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        cwd=Path(__file__).parent.parent,
+        timeout=120,
+    )
 
 
 def _loaded_after(argv: list[str], modules: tuple[str, ...]) -> "subprocess.CompletedProcess[str]":
@@ -239,7 +263,9 @@ def test_console_script_writes_everything_before_its_fast_exit(tmp_path: Path) -
     proc = ringscope("analyze", EXAMPLE, "--json", "-", "--out", tmp_path / "t", "--html", tmp_path / "r.html")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert {h["name"]: h["tx_bytes"] for h in doc["hosts"]} == {h: v["tx_ip_bytes"] for h, v in EXPECTED["hosts"].items()}
+    assert {h["name"]: h["tx_bytes"] for h in doc["hosts"]} == {
+        h: v["tx_ip_bytes"] for h, v in EXPECTED["hosts"].items()
+    }
     hosts = pd.read_parquet(tmp_path / "t/hosts.parquet").set_index("name")
     assert hosts["tx_bytes"].to_dict() == {h: v["tx_ip_bytes"] for h, v in EXPECTED["hosts"].items()}
     assert all(len(pd.read_csv(tmp_path / "t" / f"{name}.csv")) for name in TABLES)

@@ -5,6 +5,7 @@ and iteration count the job ran.
 Ground truth is fixed before capture: 4 hosts launched in an order that is not address order, a float32
 tensor of NUMEL elements (S = 4*NUMEL bytes) all-reduced ITERS times, each after a FORWARD_S sleep.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,10 +44,26 @@ def _capture_job(tmp_path: Path, cluster, order: list[str], port: int, markers: 
 
 def _launch_with_markers(order: list[str], argv: list[str], run: Path, port: int) -> int:
     """Like netns.launch, each rank writing markers into its host folder."""
-    procs = [subprocess.Popen(["ip", "netns", "exec", host, "env", f"RANK={r}", f"WORLD_SIZE={len(order)}",
-                               f"MASTER_ADDR={order[0]}", f"MASTER_PORT={port}", "GLOO_SOCKET_IFNAME=eth0",
-                               "LOCAL_RANK=0", *argv, str(run / host / "markers.jsonl")])
-             for r, host in enumerate(order)]
+    procs = [
+        subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                host,
+                "env",
+                f"RANK={r}",
+                f"WORLD_SIZE={len(order)}",
+                f"MASTER_ADDR={order[0]}",
+                f"MASTER_PORT={port}",
+                "GLOO_SOCKET_IFNAME=eth0",
+                "LOCAL_RANK=0",
+                *argv,
+                str(run / host / "markers.jsonl"),
+            ]
+        )
+        for r, host in enumerate(order)
+    ]
     codes = []
     for p in procs:
         try:
@@ -112,5 +129,14 @@ def test_gloo_ring_in_netns(tmp_path, netns_cluster):  # noqa: F811
     # IP and TCP headers ride on top: veth hands tcpdump GSO segments (one header per up to 64 KB), so
     # ip bytes add well under 1% here (on a 1500-byte MTU NIC they would add ~3.5%)
     assert 1.0 <= its["theory_ratio"] <= 1.01
-    print(json.dumps({"theory_ratio_ip": its["theory_ratio"], "count": its["count"], "method": its["method"],
-                      "confidence": its["confidence"], "topology_confidence": topo["confidence"]}))
+    print(
+        json.dumps(
+            {
+                "theory_ratio_ip": its["theory_ratio"],
+                "count": its["count"],
+                "method": its["method"],
+                "confidence": its["confidence"],
+                "topology_confidence": topo["confidence"],
+            }
+        )
+    )

@@ -6,6 +6,7 @@ packet's IP header fields rather than `-z conv,tcp`/`conv,udp`, whose byte total
 summing ip.len (IPv4) and 40 + ipv6.plen (IPv6) per directed 5-tuple, with defragmentation off and
 later fragments credited to their first fragment's flow, is the same quantity ringscope reports.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -18,7 +19,9 @@ from oracles import Totals, dpkt_flows, tshark_flows
 from requirements import have, require
 from scenarios import SCENARIOS
 
-CAPTURES = [n for n in SCENARIOS if not n.endswith("corrupt.pcap")] + [f"example/{h}/eth0.pcap" for h in ("h1", "h2", "h3", "h4")]
+CAPTURES = [n for n in SCENARIOS if not n.endswith("corrupt.pcap")] + [
+    f"example/{h}/eth0.pcap" for h in ("h1", "h2", "h3", "h4")
+]
 # tshark 4.0 cannot dissect an IPv6 packet whose payload length is 0 (BIG TCP without a jumbo option):
 # those address pairs are left out of its opinion, and only those.
 TSHARK_BLIND = {"accounting/iplen0.pcap": {("fd00:10::1", "fd00:10::2")}}

@@ -1,5 +1,6 @@
 """`ringscope analyze --scheduler`: the hosts' scans run on a real Dask cluster (scheduler and workers as
 subprocesses on 127.0.0.1), give the local run's result and the example's ground truth, and fail in one line."""
+
 from __future__ import annotations
 
 import json
@@ -39,8 +40,9 @@ def _require_dask() -> None:
 
 
 @contextmanager
-def dask_cluster(folder: Path, workers: int, worker_args: tuple[str, ...] = (),
-                 scheduler_env: dict[str, str] | None = None) -> Iterator[Cluster]:
+def dask_cluster(
+    folder: Path, workers: int, worker_args: tuple[str, ...] = (), scheduler_env: dict[str, str] | None = None
+) -> Iterator[Cluster]:
     """A scheduler and `workers` one-thread workers, each in its own process group, killed on the way out."""
     from distributed import Client
 
@@ -49,9 +51,15 @@ def dask_cluster(folder: Path, workers: int, worker_args: tuple[str, ...] = (),
 
     def start(name: str, *args: str, env: dict[str, str] | None = None) -> None:
         with open(folder / f"{name}.log", "wb") as log:  # the child keeps its own descriptor
-            groups.append(subprocess.Popen([str(DASK), *args, "--no-dashboard", "--scheduler-file", str(sched_file)],
-                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                           env={**os.environ, **(env or {})}))
+            groups.append(
+                subprocess.Popen(
+                    [str(DASK), *args, "--no-dashboard", "--scheduler-file", str(sched_file)],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env={**os.environ, **(env or {})},
+                )
+            )
 
     try:
         start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0", env=scheduler_env)
@@ -92,9 +100,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def scan_tasks(cluster: Cluster, finish: str) -> dict[str, int]:
     """Per worker: how many ringscope scan tasks went from executing to `finish` (memory or error) there."""
+
     def count(dask_worker: Any) -> int:
-        return sum(1 for e in dask_worker.state.log
-                   if isinstance(e[0], str) and e[0].startswith(KEY_PREFIX) and e[1:3] == ("executing", finish))
+        return sum(
+            1
+            for e in dask_worker.state.log
+            if isinstance(e[0], str) and e[0].startswith(KEY_PREFIX) and e[1:3] == ("executing", finish)
+        )
 
     return cluster.client.run(count)
 
@@ -116,9 +128,12 @@ def test_cluster_does_the_scans_and_matches_the_local_run_and_ground_truth(clust
     assert remote.stdout == local.stdout
     truth = EXPECTED["hosts"]
     assert {h["name"]: (h["tx_bytes"], h["rx_bytes"], h["tx_packets"]) for h in doc["hosts"]} == {
-        name: (t["tx_ip_bytes"], t["rx_ip_bytes"], t["tx_packets"]) for name, t in truth.items()}
+        name: (t["tx_ip_bytes"], t["rx_ip_bytes"], t["tx_packets"]) for name, t in truth.items()
+    }
     assert doc["topology"]["order"] == EXPECTED["ring_data_order"]
-    assert {(e["src"], e["dst"]) for e in doc["topology"]["edges"]} == {(e["src"], e["dst"]) for e in EXPECTED["ring_edges"]}
+    assert {(e["src"], e["dst"]) for e in doc["topology"]["edges"]} == {
+        (e["src"], e["dst"]) for e in EXPECTED["ring_edges"]
+    }
 
 
 def test_api_reports_progress_once_per_host_with_its_bytes(cluster: Cluster) -> None:
@@ -161,12 +176,20 @@ def test_a_worker_that_dies_is_one_line(tmp_path: Path) -> None:
     """A worker process that dies in the scan (here: by design, on every try) ends the run in one line."""
     _require_dask()
     preload = tmp_path / "die.py"
-    preload.write_text("import os\nimport analyze.read.scan\nanalyze.read.scan.scan_stream = lambda *a, **k: os._exit(1)\n")
-    with dask_cluster(tmp_path, workers=1, worker_args=("--preload", str(preload)),
-                      scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}) as c:
+    preload.write_text(
+        "import os\nimport analyze.read.scan\nanalyze.read.scan.scan_stream = lambda *a, **k: os._exit(1)\n"
+    )
+    with dask_cluster(
+        tmp_path,
+        workers=1,
+        worker_args=("--preload", str(preload)),
+        scheduler_env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"},
+    ) as c:
         line = one_line_error(ringscope("analyze", EXAMPLE / "h1", "--scheduler", c.address))
-    assert line == f"ringscope: error: Dask workers kept dying while reading {EXAMPLE / 'h1/eth0.pcap'} " \
-                   f"(out of memory? see the worker logs)"
+    assert (
+        line == f"ringscope: error: Dask workers kept dying while reading {EXAMPLE / 'h1/eth0.pcap'} "
+        f"(out of memory? see the worker logs)"
+    )
 
 
 def test_workers_and_scheduler_together_are_rejected() -> None:

@@ -3,6 +3,7 @@
 Every committed fixture is analyzed and compared with the ground truth written beside it by
 fixtures/generate.py; the generator itself must reproduce the committed files byte for byte.
 """
+
 from __future__ import annotations
 
 import filecmp
@@ -53,9 +54,14 @@ def test_microsecond_files_keep_microseconds_and_nanosecond_files_keep_nanosecon
     assert any(ns[k] % 1000 for k in ns)
 
 
-@pytest.mark.parametrize("source,new_name", [("formats/multi.pcapng", "capture.pcap0"),
-                                             ("formats/gzip-pcapng.pcapng.gz", "trace"),
-                                             ("formats/pcap-ns-be.pcap", "eth0.pcapng")])
+@pytest.mark.parametrize(
+    "source,new_name",
+    [
+        ("formats/multi.pcapng", "capture.pcap0"),
+        ("formats/gzip-pcapng.pcapng.gz", "trace"),
+        ("formats/pcap-ns-be.pcap", "eth0.pcapng"),
+    ],
+)
 def test_format_comes_from_magic_bytes_not_the_name(tmp_path: Path, source: str, new_name: str) -> None:
     """A misleading or missing extension changes nothing."""
     target = tmp_path / new_name
@@ -78,8 +84,12 @@ def test_folder_is_searched_by_content(tmp_path: Path) -> None:
 
 def test_generator_reproduces_the_committed_fixtures(tmp_path: Path) -> None:
     """fixtures/generate.py is deterministic and the committed captures and truth files are current."""
-    subprocess.run([sys.executable, str(ROOT / "fixtures/generate.py"), "--out", str(tmp_path)], check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, str(ROOT / "fixtures/generate.py"), "--out", str(tmp_path)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     generated = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert len(generated) > 40
     differ = [str(rel) for rel in generated if not filecmp.cmp(tmp_path / rel, FIXTURES / rel, shallow=False)]

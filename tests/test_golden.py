@@ -2,6 +2,7 @@
 (tests/golden.py): a refactor that moves rooms, types or names must not change a single byte. An intended
 change of output is re-recorded with `python tests/golden.py --record`, and the diff of tests/golden.json
 shows which outputs it touched."""
+
 from __future__ import annotations
 
 import json

@@ -1,5 +1,6 @@
 """Group sums (series cells, per-iteration maps) against a dictionary oracle on every path: counted,
 hashed, and sorted for key spaces too big for one int64."""
+
 from __future__ import annotations
 
 

@@ -11,6 +11,7 @@ r-1 and receives from r+1), so the data visits the launch order backwards; each 
 horovodrun reaches the other hosts through `ssh HOST CMD`; tests/fake_ssh/ssh, first on PATH, runs CMD in
 HOST's namespace. It runs the rank on its own host directly (HOST resolves to a local address there).
 """
+
 from __future__ import annotations
 
 import json
@@ -20,7 +21,6 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from clirun import ringscope
 from netns import netns_cluster  # noqa: F401  (pytest fixture)
@@ -51,6 +51,7 @@ def require_horovod() -> None:
 
 # ---- pieces that need no Horovod ------------------------------------------------------------------
 
+
 def test_fake_ssh_runs_the_command_in_the_hosts_namespace(netns_cluster, tmp_path):  # noqa: F811
     cluster = netns_cluster(2)
     a, b = cluster.hosts
@@ -60,8 +61,16 @@ def test_fake_ssh_runs_the_command_in_the_hosts_namespace(netns_cluster, tmp_pat
         return subprocess.run([ssh, *args], capture_output=True, text=True, timeout=30, env={**os.environ, **env})
 
     # horovodrun's own forms: options before and after HOST, the command as one shell string
-    done = run("-o", "PasswordAuthentication=no", "-o", "StrictHostKeyChecking=no", b.name, "-o",
-               "ConnectTimeout=10", "cd /tmp > /dev/null 2>&1 ; ip -o -4 addr show dev eth0; exit 3")
+    done = run(
+        "-o",
+        "PasswordAuthentication=no",
+        "-o",
+        "StrictHostKeyChecking=no",
+        b.name,
+        "-o",
+        "ConnectTimeout=10",
+        "cd /tmp > /dev/null 2>&1 ; ip -o -4 addr show dev eth0; exit 3",
+    )
     assert done.returncode == 3 and f" {b.address}/24 " in done.stdout, done
     done = run("-p2222", "-i", "/nonexistent", f"root@{a.name}", "hostname", "-I")
     assert done.returncode == 0 and done.stdout.split() == [a.address], done
@@ -85,11 +94,18 @@ def test_multicast_is_no_collective_peer():
     hosts = [H(f"h{i}", f"10.0.0.{i}") for i in range(1, 5)]
     addr = {h.addresses[0]: h.name for h in hosts}
     rows = [(f"10.0.0.{r + 1}", f"10.0.0.{(r - 1) % 4 + 1}", 150_000_000) for r in range(4)]  # ring r -> r-1
-    rows += [("10.0.0.1", "10.0.0.2", 10_000_000), ("10.0.0.1", "10.0.0.3", 10_000_000),
-             ("10.0.0.2", "10.0.0.4", 10_000_000)]  # the initial broadcast tree from rank 0
+    rows += [
+        ("10.0.0.1", "10.0.0.2", 10_000_000),
+        ("10.0.0.1", "10.0.0.3", 10_000_000),
+        ("10.0.0.2", "10.0.0.4", 10_000_000),
+    ]  # the initial broadcast tree from rank 0
     rows += [(f"10.0.0.{i}", group, 168) for i in range(1, 5) for group in ("ff02::2", "ff02::16")]
-    flows = pd.DataFrame([{"flow_id": k, "src": s, "dst": d, "bytes": b, "payload_bytes": b, "start_ns": 0,
-                           "end_ns": 1} for k, (s, d, b) in enumerate(rows)])
+    flows = pd.DataFrame(
+        [
+            {"flow_id": k, "src": s, "dst": d, "bytes": b, "payload_bytes": b, "start_ns": 0, "end_ns": 1}
+            for k, (s, d, b) in enumerate(rows)
+        ]
+    )
     edges = host_edges(flows, addr)
     assert not edges["dst"].str.startswith("ff02").any()
     topo = classify(edges, [h.name for h in hosts], addr, ["h1", "h2", "h3", "h4"])
@@ -104,13 +120,19 @@ def test_back_to_back_iterations_are_not_one_burst():
     bin_ns, per_bin = 10_000_000, 1000
     t = [0, bin_ns] + [k * bin_ns for k in range(50, 150)]  # set-up traffic, a pause, then 100 busy bins
     series = pd.DataFrame({"t_ns": t, "bytes": per_bin, "src_host": "a", "dst_host": "b"})
-    windows = pd.DataFrame({"iteration": range(5), "start_ns": [(50 + 20 * i) * bin_ns for i in range(5)],
-                            "end_ns": [(70 + 20 * i) * bin_ns for i in range(5)]})
+    windows = pd.DataFrame(
+        {
+            "iteration": range(5),
+            "start_ns": [(50 + 20 * i) * bin_ns for i in range(5)],
+            "end_ns": [(70 + 20 * i) * bin_ns for i in range(5)],
+        }
+    )
     out = per_iteration(series, windows, [("a", "b")], bin_ns)
     assert [it["bytes_by_host"]["a"] for it in out] == [20 * per_bin] * 5
 
 
 # ---- the real thing ---------------------------------------------------------------------------------
+
 
 def _markers(run: Path, hosts: list[str]) -> list[dict]:
     records = []
@@ -129,19 +151,63 @@ def test_horovod_gloo_ring_four_hosts(tmp_path, netns_cluster):  # noqa: F811
     names = cluster.names
     hosts = [names[2], names[0], names[3], names[1]]  # launch order 3,1,4,2 != address order
     run = tmp_path / "run"
-    train = [PY, "-m", "capture.workloads.horovod_train", "--params", str(PARAMS), "--batch-size", str(BATCH),
-             "--iters", str(ITERS)]
+    train = [
+        PY,
+        "-m",
+        "capture.workloads.horovod_train",
+        "--params",
+        str(PARAMS),
+        "--batch-size",
+        str(BATCH),
+        "--iters",
+        str(ITERS),
+    ]
     # horovodrun runs on the first host (the launcher must reach the others' network); one thread per rank:
     # 4 ranks share this machine's cores
-    horovodrun = ["ip", "netns", "exec", hosts[0], "env", f"PATH={FAKE_SSH}:{os.environ['PATH']}",
-                  "OMP_NUM_THREADS=1", str(HOROVODRUN), "--gloo", "-np", str(N),
-                  "-H", ",".join(f"{h}:1" for h in hosts), "--network-interface", "eth0", "--start-timeout", "60",
-                  *train]
-    done = subprocess.run([PY, str(ROOT / "cli.py"), "capture", "run", "--out", str(run), "--hosts", ",".join(hosts),
-                           "--remote-shell", "ip netns exec {host}", "--", *horovodrun],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    horovodrun = [
+        "ip",
+        "netns",
+        "exec",
+        hosts[0],
+        "env",
+        f"PATH={FAKE_SSH}:{os.environ['PATH']}",
+        "OMP_NUM_THREADS=1",
+        str(HOROVODRUN),
+        "--gloo",
+        "-np",
+        str(N),
+        "-H",
+        ",".join(f"{h}:1" for h in hosts),
+        "--network-interface",
+        "eth0",
+        "--start-timeout",
+        "60",
+        *train,
+    ]
+    done = subprocess.run(
+        [
+            PY,
+            str(ROOT / "cli.py"),
+            "capture",
+            "run",
+            "--out",
+            str(run),
+            "--hosts",
+            ",".join(hosts),
+            "--remote-shell",
+            "ip netns exec {host}",
+            "--",
+            *horovodrun,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    summary = json.loads(next(line[line.index("{"):] for line in done.stdout.splitlines() if '"horovod_train"' in line))
+    summary = json.loads(
+        next(line[line.index("{") :] for line in done.stdout.splitlines() if '"horovod_train"' in line)
+    )
     S = summary["gradient_bytes"]
     assert summary["world_size"] == N and summary["iters"] == ITERS and S == 4 * summary["params"]
 
@@ -220,12 +286,24 @@ def test_horovod_gloo_ring_four_hosts(tmp_path, netns_cluster):  # noqa: F811
             assert 0 < u["mean"] < u["while_busy"] <= 1.0, (h["name"], direction, u)
             assert u["while_busy"] <= u["peak"] <= 1.0 + 65536 * 8 / (TC_RATE_BPS * BIN_S), (h["name"], direction, u)
             assert u["p99"] >= 0.8, (h["name"], direction, u)  # htb, not the CPU, limits the busiest bins
-    print(json.dumps({"gradient_bytes": S, "theory_bytes_per_host": theory,
-                      "theory_ratio_payload": its["theory_ratio"], "theory_ratio_ip": ip_its["theory_ratio"],
-                      "edge_ratio_payload": [round(e["payload_bytes"] / (ITERS * theory), 5)
-                                             for e in pay["topology"]["edges"]],
-                      "iteration_ratio_range": [round(f(it["bytes_by_host"][h] / theory for it in its["per_iteration"][1:]
-                                                        for h in hosts), 4) for f in (min, max)],
-                      "rate_bps_median": ip_its["rate_bps_median"],
-                      "peak_utilization": max(h[d]["peak"] for h in res["hosts"]
-                                              for d in ("tx_utilization", "rx_utilization"))}))
+    print(
+        json.dumps(
+            {
+                "gradient_bytes": S,
+                "theory_bytes_per_host": theory,
+                "theory_ratio_payload": its["theory_ratio"],
+                "theory_ratio_ip": ip_its["theory_ratio"],
+                "edge_ratio_payload": [
+                    round(e["payload_bytes"] / (ITERS * theory), 5) for e in pay["topology"]["edges"]
+                ],
+                "iteration_ratio_range": [
+                    round(f(it["bytes_by_host"][h] / theory for it in its["per_iteration"][1:] for h in hosts), 4)
+                    for f in (min, max)
+                ],
+                "rate_bps_median": ip_its["rate_bps_median"],
+                "peak_utilization": max(
+                    h[d]["peak"] for h in res["hosts"] for d in ("tx_utilization", "rx_utilization")
+                ),
+            }
+        )
+    )

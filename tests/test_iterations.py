@@ -1,6 +1,7 @@
 """Iterations: markers windows, per-iteration sums against a cell-by-cell oracle, the ring theory check, and
 iterations found in generated captures whose iteration count is known (the inference itself:
 tests/test_staircase.py)."""
+
 from __future__ import annotations
 
 import sys
@@ -86,8 +87,9 @@ def test_a_bin_cut_by_the_boundary_goes_to_the_iteration_that_ends_in_it():
     ms = BIN // 10
     marks = _marks([("a", 0, 0, 63 * ms), ("a", 1, 63 * ms, 128 * ms)])
     # iteration 0 sends in the bins at 50 and 60 ms (the second cut at 63 ms), iteration 1 in 110 and 120 ms
-    cells = _cells([("a", "b", 50 * ms, 700), ("a", "b", 60 * ms, 300), ("a", "b", 110 * ms, 900),
-                    ("a", "b", 120 * ms, 100)])
+    cells = _cells(
+        [("a", "b", 50 * ms, 700), ("a", "b", 60 * ms, 300), ("a", "b", 110 * ms, 900), ("a", "b", 120 * ms, 100)]
+    )
     out = per_iteration(cells, windows_from_markers(marks), [("a", "b")], BIN, marks)
     assert [it["bytes_by_host"] for it in out] == [{"a": 1000}, {"a": 1000}]
     assert [it["rx_bytes_by_host"] for it in out] == [{"b": 1000}, {"b": 1000}]
@@ -98,10 +100,19 @@ def test_each_host_is_cut_at_its_own_markers():
     receives the tail of a's iteration-0 bytes (a's all-reduce returned with them in its socket buffer), inside
     b's own window 0, which ends at 115 ms."""
     ms = BIN // 10
-    marks = _marks([("a", 0, 0, 95 * ms), ("a", 1, 95 * ms, 180 * ms),
-                    ("b", 0, 30 * ms, 115 * ms), ("b", 1, 115 * ms, 200 * ms)])
-    cells = _cells([("a", "b", 80 * ms, 600), ("a", "b", 100 * ms, 400), ("a", "b", 170 * ms, 1000),
-                    ("b", "a", 70 * ms, 1000), ("b", "a", 150 * ms, 1000), ("a", "ff02::2", 20 * ms, 32)])
+    marks = _marks(
+        [("a", 0, 0, 95 * ms), ("a", 1, 95 * ms, 180 * ms), ("b", 0, 30 * ms, 115 * ms), ("b", 1, 115 * ms, 200 * ms)]
+    )
+    cells = _cells(
+        [
+            ("a", "b", 80 * ms, 600),
+            ("a", "b", 100 * ms, 400),
+            ("a", "b", 170 * ms, 1000),
+            ("b", "a", 70 * ms, 1000),
+            ("b", "a", 150 * ms, 1000),
+            ("a", "ff02::2", 20 * ms, 32),
+        ]
+    )
     windows = windows_from_markers(marks)
     assert windows["start_ns"].tolist() == [0, 95 * ms]
     out = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN, marks, ["a", "b"])
@@ -112,15 +123,22 @@ def test_each_host_is_cut_at_its_own_markers():
     assert [it["bytes_by_host"]["a"] for it in shared] == [632, 1400]
 
 
-def _per_iteration_oracle(rows: list[tuple[str, str, int, int]], starts: list[int], last_end: int,
-                          edges: list[tuple[str, str]], hosts: list[str] | None) -> list[dict]:
+def _per_iteration_oracle(
+    rows: list[tuple[str, str, int, int]],
+    starts: list[int],
+    last_end: int,
+    edges: list[tuple[str, str]],
+    hosts: list[str] | None,
+) -> list[dict]:
     """per_iteration written out cell by cell: a cell belongs to window k when start_k <= t < start_k+1 (the last
     window stops at its end); an edge's bins at >= 1 % of the 90th-percentile (iteration, edge, bin) sum are
     active; the communication starts at the first active bin of any edge and lasts as long as the longest
     first-to-last-active span of one edge (each edge on one capture's clock)."""
     stops = starts[1:] + [last_end]
+
     def window(t: int) -> int:
         return next((k for k, (a, b) in enumerate(zip(starts, stops)) if a <= t < b), -1)
+
     per_bin: dict[tuple[int, int], int] = {}
     out = [{"tx": {}, "rx": {}, "edge": {}} for _ in starts]
     for src, dst, t, n in rows:
@@ -145,10 +163,16 @@ def _per_iteration_oracle(rows: list[tuple[str, str, int, int]], starts: list[in
         first = min((min(ts) for ts in spans.values()), default=0)
         last = first + max((max(ts) - min(ts) + BIN for ts in spans.values()), default=0)
         busiest = max(o["tx"].values(), default=0)
-        result.append({"bytes_by_host": dict(sorted(o["tx"].items())), "rx_bytes_by_host": dict(sorted(o["rx"].items())),
-                       "bytes_by_edge": {e: o["edge"][e] for e in sorted(o["edge"], key=lambda e: tuple(e.split("->")))},
-                       "comm_start_ns": first, "comm_ns": last - first,
-                       "rate_bps": busiest * 8e9 / (last - first) if last > first else 0.0})
+        result.append(
+            {
+                "bytes_by_host": dict(sorted(o["tx"].items())),
+                "rx_bytes_by_host": dict(sorted(o["rx"].items())),
+                "bytes_by_edge": {e: o["edge"][e] for e in sorted(o["edge"], key=lambda e: tuple(e.split("->")))},
+                "comm_start_ns": first,
+                "comm_ns": last - first,
+                "rate_bps": busiest * 8e9 / (last - first) if last > first else 0.0,
+            }
+        )
     return result
 
 
@@ -156,23 +180,34 @@ _HOSTS = ["a", "b", "c", "d", "10.0.0.9"]
 
 
 @settings(max_examples=150, deadline=None)
-@given(cells=st.lists(st.tuples(st.sampled_from(_HOSTS), st.sampled_from(_HOSTS), st.integers(0, 40),
-                                st.integers(1, 10**9)), min_size=1, max_size=60),
-       gaps=st.lists(st.integers(1, 12), min_size=1, max_size=5), first=st.integers(0, 10),
-       edges=st.sets(st.tuples(st.sampled_from(_HOSTS), st.sampled_from(_HOSTS)), max_size=6),
-       hosts=st.one_of(st.none(), st.lists(st.sampled_from(_HOSTS), unique=True)))
+@given(
+    cells=st.lists(
+        st.tuples(st.sampled_from(_HOSTS), st.sampled_from(_HOSTS), st.integers(0, 40), st.integers(1, 10**9)),
+        min_size=1,
+        max_size=60,
+    ),
+    gaps=st.lists(st.integers(1, 12), min_size=1, max_size=5),
+    first=st.integers(0, 10),
+    edges=st.sets(st.tuples(st.sampled_from(_HOSTS), st.sampled_from(_HOSTS)), max_size=6),
+    hosts=st.one_of(st.none(), st.lists(st.sampled_from(_HOSTS), unique=True)),
+)
 def test_per_iteration_sums_each_cell_once_into_its_window(cells, gaps, first, edges, hosts):
     """Every cell's bytes land in exactly one window's host, receiver and edge maps (names in sorted order,
     as the JSON keeps them), and the communication span is the oracle's, for any cells, windows and edges."""
     rows = [(s, d, t * BIN, n) for s, d, t, n in cells if s != d]
     assume(rows)
     starts = list(np.cumsum([first] + gaps[:-1]) * BIN)
-    windows = pd.DataFrame({"iteration": range(len(starts)), "start_ns": starts,
-                            "end_ns": [s + BIN for s in starts[:-1]] + [starts[-1] + gaps[-1] * BIN]})
+    windows = pd.DataFrame(
+        {
+            "iteration": range(len(starts)),
+            "start_ns": starts,
+            "end_ns": [s + BIN for s in starts[:-1]] + [starts[-1] + gaps[-1] * BIN],
+        }
+    )
     edge_list = sorted(edges)
     want = _per_iteration_oracle(rows, starts, starts[-1] + gaps[-1] * BIN, edge_list, hosts)
     keys = ["bytes_by_host", "rx_bytes_by_host", "bytes_by_edge", "comm_start_ns", "comm_ns", "rate_bps"]
-    for dense_keys in (groupsum.DENSE_KEYS, -10**9):  # group sums counted directly, then all hashed
+    for dense_keys in (groupsum.DENSE_KEYS, -(10**9)):  # group sums counted directly, then all hashed
         with mock.patch.object(groupsum, "DENSE_KEYS", dense_keys):
             got = per_iteration(_cells(rows), windows, edge_list, BIN, None, hosts)
         assert [{k: it[k] for k in keys} for it in got] == want

@@ -1,5 +1,6 @@
 """The two ways the packet kernel is compiled (ahead of time for this CPU, numba's JIT) give one answer,
 a built run never imports numba, and a machine that cannot build falls back to the JIT once, saying so."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ from expect import FIXTURES, ROOT
 from requirements import require
 from tests.benchmarks.synth import ring_capture
 
-FILES = sorted(p for d in ("formats", "linktypes", "accounting", "bad") for p in (FIXTURES / d).iterdir()
-               if is_capture(p))  # bad/corrupt.pcap has no capture magic: it never reaches a kernel
+FILES = sorted(
+    p for d in ("formats", "linktypes", "accounting", "bad") for p in (FIXTURES / d).iterdir() if is_capture(p)
+)  # bad/corrupt.pcap has no capture magic: it never reaches a kernel
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +77,15 @@ def test_the_extension_refuses_arrays_it_was_not_compiled_for(both) -> None:
 
 def test_a_built_run_never_imports_numba(both) -> None:
     """The point of the extension: analysis without numba's ~0.6 s import and ~100 MB."""
-    code = ("import sys; from analyze.api import analyze; from analyze.read.kernels import kernels; "
-            f"r = analyze([{str(FIXTURES / 'example')!r}], workers=1); "
-            "print(kernels().origin, 'numba' in sys.modules, len(r.flows))")
+    code = (
+        "import sys; from analyze.api import analyze; from analyze.read.kernels import kernels; "
+        f"r = analyze([{str(FIXTURES / 'example')!r}], workers=1); "
+        "print(kernels().origin, 'numba' in sys.modules, len(r.flows))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "RINGSCOPE_KERNEL"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True,
-                         timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True, timeout=300
+    )
     origin, numba_loaded, flows = out.stdout.split()
     assert (origin, numba_loaded) == ("aot", "False")
     assert int(flows) > 0
@@ -93,16 +98,24 @@ def test_without_a_compiler_the_run_says_so_once_and_uses_the_jit(tmp_path: Path
     env = dict(os.environ, RINGSCOPE_CACHE_DIR=str(tmp_path / "cache"), CC="/bin/false")
     env.pop("RINGSCOPE_KERNEL", None)
     cli = [str(Path(sys.executable).with_name("ringscope")), "analyze", example, "--json"]
-    first = subprocess.run(cli + [str(tmp_path / "a.json")], capture_output=True, text=True, cwd=ROOT, env=env,
-                           timeout=300)
+    first = subprocess.run(
+        cli + [str(tmp_path / "a.json")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
     assert first.returncode == 0, first.stderr
     notes = [ln for ln in first.stderr.splitlines() if "could not compile the packet kernel" in ln]
     assert len(notes) == 1 and "using numba's JIT" in notes[0] and "Traceback" not in first.stderr
-    second = subprocess.run(cli + [str(tmp_path / "b.json")], capture_output=True, text=True, cwd=ROOT, env=env,
-                            timeout=300)
+    second = subprocess.run(
+        cli + [str(tmp_path / "b.json")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300
+    )
     assert second.returncode == 0 and "compil" not in second.stderr, second.stderr
-    normal = subprocess.run(cli + [str(tmp_path / "c.json")], capture_output=True, text=True, cwd=ROOT,
-                            env={k: v for k, v in env.items() if k not in ("RINGSCOPE_CACHE_DIR", "CC")}, timeout=300)
+    normal = subprocess.run(
+        cli + [str(tmp_path / "c.json")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={k: v for k, v in env.items() if k not in ("RINGSCOPE_CACHE_DIR", "CC")},
+        timeout=300,
+    )
     assert normal.returncode == 0, normal.stderr
     flows = [json.loads((tmp_path / f"{n}.json").read_text())["flows"] for n in "abc"]
     assert flows[0] == flows[1] == flows[2] and len(flows[0]) > 0
@@ -112,8 +125,13 @@ def test_an_unwritable_cache_is_one_line_and_the_jit(tmp_path: Path) -> None:
     """A kernel cache that cannot be created (a read-only home in a container) costs start-up, not the run."""
     env = dict(os.environ, RINGSCOPE_CACHE_DIR="/proc/ringscope-cannot-exist")
     env.pop("RINGSCOPE_KERNEL", None)
-    cli = [str(Path(sys.executable).with_name("ringscope")), "analyze", str(FIXTURES / "example"), "--json",
-           str(tmp_path / "r.json")]
+    cli = [
+        str(Path(sys.executable).with_name("ringscope")),
+        "analyze",
+        str(FIXTURES / "example"),
+        "--json",
+        str(tmp_path / "r.json"),
+    ]
     out = subprocess.run(cli, capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("\n") == 1 and "cannot keep a compiled kernel in /proc/ringscope-cannot-exist" in out.stderr

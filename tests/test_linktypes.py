@@ -1,5 +1,6 @@
 """Link types: Ethernet (plain, 802.1Q, QinQ), Linux cooked v1 and v2, raw IP — IPv4/IPv6, TCP/UDP, and
 non-IP frames counted by kind."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,16 +9,31 @@ import pytest
 
 from expect import FIXTURES, capture_mismatches, flow_mismatches, run
 from pcapgen import (
-    LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL, LINKTYPE_LINUX_SLL2, LINKTYPE_RAW, BASE_NS, Flow, Frame, Link, arp_request,
-    ip_packet, lldp, pcap_bytes, truth, write,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_RAW,
+    BASE_NS,
+    Flow,
+    Frame,
+    Link,
+    arp_request,
+    ip_packet,
+    lldp,
+    pcap_bytes,
+    truth,
+    write,
 )
 from scenarios import SCENARIOS, load_truth
 
 LINKTYPE_FIXTURES = [n for n in SCENARIOS if n.startswith("linktypes/")]
 LINKS = {
-    "ethernet": Link(LINKTYPE_ETHERNET), "dot1q": Link(LINKTYPE_ETHERNET, tags=("dot1q",)),
-    "qinq": Link(LINKTYPE_ETHERNET, tags=("qinq",)), "sll": Link(LINKTYPE_LINUX_SLL),
-    "sll-incoming": Link(LINKTYPE_LINUX_SLL, outgoing=False), "sll2": Link(LINKTYPE_LINUX_SLL2),
+    "ethernet": Link(LINKTYPE_ETHERNET),
+    "dot1q": Link(LINKTYPE_ETHERNET, tags=("dot1q",)),
+    "qinq": Link(LINKTYPE_ETHERNET, tags=("qinq",)),
+    "sll": Link(LINKTYPE_LINUX_SLL),
+    "sll-incoming": Link(LINKTYPE_LINUX_SLL, outgoing=False),
+    "sll2": Link(LINKTYPE_LINUX_SLL2),
     "raw": Link(LINKTYPE_RAW),
 }
 
@@ -38,8 +54,10 @@ def test_every_link_type_and_address_family(tmp_path: Path, link_name: str, fami
     """One TCP segment and one UDP datagram per link type and IP version decode to their flows."""
     link = LINKS[link_name]
     a, b = ("192.0.2.1", "192.0.2.2") if family == "v4" else ("2001:db8::1", "2001:db8::2")
-    frames = [ip_packet(link, BASE_NS + 1_000, Flow(a, b, 33333, 443, "tcp"), 1200, seq=7, ack=9),
-              ip_packet(link, BASE_NS + 2_000, Flow(b, a, 53, 33334, "udp"), 99)]
+    frames = [
+        ip_packet(link, BASE_NS + 1_000, Flow(a, b, 33333, 443, "tcp"), 1200, seq=7, ack=9),
+        ip_packet(link, BASE_NS + 2_000, Flow(b, a, 53, 33334, "udp"), 99),
+    ]
     data, frames = pcap_bytes(frames, linktype=link.linktype, nano=True)
     result = run([write(tmp_path / "x.pcap", data)])
     assert flow_mismatches(result, truth(frames)["flows"]) == []
@@ -61,8 +79,9 @@ def test_non_ip_frames_are_counted_by_kind_never_dropped(tmp_path: Path) -> None
 
 def test_unknown_link_type_is_counted_not_guessed(tmp_path: Path) -> None:
     """A link type the reader does not decode (147, USER0) yields no flows and one kind count per record."""
-    frames = [Frame(ts_ns=BASE_NS + i, linktype=147, data=bytes(40), wire_len=40, kind="unknown_linktype")
-              for i in range(4)]
+    frames = [
+        Frame(ts_ns=BASE_NS + i, linktype=147, data=bytes(40), wire_len=40, kind="unknown_linktype") for i in range(4)
+    ]
     data, _ = pcap_bytes(frames, linktype=147, nano=True)
     result = run([write(tmp_path / "user0.pcap", data)])
     assert result.flows == []

@@ -1,4 +1,5 @@
 """Iteration markers: no-op without a capture, one intact JSON line per iteration under one."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,21 @@ import pytest
 from capture import markers
 
 ROOT = Path(__file__).resolve().parent.parent
-_ENV = ("RINGSCOPE_MARKERS", "RINGSCOPE_MARKERS_DIR", "RINGSCOPE_HOST", "HOROVOD_RANK", "HOROVOD_LOCAL_RANK",
-        "RANK", "LOCAL_RANK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_RANK", "SLURM_PROCID",
-        "SLURM_LOCALID", "MPI_LOCALRANKID")
+_ENV = (
+    "RINGSCOPE_MARKERS",
+    "RINGSCOPE_MARKERS_DIR",
+    "RINGSCOPE_HOST",
+    "HOROVOD_RANK",
+    "HOROVOD_LOCAL_RANK",
+    "RANK",
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "MPI_LOCALRANKID",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +55,9 @@ def test_no_capture_is_a_shared_noop(tmp_path):
 
 
 def test_noop_overhead_is_tiny():
-    per_block = min(timeit.repeat("with it(1): pass", globals={"it": markers.iteration}, number=20000, repeat=5)) / 20000
+    per_block = (
+        min(timeit.repeat("with it(1): pass", globals={"it": markers.iteration}, number=20000, repeat=5)) / 20000
+    )
     assert per_block < 2e-6  # measured ~0.2 µs; generous for slow CI machines
 
 
@@ -57,8 +72,9 @@ def test_lines_carry_ranks_times_and_metadata(tmp_path, monkeypatch):
             pass
     got = lines(path)
     assert [r["iteration"] for r in got] == [0, 1, 2]
-    assert all(r["rank"] == 5 and r["local_rank"] == 1 and r["gradient_bytes"] == 4000 and r["model"] == "mlp"
-               for r in got)
+    assert all(
+        r["rank"] == 5 and r["local_rank"] == 1 and r["gradient_bytes"] == 4000 and r["model"] == "mlp" for r in got
+    )
     assert all(0 < r["start_ns"] <= r["end_ns"] for r in got)
     assert got[0]["end_ns"] <= got[1]["start_ns"]
 
@@ -77,12 +93,19 @@ def test_markers_dir_uses_the_host_name(tmp_path, monkeypatch):
 def test_ranks_appending_to_one_file_never_interleave(tmp_path):
     """Four processes write 500 long lines each at once: every line must parse."""
     path = tmp_path / "markers.jsonl"
-    script = ("import os; from capture import markers\n"
-              "for i in range(500):\n"
-              "    with markers.iteration(i, pad='x' * 5000): pass\n")
-    procs = [subprocess.Popen([sys.executable, "-c", script], cwd=ROOT,
-                              env=dict(os.environ, RINGSCOPE_MARKERS=str(path), RANK=str(rank), PYTHONPATH=str(ROOT)))
-             for rank in range(4)]
+    script = (
+        "import os; from capture import markers\n"
+        "for i in range(500):\n"
+        "    with markers.iteration(i, pad='x' * 5000): pass\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script],
+            cwd=ROOT,
+            env=dict(os.environ, RINGSCOPE_MARKERS=str(path), RANK=str(rank), PYTHONPATH=str(ROOT)),
+        )
+        for rank in range(4)
+    ]
     assert [p.wait(timeout=60) for p in procs] == [0] * 4
     got = lines(path)
     assert len(got) == 2000
@@ -124,6 +147,12 @@ def test_hook_model_counts_training_forwards(tmp_path, monkeypatch):
 def test_import_stays_light():
     """Training scripts import markers: it must not pull in json, typing or anything heavy."""
     code = "import sys, capture.markers; print(sorted({'json', 'typing', 'torch', 'numpy'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-S", "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         env={"PYTHONPATH": str(ROOT)}, timeout=30).stdout
+    out = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT)},
+        timeout=30,
+    ).stdout
     assert out.strip() == "[]"

@@ -1,5 +1,6 @@
 """NCCL log: the real NCCL 2.4.8 sample parses to the ring it states; new-style lines; comparison with the
 packet ring through the analyzer and the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -37,16 +38,18 @@ def test_sample_states_its_ring():
 
 
 def test_new_style_lines():
-    text = "\n".join([
-        "node1:100:200 [0] NCCL INFO Channel 00/02 :    0   2   1   3",
-        "node1:100:200 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[0] [send] via NET/Socket/0",
-        "node1:100:200 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1 [1] -1/-1/-1->0->2",
-        "node1:100:200 [0] NCCL INFO comm 0x55d0 rank 0 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE",
-        "node2:7:8 [0] NCCL INFO comm 0x55d1 rank 2 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE",
-        "node1:101:201 [1] NCCL INFO comm 0x55d2 rank 1 nranks 4 cudaDev 1 busId 2000 - Init COMPLETE",
-        "node2:9:8 [1] NCCL INFO comm 0x55d3 rank 3 nranks 4 cudaDev 1 busId 2000 - Init COMPLETE",
-        "node1:100:200 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
-    ])
+    text = "\n".join(
+        [
+            "node1:100:200 [0] NCCL INFO Channel 00/02 :    0   2   1   3",
+            "node1:100:200 [0] NCCL INFO Channel 00/0 : 0[0] -> 2[0] [send] via NET/Socket/0",
+            "node1:100:200 [0] NCCL INFO Trees [0] 1/-1/-1->0->-1 [1] -1/-1/-1->0->2",
+            "node1:100:200 [0] NCCL INFO comm 0x55d0 rank 0 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE",
+            "node2:7:8 [0] NCCL INFO comm 0x55d1 rank 2 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE",
+            "node1:101:201 [1] NCCL INFO comm 0x55d2 rank 1 nranks 4 cudaDev 1 busId 2000 - Init COMPLETE",
+            "node2:9:8 [1] NCCL INFO comm 0x55d3 rank 3 nranks 4 cudaDev 1 busId 2000 - Init COMPLETE",
+            "node1:100:200 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>",
+        ]
+    )
     log = parse_nccl_log(text)
     assert log.nranks == 4 and log.rings == {0: [0, 2, 1, 3]}
     assert log.edges == [{"channel": 0, "src": 0, "dst": 2, "via": "NET/Socket/0", "kind": "send"}]
@@ -79,8 +82,21 @@ def test_cli_options(tmp_path):
 
     run = _two_server_run(tmp_path)
     out = tmp_path / "r.json"
-    done = CliRunner().invoke(app, ["analyze", str(run), "--json", str(out), "--nccl-log", str(SAMPLE),
-                                    "--gradient-bytes", "8MB", "--launch-order", "ip-172-31-93-195,ip-172-31-89-192"])
+    done = CliRunner().invoke(
+        app,
+        [
+            "analyze",
+            str(run),
+            "--json",
+            str(out),
+            "--nccl-log",
+            str(SAMPLE),
+            "--gradient-bytes",
+            "8MB",
+            "--launch-order",
+            "ip-172-31-93-195,ip-172-31-89-192",
+        ],
+    )
     assert done.exit_code == 0, done.output
     data = json.loads(out.read_text())
     assert data["topology"]["launch_order"] == ["ip-172-31-93-195", "ip-172-31-89-192"]

@@ -5,6 +5,7 @@ The bounds are relative to work measured in the same test on the same file: a ba
 a seventh) and reading the file like `cat`. After the reading, the pandas frames built are counted, so the
 tables cannot go back to a frame per host.
 """
+
 from __future__ import annotations
 
 import struct

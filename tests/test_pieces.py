@@ -4,6 +4,7 @@ Ground truth is the sequential read (itself checked against the fixtures' truth 
 generator's own per-flow counts; the seam checks are shown to matter on captures where a naive join of
 fresh-state pieces would count retransmissions wrongly.
 """
+
 from __future__ import annotations
 
 import struct
@@ -22,8 +23,9 @@ from pcapgen import BASE_NS, ETHERNET, LINKTYPE_ETHERNET, Flow, ip_packet, pcap_
 from tests.benchmarks.synth import ring_capture
 
 OPTS = dict(bin_ns=1_000_000, byte_mode=0)
-FILES = sorted(p for d in ("formats", "linktypes", "accounting", "bad") for p in (FIXTURES / d).iterdir()
-               if is_capture(p)) + sorted((FIXTURES / "example").glob("*/*.pcap"))
+FILES = sorted(
+    p for d in ("formats", "linktypes", "accounting", "bad") for p in (FIXTURES / d).iterdir() if is_capture(p)
+) + sorted((FIXTURES / "example").glob("*/*.pcap"))
 
 
 def _pieces(paths: list[Path], piece_bytes: int) -> tuple[list[pieces.Piece], list[StreamScan]]:
@@ -81,7 +83,7 @@ def test_a_damaged_record_hiding_a_seam_is_read_again_whole(tmp_path: Path, monk
     data = bytearray(path.read_bytes())
     cut = pieces.plan([[path]], [len(data)], 1 << 30, min_piece_bytes=len(data) // 4)[0][2].start
     before = _record_before(data, cut)
-    data[before + 8:before + 12] = struct.pack("<I", 0x7FFFFFF0)  # caplen far past the cut
+    data[before + 8 : before + 12] = struct.pack("<I", 0x7FFFFFF0)  # caplen far past the cut
     path.write_bytes(bytes(data))
     plan, parts = _pieces([path], len(data) // 4)
     assert plan[2].start == cut and not parts[1].joinable and pieces.join(plan, parts) is None
@@ -99,7 +101,7 @@ def test_damage_inside_a_piece(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     data = bytearray(path.read_bytes())
     plan = pieces.plan([[path]], [len(data)], 1 << 30, min_piece_bytes=len(data) // 4)[0]
     inside = _record_before(data, _record_after(data, (plan[piece].start + plan[piece].end) // 2))
-    data[inside + 8:inside + 12] = struct.pack("<I", 0x7FFFFFF0)
+    data[inside + 8 : inside + 12] = struct.pack("<I", 0x7FFFFFF0)
     path.write_bytes(bytes(data))
     plan, parts = _pieces([path], len(data) // 4)
     want = scan_stream([path], **OPTS)
@@ -117,9 +119,12 @@ def test_a_clock_stepping_back_over_a_seam_cannot_fill_an_old_hole_unseen(tmp_pa
     (a fresh piece would count it as retransmitted)."""
     flow = Flow("10.9.0.1", "10.9.0.2", 4000, 5000, "tcp")
     t0 = BASE_NS + 10_000_000_000
-    frames = [ip_packet(ETHERNET, t0, flow, 1000, seq=0), ip_packet(ETHERNET, t0 + 10_000, flow, 1000, seq=2000),
-              ip_packet(ETHERNET, t0 + 1_500_000_000, flow, 1000, seq=3000),
-              ip_packet(ETHERNET, t0 + 510_000, flow, 1000, seq=1000)]
+    frames = [
+        ip_packet(ETHERNET, t0, flow, 1000, seq=0),
+        ip_packet(ETHERNET, t0 + 10_000, flow, 1000, seq=2000),
+        ip_packet(ETHERNET, t0 + 1_500_000_000, flow, 1000, seq=3000),
+        ip_packet(ETHERNET, t0 + 510_000, flow, 1000, seq=1000),
+    ]
     path = write(tmp_path / "back.pcap", pcap_bytes(frames, linktype=LINKTYPE_ETHERNET)[0])
     data = path.read_bytes()
     cut = _record_after(bytearray(data), 25)

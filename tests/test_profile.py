@@ -1,4 +1,5 @@
 """`ringscope profile`: gradient-ready times and sizes of a real torch model, measured with autograd hooks."""
+
 from __future__ import annotations
 
 import json
@@ -66,24 +67,42 @@ def test_factory_in_a_test_module_with_loss_and_frozen_parameters() -> None:
 
 def test_profile_cli_writes_a_profile_whatif_reads(tmp_path: Path) -> None:
     out = tmp_path / "cnn.json"
-    res = CliRunner().invoke(app, ["profile", SMALL_CNN, "--batch-size", "2", "--steps", "2", "--device", "cpu",
-                                   "--out", str(out)])
+    res = CliRunner().invoke(
+        app, ["profile", SMALL_CNN, "--batch-size", "2", "--steps", "2", "--device", "cpu", "--out", str(out)]
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     assert doc["kind"] == "backward_profile" and doc["device"] == "cpu" and doc["batch_size"] == 2
     assert [t["ready_s"] for t in doc["tensors"]] == sorted(t["ready_s"] for t in doc["tensors"])
     assert load_profile(out).gradient_bytes == doc["gradient_bytes"]
-    res = CliRunner().invoke(app, ["whatif", "--profile", str(out), "--single-iteration-time", "50ms",
-                                   "--workers", "4", "--bandwidth", "1G", "--json", str(tmp_path / "w.json")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "whatif",
+            "--profile",
+            str(out),
+            "--single-iteration-time",
+            "50ms",
+            "--workers",
+            "4",
+            "--bandwidth",
+            "1G",
+            "--json",
+            str(tmp_path / "w.json"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "w.json").read_text())["scaling"]["profile"]["tensors"] == len(doc["tensors"])
 
 
-@pytest.mark.parametrize("spec, message", [
-    ("no_colon", "expected MODULE:FACTORY"),
-    ("no_such_module_xyz:f", "cannot import"),
-    (f"{REPO / 'fixtures' / 'torch_models.py'}:nothing", "no callable 'nothing'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("no_colon", "expected MODULE:FACTORY"),
+        ("no_such_module_xyz:f", "cannot import"),
+        (f"{REPO / 'fixtures' / 'torch_models.py'}:nothing", "no callable 'nothing'"),
+    ],
+)
 def test_bad_model_spec_is_one_line(spec: str, message: str) -> None:
     res = CliRunner().invoke(app, ["profile", spec, "--device", "cpu"])
     assert res.exit_code == 2 and res.output.startswith("ringscope: error:") and message in res.output, res.output

@@ -1,5 +1,6 @@
 """Properties (Hypothesis): totals do not depend on how a capture was cut into files, named, ordered,
 compressed or read (chunk sizes, table sizes, bin width), and no input makes the reader crash."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +14,17 @@ from analyze.read import scan
 from analyze.read.formats import FileError
 from expect import FIXTURES, flow_mismatches, run
 from pcapgen import (
-    BASE_NS, ETHERNET, Frame, Interface, Section, TcpConn, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write,
+    BASE_NS,
+    ETHERNET,
+    Frame,
+    Interface,
+    Section,
+    TcpConn,
+    gzip_bytes,
+    pcap_bytes,
+    pcapng_bytes,
+    truth,
+    write,
 )
 from scenarios import MSS, TSO_PAYLOAD, mixed
 
@@ -52,7 +63,9 @@ def _encode(frames: list[Frame], fmt: str) -> bytes:
 def write_split(folder: Path, cuts: list[int], formats: list[str], names: list[str]) -> list[Path]:
     """BASE cut at `cuts` into files, the i-th piece in formats[i] under names[i]."""
     bounds = [0, *cuts, len(BASE)]
-    return [write(folder / names[i], _encode(BASE[a:b], formats[i])) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+    return [
+        write(folder / names[i], _encode(BASE[a:b], formats[i])) for i, (a, b) in enumerate(zip(bounds, bounds[1:]))
+    ]
 
 
 @st.composite
@@ -69,8 +82,9 @@ def splits(draw: st.DrawFn) -> tuple[list[int], list[str], list[str], list[int],
 
 @SETTINGS
 @given(split=splits())
-def test_bytes_are_conserved_under_any_rotation_and_file_order(tmp_path_factory: pytest.TempPathFactory,
-                                                               split: tuple) -> None:
+def test_bytes_are_conserved_under_any_rotation_and_file_order(
+    tmp_path_factory: pytest.TempPathFactory, split: tuple
+) -> None:
     """Any cut points, per-file format, names out of time order, files given in any order or as a folder."""
     cuts, formats, names, pass_order, as_folder = split
     folder = tmp_path_factory.mktemp("rot")
@@ -82,11 +96,14 @@ def test_bytes_are_conserved_under_any_rotation_and_file_order(tmp_path_factory:
     assert result.hosts[0].first_ns == TRUTH["first_ns"] and result.hosts[0].last_ns == TRUTH["last_ns"]
 
 
-@pytest.mark.parametrize("names", [
-    pytest.param(["eth0.pcap", "eth0.pcap1", "eth0.pcap2"], id="tcpdump-C"),
-    pytest.param(["eth0.pcap0.gz", "eth0.pcap1.gz", "eth0.pcap2.gz"], id="tcpdump-W-z-gzip"),
-    pytest.param(["eth0.pcap0", "eth0.pcap1", "eth0.pcap2"], id="tcpdump-C-W"),
-])
+@pytest.mark.parametrize(
+    "names",
+    [
+        pytest.param(["eth0.pcap", "eth0.pcap1", "eth0.pcap2"], id="tcpdump-C"),
+        pytest.param(["eth0.pcap0.gz", "eth0.pcap1.gz", "eth0.pcap2.gz"], id="tcpdump-W-z-gzip"),
+        pytest.param(["eth0.pcap0", "eth0.pcap1", "eth0.pcap2"], id="tcpdump-C-W"),
+    ],
+)
 def test_tcpdump_rotation_names_make_one_stream(tmp_path: Path, names: list[str]) -> None:
     """The names tcpdump really writes group into one host whose totals are the whole capture's."""
     fmt = "pcap-ns-le+gzip" if names[0].endswith(".gz") else "pcap-ns-le"
@@ -99,15 +116,20 @@ def test_tcpdump_rotation_names_make_one_stream(tmp_path: Path, names: list[str]
 def test_retransmissions_are_counted_across_a_file_boundary(tmp_path: Path) -> None:
     """Rotation falls just before a retransmission: the retransmitted bytes are still counted."""
     c = TcpConn(ETHERNET, "10.45.0.1", "10.45.0.2", 40045, 29500)
-    frames = [c.data(BASE_NS + i, MSS) for i in range(4)] + [c.resend(BASE_NS + 10, MSS, MSS),
-                                                             c.resend(BASE_NS + 11, 4 * MSS - 100, MSS)]
+    frames = [c.data(BASE_NS + i, MSS) for i in range(4)] + [
+        c.resend(BASE_NS + 10, MSS, MSS),
+        c.resend(BASE_NS + 11, 4 * MSS - 100, MSS),
+    ]
     write(tmp_path / "eth0.pcap0", pcap_bytes(frames[:4], linktype=1, nano=True)[0])
     write(tmp_path / "eth0.pcap1", pcap_bytes(frames[4:], linktype=1, nano=True)[0])
     assert flow_mismatches(run([tmp_path]), truth(frames)["flows"]) == []
 
 
-SMALL = [FIXTURES / "formats/multi.pcapng", FIXTURES / "accounting/tso-headers-only.pcap",
-         FIXTURES / "accounting/fragments.pcap"]
+SMALL = [
+    FIXTURES / "formats/multi.pcapng",
+    FIXTURES / "accounting/tso-headers-only.pcap",
+    FIXTURES / "accounting/fragments.pcap",
+]
 
 
 def _flows_json(result) -> list[dict]:  # noqa: ANN001 - analyze.result.Result
@@ -118,12 +140,19 @@ BASELINE = {p: _flows_json(run([p])) for p in SMALL}
 
 
 @SETTINGS
-@given(records=st.integers(1, 40), flows=st.sampled_from([2, 4, 8, 16]), cells=st.integers(2, 40),
-       path=st.sampled_from(SMALL))
+@given(
+    records=st.integers(1, 40),
+    flows=st.sampled_from([2, 4, 8, 16]),
+    cells=st.integers(2, 40),
+    path=st.sampled_from(SMALL),
+)
 def test_results_do_not_depend_on_read_windows_or_table_sizes(records: int, flows: int, cells: int, path: Path) -> None:
     """The kernel is re-entered every few records and its tables grow or flush often: same flows."""
-    with mock.patch.object(scan, "RECORDS_PER_CALL", records), mock.patch.object(scan, "INITIAL_FLOWS", flows), \
-            mock.patch.object(scan, "CELLS_PER_FLUSH", cells):
+    with (
+        mock.patch.object(scan, "RECORDS_PER_CALL", records),
+        mock.patch.object(scan, "INITIAL_FLOWS", flows),
+        mock.patch.object(scan, "CELLS_PER_FLUSH", cells),
+    ):
         assert _flows_json(run([path])) == BASELINE[path]
 
 
@@ -144,20 +173,32 @@ def test_series_add_up_to_the_totals_for_any_bin(bin_ns: int) -> None:
         assert rows[rows["direction"] == "rx"]["bytes"].sum() == h.rx_bytes
 
 
-FUZZ_SEEDS = [FIXTURES / n for n in ("formats/multi.pcapng", "formats/pcap-us-be.pcap", "linktypes/eth-qinq.pcap",
-                                     "accounting/fragments.pcap", "linktypes/linux-sll2.pcap")]
+FUZZ_SEEDS = [
+    FIXTURES / n
+    for n in (
+        "formats/multi.pcapng",
+        "formats/pcap-us-be.pcap",
+        "linktypes/eth-qinq.pcap",
+        "accounting/fragments.pcap",
+        "linktypes/linux-sll2.pcap",
+    )
+]
 
 
 @SETTINGS
-@given(seed=st.sampled_from(FUZZ_SEEDS), edits=st.lists(st.tuples(st.floats(0, 1), st.binary(min_size=0, max_size=24)),
-                                                        min_size=1, max_size=12), keep=st.floats(0.05, 1.0))
-def test_damaged_files_never_crash_the_reader(tmp_path_factory: pytest.TempPathFactory, seed: Path,
-                                              edits: list[tuple[float, bytes]], keep: float) -> None:
+@given(
+    seed=st.sampled_from(FUZZ_SEEDS),
+    edits=st.lists(st.tuples(st.floats(0, 1), st.binary(min_size=0, max_size=24)), min_size=1, max_size=12),
+    keep=st.floats(0.05, 1.0),
+)
+def test_damaged_files_never_crash_the_reader(
+    tmp_path_factory: pytest.TempPathFactory, seed: Path, edits: list[tuple[float, bytes]], keep: float
+) -> None:
     """Overwritten and cut-off bytes give a result with warnings or a FileError, never anything else."""
     data = bytearray(seed.read_bytes())
     for where, junk in edits:
         at = int(where * (len(data) - 1))
-        data[at:at + len(junk)] = junk
+        data[at : at + len(junk)] = junk
     path = write(tmp_path_factory.mktemp("fuzz") / seed.name, bytes(data[: max(1, int(len(data) * keep))]))
     try:
         result = run([path])

@@ -1,5 +1,6 @@
 """The first half of an analysis (find inputs, start the scans) runs without pandas, and a local pool is
 already reading when it returns, so the caller's imports overlap the reading."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -22,11 +23,14 @@ from tests.benchmarks.synth import ring_capture
 
 
 def test_starting_a_run_imports_no_pandas() -> None:
-    code = ("import sys; from analyze.read.reading import start_reading; "
-            f"r = start_reading([{str(FIXTURES / 'example')!r}], bin_ns=10_000_000, byte_mode='ip', workers=1); "
-            "print(sorted(m for m in ('pandas', 'numba') if m in sys.modules), len(r.collect()))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
-                         timeout=120)
+    code = (
+        "import sys; from analyze.read.reading import start_reading; "
+        f"r = start_reading([{str(FIXTURES / 'example')!r}], bin_ns=10_000_000, byte_mode='ip', workers=1); "
+        "print(sorted(m for m in ('pandas', 'numba') if m in sys.modules), len(r.collect()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True, timeout=120
+    )
     assert out.stdout.strip() == "[] 4"  # four hosts read, and still neither library loaded
 
 

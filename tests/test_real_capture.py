@@ -4,6 +4,7 @@ The analyzer must report exactly those payload bytes for the flow, and its per-f
 dpkt's and tshark's on the same file. Headers only (snaplen 128), as the capture sidecar records;
 loopback's 64 KB MTU makes every data segment far longer than what was captured.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,21 @@ class Tcpdump:
     (--immediate-mode, -U), ready once it says it is listening."""
 
     def __init__(self, iface: str, port: int, out: Path) -> None:
-        argv = [shutil.which("tcpdump"), "-i", iface, "-n", "-U", "--immediate-mode", "-s", "128", "-B", "8192",
-                "-w", str(out), f"tcp port {port}"]
+        argv = [
+            shutil.which("tcpdump"),
+            "-i",
+            iface,
+            "-n",
+            "-U",
+            "--immediate-mode",
+            "-s",
+            "128",
+            "-B",
+            "8192",
+            "-w",
+            str(out),
+            f"tcp port {port}",
+        ]
         if os.geteuid() == 0:
             argv[1:1] = ["-Z", "root"]  # keep the right to write into the root-owned tmp dir
         self.proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
@@ -126,19 +140,23 @@ def test_analyzer_reports_exactly_the_bytes_sent(real_capture: tuple) -> None:
 def test_real_capture_per_flow_totals_equal_dpkt_and_tshark(real_capture: tuple) -> None:
     """The three decoders agree to the byte on a file none of them wrote."""
     path = real_capture[0]
-    ours = {k: {"packets": f.packets, "ip_bytes": f.bytes, "payload_bytes": f.payload_bytes}
-            for k, f in flows_by_key(run([path])).items()}
+    ours = {
+        k: {"packets": f.packets, "ip_bytes": f.bytes, "payload_bytes": f.payload_bytes}
+        for k, f in flows_by_key(run([path])).items()
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         assert ours == dict(dpkt_flows(path))
     require(have("tshark"), "needs tshark (apt-get install tshark)")
     theirs = tshark_flows(path)
-    assert {k: (v["packets"], v["ip_bytes"]) for k, v in ours.items()} == \
-        {k: (v["packets"], v["ip_bytes"]) for k, v in theirs.items()}
+    assert {k: (v["packets"], v["ip_bytes"]) for k, v in ours.items()} == {
+        k: (v["packets"], v["ip_bytes"]) for k, v in theirs.items()
+    }
 
 
-def test_a_real_capture_cut_into_pieces_gives_the_same_flows(real_capture: tuple,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_real_capture_cut_into_pieces_gives_the_same_flows(
+    real_capture: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two workers cutting the real file into pieces (at cuts tcpdump's records happen to fall on, through
     re-sends and reordering) report what one sequential read does: joined, or read again whole."""
     path = real_capture[0]

@@ -12,6 +12,7 @@ Two kinds of case:
 Each is also analyzed with its hosts' clocks moved apart (offsets up to +-100 ms, drift up to +-50 ppm,
 rewritten into the pcaps): the answer must not change.
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,16 @@ from requirements import have, require
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures" / "real-training"
-CLOCKS = [(-100_000_000, 50.0), (37_000_000, -50.0), (100_000_000, -20.0), (-61_000_000, 35.0), (0, 0.0),
-          (83_000_000, 12.0), (-9_000_000, -45.0), (55_000_000, 50.0)]  # per host: offset ns, drift ppm
+CLOCKS = [
+    (-100_000_000, 50.0),
+    (37_000_000, -50.0),
+    (100_000_000, -20.0),
+    (-61_000_000, 35.0),
+    (0, 0.0),
+    (83_000_000, 12.0),
+    (-9_000_000, -45.0),
+    (55_000_000, 50.0),
+]  # per host: offset ns, drift ppm
 
 
 def analyze_run(run: Path, **options):
@@ -80,8 +89,11 @@ def check_against_truth(run: Path, truth: dict, *, confident: bool = True, bound
         lo, hi = min(ends[k]) // bin_ns * bin_ns, -(-max(ends[k]) // bin_ns) * bin_ns
         return lo - bin_ns <= t <= hi + bin_ns
 
-    missed = [(it["index"], it["start_ns"], ends[it["index"] - 1]) for it in its["per_iteration"][1:]
-              if not near_ends(it["index"] - 1, it["start_ns"])]
+    missed = [
+        (it["index"], it["start_ns"], ends[it["index"] - 1])
+        for it in its["per_iteration"][1:]
+        if not near_ends(it["index"] - 1, it["start_ns"])
+    ]
     if not near_ends(len(steps) - 1, its["per_iteration"][-1]["end_ns"]):
         missed.append(("end", its["per_iteration"][-1]["end_ns"], ends[len(steps) - 1]))
     assert len(missed) <= boundary_misses, missed
@@ -189,7 +201,7 @@ def test_unsure_summary_says_so_first(tmp_path):
     lines = done.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("what-if"))
     assert "UNSURE" in lines[start] and "confidence" in lines[start]
-    block = "\n".join(lines[start:start + 3])
+    block = "\n".join(lines[start : start + 3])
     assert "network is the bottleneck" not in block and "compression would reach" not in block
     assert "--iterations N" in block and "--gradient-bytes S" in block and "markers" in block
     assert "UNSURE, a guess" in next(line for line in lines if line.startswith("iterations:"))
@@ -209,6 +221,7 @@ def test_whatif_on_an_unsure_result_says_so_first(tmp_path):
 
 
 # ---- live: real DDP training in namespaces, in every CI run ------------------------------------------
+
 
 def _live(tmp_path: Path, cluster, job) -> tuple[Path, dict]:
     from training_capture import record
@@ -235,13 +248,32 @@ def test_live_ddp_lossy_link(tmp_path, netns_cluster):  # noqa: F811
     from training_capture import Job
 
     require(have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
-    job = Job(workload="ddp", hosts=4, rate="1gbit", qdisc="tbf", latency="0.5ms", burst="16kb", offloads=False,
-              iters=10, batch=256, order=[1, 3, 2, 4])
+    job = Job(
+        workload="ddp",
+        hosts=4,
+        rate="1gbit",
+        qdisc="tbf",
+        latency="0.5ms",
+        burst="16kb",
+        offloads=False,
+        iters=10,
+        batch=256,
+        order=[1, 3, 2, 4],
+    )
     run, truth = _live(tmp_path, netns_cluster(4, "1gbit", "tbf", latency="0.5ms", burst="16kb", offloads=False), job)
     res = analyze_run(run)
     its = res.extra["iterations"]
-    print(json.dumps({"count": its["count"], "truth": len(truth["iterations"]), "confidence": its["confidence"],
-                      "evidence": its["evidence"], "resent": int(res.tables.flows["retransmitted_bytes"].sum())}))
+    print(
+        json.dumps(
+            {
+                "count": its["count"],
+                "truth": len(truth["iterations"]),
+                "confidence": its["confidence"],
+                "evidence": its["evidence"],
+                "resent": int(res.tables.flows["retransmitted_bytes"].sum()),
+            }
+        )
+    )
     # how often the link stalls for a retransmission timeout differs run to run; when stalls as long as the
     # forward pass come in most steps the answer is unsure (seen: 2 runs of 3), and then it must say so
     if its["confident"]:
@@ -256,8 +288,19 @@ def test_live_gloo_loop_on_a_lossy_link(tmp_path, netns_cluster):  # noqa: F811
     from training_capture import Job
 
     require(have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
-    job = Job(workload="gloo", hosts=4, rate="1gbit", qdisc="tbf", latency="0.5ms", burst="16kb", offloads=False,
-              iters=10, params=1_000_000, pause_s=0.2, order=[3, 1, 4, 2])
+    job = Job(
+        workload="gloo",
+        hosts=4,
+        rate="1gbit",
+        qdisc="tbf",
+        latency="0.5ms",
+        burst="16kb",
+        offloads=False,
+        iters=10,
+        params=1_000_000,
+        pause_s=0.2,
+        order=[3, 1, 4, 2],
+    )
     run, truth = _live(tmp_path, netns_cluster(4, "1gbit", "tbf", latency="0.5ms", burst="16kb", offloads=False), job)
     its = check_against_truth(run, truth, confident=False, boundary_misses=2)  # seen: 0 and 1 in 10
     print(json.dumps({"count": its["count"], "confidence": its["confidence"], "evidence": its["evidence"]}))
@@ -267,8 +310,7 @@ def test_live_ddp_three_hosts_jumbo_no_offloads(tmp_path, netns_cluster):  # noq
     from training_capture import Job
 
     require(have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
-    job = Job(workload="ddp", hosts=3, rate="500mbit", mtu=9000, offloads=False, iters=12, batch=256,
-              order=[2, 3, 1])
+    job = Job(workload="ddp", hosts=3, rate="500mbit", mtu=9000, offloads=False, iters=12, batch=256, order=[2, 3, 1])
     run, truth = _live(tmp_path, netns_cluster(3, "500mbit", mtu=9000, offloads=False), job)
     its = check_against_truth(run, truth, confident=False)
     print(json.dumps({"count": its["count"], "confidence": its["confidence"], "evidence": its["evidence"]}))

@@ -5,6 +5,7 @@ tests/loopback_ring.py); the ground truth (bytes each host sent per iteration, t
 before the capture. Needs root + tcpdump (capture) and chromium: skipped on a laptop without them, failed
 under CI=true. Screenshots go to tests/artifacts/ (gitignored).
 """
+
 from __future__ import annotations
 
 import json
@@ -72,8 +73,10 @@ def test_report_in_chromium(rendered):
         _open(page, path)
         figures = page.evaluate(FIGURES_JS)
         verdict = page.evaluate("document.getElementById('verdict').innerText")
-        cards = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#verdict .number'))"
-                              ".map(function (c) { return [c.dataset.key, c.querySelector('.value').innerText]; }))")
+        cards = page.evaluate(
+            "Object.fromEntries(Array.from(document.querySelectorAll('#verdict .number'))"
+            ".map(function (c) { return [c.dataset.key, c.querySelector('.value').innerText]; }))"
+        )
         page.screenshot(ARTIFACTS / "report.png")
         page.screenshot(ARTIFACTS / "report-top.png", clip=(0, 0, 1280, 1000))
         # the flow table sorts by a column when its header is clicked (twice: descending)
@@ -122,10 +125,14 @@ def test_ring_order_in_chromium(rendered):
     require_chromium()
     with Page() as page:
         _open(page, path)
-        nodes = page.evaluate("Array.from(document.querySelectorAll('#topology svg.ring g.node'))"
-                              ".map(function (g) { return g.getAttribute('data-host'); })")
-        edges = page.evaluate("Array.from(document.querySelectorAll('#topology svg.ring path.edge'))"
-                              ".map(function (p) { return [p.getAttribute('data-src'), p.getAttribute('data-dst')]; })")
+        nodes = page.evaluate(
+            "Array.from(document.querySelectorAll('#topology svg.ring g.node'))"
+            ".map(function (g) { return g.getAttribute('data-host'); })"
+        )
+        edges = page.evaluate(
+            "Array.from(document.querySelectorAll('#topology svg.ring path.edge'))"
+            ".map(function (p) { return [p.getAttribute('data-src'), p.getAttribute('data-dst')]; })"
+        )
         placeholder = page.evaluate("!!document.querySelector('#topology [data-missing=topology]')")
         y = int(page.evaluate("document.getElementById('topology').getBoundingClientRect().top + window.scrollY"))
         page.screenshot(ARTIFACTS / "report-topology.png", clip=(0, y, 1280, 700))
@@ -160,10 +167,14 @@ def test_host_name_with_html_stays_text(capture, tmp_path):
         _open(page, out)
         text = page.evaluate("document.body.innerText")
         title = page.evaluate("document.querySelector('header h1').innerText")
-        injected = page.evaluate("Array.from(document.querySelectorAll('script:not([type]), img'))"
-                                 ".filter(function (s) { return s.textContent.indexOf('alert(') >= 0 "
-                                 "|| s.tagName === 'IMG'; }).length")
-        in_figure = page.evaluate(f"document.getElementById('fig-utilization').textContent.indexOf({json.dumps(XSS)}) >= 0")
+        injected = page.evaluate(
+            "Array.from(document.querySelectorAll('script:not([type]), img'))"
+            ".filter(function (s) { return s.textContent.indexOf('alert(') >= 0 "
+            "|| s.tagName === 'IMG'; }).length"
+        )
+        in_figure = page.evaluate(
+            f"document.getElementById('fig-utilization').textContent.indexOf({json.dumps(XSS)}) >= 0"
+        )
         page.screenshot(ARTIFACTS / "report-xss.png", clip=(0, 0, 1280, 1000))
         dialogs, errors = page.dialogs, page.errors()
     assert dialogs == [], dialogs
@@ -176,7 +187,8 @@ def test_host_name_with_html_stays_text(capture, tmp_path):
 
 
 def test_bundled_example_in_chromium(tmp_path):
-    """fixtures/example (4 hosts, ring all-reduce, expected.json = ground truth): figures drawn, ring and numbers right."""
+    """fixtures/example (4 hosts, ring all-reduce, expected.json = ground truth): figures drawn, ring and
+    numbers right."""
     if not (EXAMPLE / "expected.json").is_file():
         pytest.skip("fixtures/example/ is not there yet")
     require_chromium()
@@ -190,12 +202,18 @@ def test_bundled_example_in_chromium(tmp_path):
     with Page() as page:
         _open(page, out)
         figures = page.evaluate(FIGURES_JS)
-        nodes = page.evaluate("Array.from(document.querySelectorAll('#topology svg.ring g.node'))"
-                              ".map(function (g) { return g.getAttribute('data-host'); })")
-        edges = page.evaluate("Array.from(document.querySelectorAll('#topology svg.ring path.edge'))"
-                              ".map(function (p) { return [p.getAttribute('data-src'), p.getAttribute('data-dst')]; })")
-        cards = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#verdict .number'))"
-                              ".map(function (c) { return [c.dataset.key, c.querySelector('.value').innerText]; }))")
+        nodes = page.evaluate(
+            "Array.from(document.querySelectorAll('#topology svg.ring g.node'))"
+            ".map(function (g) { return g.getAttribute('data-host'); })"
+        )
+        edges = page.evaluate(
+            "Array.from(document.querySelectorAll('#topology svg.ring path.edge'))"
+            ".map(function (p) { return [p.getAttribute('data-src'), p.getAttribute('data-dst')]; })"
+        )
+        cards = page.evaluate(
+            "Object.fromEntries(Array.from(document.querySelectorAll('#verdict .number'))"
+            ".map(function (c) { return [c.dataset.key, c.querySelector('.value').innerText]; }))"
+        )
         verdict = page.evaluate("document.getElementById('verdict').innerText")
         page.screenshot(ARTIFACTS / "report-example.png")
         errors, requests = page.errors(), page.requests
@@ -228,8 +246,10 @@ def test_unsure_case_says_so_in_chromium(tmp_path):
     with Page() as page:
         _open(page, out)
         verdict = page.evaluate("document.getElementById('verdict').innerText")
-        cards = page.evaluate("Object.fromEntries(Array.from(document.querySelectorAll('#verdict .number'))"
-                              ".map(function (c) { return [c.dataset.key, c.innerText]; }))")
+        cards = page.evaluate(
+            "Object.fromEntries(Array.from(document.querySelectorAll('#verdict .number'))"
+            ".map(function (c) { return [c.dataset.key, c.innerText]; }))"
+        )
         iterations = page.evaluate("document.getElementById('iterations').innerText")
         page.screenshot(ARTIFACTS / "report-unsure.png")
         errors = page.errors()

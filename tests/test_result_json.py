@@ -1,5 +1,6 @@
 """The JSON form: dataclasses converted as asdict would, and the file layout parses back to the same document
 with one flow, host or iteration per line."""
+
 from __future__ import annotations
 
 import json
@@ -38,19 +39,30 @@ def test_written_json_parses_back_one_record_per_line(result, tmp_path: Path) ->
     assert len(iterations) == result.extra["iterations"]["count"] == 10
 
 
-@pytest.mark.parametrize("doc", [
-    {}, [], {"a": {}, "b": [], "c": [[]], "d": {"e": {"f": [1, {"g": None}]}}},
-    {"long": ["x" * 60, "y" * 60], "short": [1, 2], "nested": {"rows": [{"k": i} for i in range(30)]}},
-    [{"a": 1}] * 40, "text", 3.5, None,
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        [],
+        {"a": {}, "b": [], "c": [[]], "d": {"e": {"f": [1, {"g": None}]}}},
+        {"long": ["x" * 60, "y" * 60], "short": [1, 2], "nested": {"rows": [{"k": i} for i in range(30)]}},
+        [{"a": 1}] * 40,
+        "text",
+        3.5,
+        None,
+    ],
+)
 def test_layout_parses_back_to_the_document(doc) -> None:  # noqa: ANN001
     assert json.loads(json_text(doc)) == doc
 
 
 def test_keys_that_are_not_strings_are_written_as_json_writes_them() -> None:
     doc = {"by_rank": {0: "h1", 1: "h2"}, "flags": {True: 1, None: 2}}
-    assert json.loads(json_text(doc)) == json.loads(json.dumps(doc)) == {
-        "by_rank": {"0": "h1", "1": "h2"}, "flags": {"true": 1, "null": 2}}
+    assert (
+        json.loads(json_text(doc))
+        == json.loads(json.dumps(doc))
+        == {"by_rank": {"0": "h1", "1": "h2"}, "flags": {"true": 1, "null": 2}}
+    )
 
 
 def test_nan_is_refused_as_before() -> None:

@@ -1,4 +1,5 @@
 """Inputs of the what-if: the analyzer's result, profile files, and the verdict a run gets."""
+
 from __future__ import annotations
 
 import json
@@ -7,24 +8,37 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.whatif.backward_profile import (BackwardProfile, ProfileFormatError, load_profile, load_reduce_cost,
-                                      save_profile)
+from analyze.whatif.backward_profile import (
+    BackwardProfile,
+    ProfileFormatError,
+    load_profile,
+    load_reduce_cost,
+    save_profile,
+)
 from cli import run_whatif, split_values
 from analyze.whatif.inputs import inputs_from_result
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "training-bottleneck"
 
 
-def result_doc(link_bps: float, period_s: float, comm_s: float, busy: float, hosts: int = 4,
-               gradient_bytes: float = 25e6) -> dict:
+def result_doc(
+    link_bps: float, period_s: float, comm_s: float, busy: float, hosts: int = 4, gradient_bytes: float = 25e6
+) -> dict:
     """A result as `ringscope analyze --json` writes it (only the keys the what-if reads)."""
     return {
         "schema": 1,
-        "hosts": [{"host": f"h{i}", "link_speed_bps": link_bps, "tx_utilization": {"while_busy": busy}}
-                  for i in range(hosts)],
-        "iterations": {"period_ns": int(period_s * 1e9), "implied_gradient_bytes": gradient_bytes,
-                       "per_iteration": [{"comm_ns": int(comm_s * 1e9)}, {"comm_ns": int(comm_s * 1e9) + 2},
-                                         {"comm_ns": int(comm_s * 1e9) - 2}]},
+        "hosts": [
+            {"host": f"h{i}", "link_speed_bps": link_bps, "tx_utilization": {"while_busy": busy}} for i in range(hosts)
+        ],
+        "iterations": {
+            "period_ns": int(period_s * 1e9),
+            "implied_gradient_bytes": gradient_bytes,
+            "per_iteration": [
+                {"comm_ns": int(comm_s * 1e9)},
+                {"comm_ns": int(comm_s * 1e9) + 2},
+                {"comm_ns": int(comm_s * 1e9) - 2},
+            ],
+        },
     }
 
 
@@ -54,8 +68,11 @@ def test_inputs_from_result_tolerates_absent_keys() -> None:
 
 
 def test_profile_formats_round_trip(tmp_path: Path) -> None:
-    prof = BackwardProfile(np.array([[0.001, 0.0005, 0.002], [0.0012, 0.0004, 0.0021]]),
-                           np.array([4000.0, 8192000.0, 8192.0]), names=("fc.bias", "fc.weight", "bn.weight"))
+    prof = BackwardProfile(
+        np.array([[0.001, 0.0005, 0.002], [0.0012, 0.0004, 0.0021]]),
+        np.array([4000.0, 8192000.0, 8192.0]),
+        names=("fc.bias", "fc.weight", "bn.weight"),
+    )
     for suffix in (".bk.log", ".json", ".csv"):
         path = tmp_path / f"p{suffix}"
         save_profile(prof, path)
@@ -75,13 +92,16 @@ def test_csv_with_ready_times_and_microseconds(tmp_path: Path) -> None:
     assert load_profile(tmp_path / "b.csv").wait_s.tolist() == [[0.001, 0.0]]  # negative gaps clamp to 0
 
 
-@pytest.mark.parametrize("content, suffix, match", [
-    ("comment\n1\n3\n1,2\n", ".bk.log", "batch 0 has 1 of 3"),
-    ("comment\nx\n", ".bk.log", "lines 2-3"),
-    ("{not json", ".json", "not valid JSON"),
-    ('{"tensors": [{"wait_s": 1}]}', ".json", "bytes"),
-    ("name,bytes\nx,1\n", ".csv", "wait_s"),
-])
+@pytest.mark.parametrize(
+    "content, suffix, match",
+    [
+        ("comment\n1\n3\n1,2\n", ".bk.log", "batch 0 has 1 of 3"),
+        ("comment\nx\n", ".bk.log", "lines 2-3"),
+        ("{not json", ".json", "not valid JSON"),
+        ('{"tensors": [{"wait_s": 1}]}', ".json", "bytes"),
+        ("name,bytes\nx,1\n", ".csv", "wait_s"),
+    ],
+)
 def test_bad_profiles_name_the_file(tmp_path: Path, content: str, suffix: str, match: str) -> None:
     path = tmp_path / f"bad{suffix}"
     path.write_text(content)

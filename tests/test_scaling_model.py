@@ -1,5 +1,6 @@
 """The ringscope model: with every refinement off it is the paper's model; each switch moves the answer the
 right way by an amount computed by hand here."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,13 @@ S = 1e6  # one bucket of 1 MB, sent at backward end → the overhead is exactly 
 ONE_BUCKET = BackwardProfile(np.array([0.001]), np.array([S]))
 
 
-def overhead(options: RingscopeOptions, workers: int, bandwidth: float, compression: float = 1.0,
-             profile: BackwardProfile = ONE_BUCKET) -> float:
+def overhead(
+    options: RingscopeOptions,
+    workers: int,
+    bandwidth: float,
+    compression: float = 1.0,
+    profile: BackwardProfile = ONE_BUCKET,
+) -> float:
     return float(Replay(RingscopeModel(options), profile).overhead_s(workers, bandwidth, compression)[0])
 
 
@@ -29,7 +35,10 @@ def test_all_refinements_off_is_the_paper_model() -> None:
         pytest.skip("fixtures/training-bottleneck/ is missing")
     prof = load_profile(FIXTURES / "resnet50.bk.log")
     table = load_reduce_cost(FIXTURES / "cuda_vec_add.log")
-    grid = [np.array(x, dtype=float) for x in zip(*[(n, b, c) for n in (2, 8, 64) for b in (1e9, 25e9, 100e9) for c in (1, 3)])]
+    grid = [
+        np.array(x, dtype=float)
+        for x in zip(*[(n, b, c) for n in (2, 8, 64) for b in (1e9, 25e9, 100e9) for c in (1, 3)])
+    ]
     paper = Replay(PaperModel(table), prof).overhead_s(*grid)
     ours = Replay(RingscopeModel(OFF, table), prof).overhead_s(*grid)
     np.testing.assert_array_equal(ours, paper)
@@ -70,7 +79,9 @@ def test_hierarchical_servers() -> None:
     assert overhead(hier, 16, 10e9) == pytest.approx(0.12e-3 + 1.2e-3 + 60e-6, rel=1e-9)
     assert overhead(flat, 16, 10e9) == pytest.approx(1.5e-3 + 300e-6, rel=1e-9)
     # Fewer workers than G: one server, only the intra-server ring (2·3/4·8e6/1e11 = 0.12 ms for N = 4).
-    assert overhead(RingscopeOptions(latency_s=0.0, gpus_per_server=8, intra_bandwidth_bps=100e9), 4, 10e9) == pytest.approx(0.12e-3)
+    assert overhead(
+        RingscopeOptions(latency_s=0.0, gpus_per_server=8, intra_bandwidth_bps=100e9), 4, 10e9
+    ) == pytest.approx(0.12e-3)
     # The efficiency applies to the NIC only: inter 1.2 → 2.4 ms, intra unchanged.
     half = RingscopeOptions(latency_s=0.0, gpus_per_server=4, intra_bandwidth_bps=100e9, transport_efficiency=0.5)
     assert overhead(half, 16, 10e9) == pytest.approx(0.12e-3 + 2.4e-3, rel=1e-9)

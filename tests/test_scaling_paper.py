@@ -5,6 +5,7 @@ The paper's inputs (netx-repo/training-bottleneck, data only) are the repo copy 
 fixtures/training-bottleneck/; when it is missing the shared data directory is used ($RINGSCOPE_SHARED or
 ../shared); when none is present the tests skip — except under CI=true, where a missing input fails.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,9 @@ def _shared_dirs() -> list[Path]:
 
 
 def _find(name: str, base: Path) -> Path:
-    return base / "bk_time_logs" / name if name.endswith(".bk.log") and (base / "bk_time_logs").is_dir() else base / name
+    return (
+        base / "bk_time_logs" / name if name.endswith(".bk.log") and (base / "bk_time_logs").is_dir() else base / name
+    )
 
 
 def paper_dir() -> Path:
@@ -116,8 +119,9 @@ def test_one_worker_and_empty_profile_cost_nothing() -> None:
     assert Replay(PaperModel(), _profile([1, 1], [0, 0])).overhead_s(8, 1e9)[0] == 0.0
 
 
-def _reference_overhead(waits_s: np.ndarray, sizes: np.ndarray, n: int, bw: float, c: float,
-                        table: ReduceCostTable) -> float:
+def _reference_overhead(
+    waits_s: np.ndarray, sizes: np.ndarray, n: int, bw: float, c: float, table: ReduceCostTable
+) -> float:
     """An independent event-by-event transcription of the README's description (no vectorization)."""
     events, now, acc_t, acc_b = [], 0.0, 0.0, 0.0
     for w, s in zip(waits_s, sizes):
@@ -140,7 +144,10 @@ def test_vectorized_replay_matches_event_by_event_reference(paper: dict) -> None
         replay = Replay(paper["model"], prof)
         grid = [(n, bw, c) for n in (2, 8, 64) for bw in (1e9, 10e9, 25e9, 100e9) for c in (1, 10)]
         got = replay.overhead_s(*map(np.array, zip(*grid)))
-        want = [_reference_overhead(prof.wait_s[0], prof.size_bytes, n, bw, c, paper["model"].reduce_cost) for n, bw, c in grid]
+        want = [
+            _reference_overhead(prof.wait_s[0], prof.size_bytes, n, bw, c, paper["model"].reduce_cost)
+            for n, bw, c in grid
+        ]
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
 
 
@@ -194,14 +201,22 @@ def test_ten_gbit_needs_only_a_few_x_compression(paper: dict, name: str) -> None
 
 @pytest.mark.parametrize("name", MODELS)
 def test_no_compression_needed_at_100g(paper: dict, name: str) -> None:
-    need = Replay(paper["model"], paper["profile"][name]).needed_compression(paper["T"][name], [16, 32, 64], 100e9, 0.99)
+    need = Replay(paper["model"], paper["profile"][name]).needed_compression(
+        paper["T"][name], [16, 32, 64], 100e9, 0.99
+    )
     assert need.tolist() == [1.0, 1.0, 1.0]
 
 
 def test_sweep_is_fast(paper: dict) -> None:
     start = time.perf_counter()
-    result = what_if(paper["profile"]["resnet50"], paper["T"]["resnet50"], paper["model"],
-                     [8, 16, 32, 64], [1e9, 10e9, 25e9, 40e9, 100e9], [1, 2, 5, 10])
+    result = what_if(
+        paper["profile"]["resnet50"],
+        paper["T"]["resnet50"],
+        paper["model"],
+        [8, 16, 32, 64],
+        [1e9, 10e9, 25e9, 40e9, 100e9],
+        [1, 2, 5, 10],
+    )
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0
     curve = next(c for c in result.sweep["curves"] if c["workers"] == 64 and c["compression"] == 1)

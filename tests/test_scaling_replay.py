@@ -10,6 +10,7 @@ communication is exactly one ring all-reduce. The run: N = 4 hosts on 1 Gbit/s l
     latency  2·(N−1) steps · 10 µs                                 = 0.06 ms
     T = 100 ms (given)  →  modelled iteration T + 15.06 ms        = 115.06 ms
 """
+
 from __future__ import annotations
 
 import json
@@ -38,30 +39,62 @@ SCALING_SCHEMA = {"$schema": _SCHEMA["$schema"], "$defs": _SCHEMA["$defs"], "$re
 
 
 def measured(period_ns: int, busy: float | None = BUSY) -> WhatIfInputs:
-    return WhatIfInputs(workers=N, link_speed_bps=LINK_BPS, iteration_time_s=period_ns / 1e9, gradient_bytes=S,
-                        comm_time_s=0.020, transport_efficiency=busy)
+    return WhatIfInputs(
+        workers=N,
+        link_speed_bps=LINK_BPS,
+        iteration_time_s=period_ns / 1e9,
+        gradient_bytes=S,
+        comm_time_s=0.020,
+        transport_efficiency=busy,
+    )
 
 
-def replay_of(period_ns: int, busy: float | None = BUSY, model=RingscopeModel(), profile=PROFILE,  # noqa: ANN001
-              profile_measured: bool = True) -> dict | None:
+def replay_of(
+    period_ns: int,
+    busy: float | None = BUSY,
+    model=RingscopeModel(),
+    profile=PROFILE,  # noqa: ANN001
+    profile_measured: bool = True,
+) -> dict | None:
     # the counterfactual asked (64 workers, 10 Gbit/s) is not the run: the replay must still use the run's N and rate
-    return what_if(profile, T_S, model, [64], [10e9], measured=measured(period_ns, busy), single_worker_measured=True,
-                   profile_measured=profile_measured).to_dict().get("replay")
+    return (
+        what_if(
+            profile,
+            T_S,
+            model,
+            [64],
+            [10e9],
+            measured=measured(period_ns, busy),
+            single_worker_measured=True,
+            profile_measured=profile_measured,
+        )
+        .to_dict()
+        .get("replay")
+    )
 
 
 def test_a_period_the_model_gives_replays_with_no_error() -> None:
     r = replay_of(MODELLED_NS)
-    assert r == {"measured_iteration_ns": MODELLED_NS, "modelled_iteration_ns": MODELLED_NS, "error": 0.0,
-                 "flagged": False, "workers": N, "bandwidth_bps": pytest.approx(800e6),
-                 "single_iteration_time_given": True}
+    assert r == {
+        "measured_iteration_ns": MODELLED_NS,
+        "modelled_iteration_ns": MODELLED_NS,
+        "error": 0.0,
+        "flagged": False,
+        "workers": N,
+        "bandwidth_bps": pytest.approx(800e6),
+        "single_iteration_time_given": True,
+    }
 
 
-@pytest.mark.parametrize("period_ns, error, flagged", [
-    (143_825_000, -0.2, True),              # measured 25 % longer than the model: 115.06 / 143.825 − 1 = −0.2
-    (100_000_000, 0.1506, True),            # the model 15 % slower than the run: 115.06 / 100 − 1
-    (110_000_000, 5.06 / 110, False),       # within 10 %: 115.06 / 110 − 1 = +4.6 %
-    (127_000_000, 115.06 / 127 - 1, False),  # −9.4 %
-])
+@pytest.mark.parametrize(
+    "period_ns, error, flagged",
+    [
+        (143_825_000, -0.2, True),  # measured 25 % longer than the model: 115.06 / 143.825 − 1 = −0.2
+        (100_000_000, 0.1506, True),  # the model 15 % slower than the run: 115.06 / 100 − 1
+        (110_000_000, 5.06 / 110, False),  # within 10 %: 115.06 / 110 − 1 = +4.6 %
+        (127_000_000, 115.06 / 127 - 1, False),  # −9.4 %
+    ],
+)
 def test_error_is_modelled_over_measured_minus_one(period_ns: int, error: float, flagged: bool) -> None:
     r = replay_of(period_ns)
     assert r["modelled_iteration_ns"] == MODELLED_NS and r["measured_iteration_ns"] == period_ns
@@ -83,8 +116,15 @@ def test_the_paper_model_replays_without_latency() -> None:
 def test_no_replay_from_a_stand_in_profile_or_without_a_period() -> None:
     stand_in, _ = stand_in_profile(S, T_S)
     assert replay_of(MODELLED_NS, profile=stand_in, profile_measured=False) is None
-    no_period = what_if(PROFILE, T_S, RingscopeModel(), [N], [LINK_BPS], profile_measured=True,
-                        measured=WhatIfInputs(workers=N, link_speed_bps=LINK_BPS, gradient_bytes=S))
+    no_period = what_if(
+        PROFILE,
+        T_S,
+        RingscopeModel(),
+        [N],
+        [LINK_BPS],
+        profile_measured=True,
+        measured=WhatIfInputs(workers=N, link_speed_bps=LINK_BPS, gradient_bytes=S),
+    )
     assert "replay" not in no_period.to_dict() and no_period.replay is None
     no_run = what_if(PROFILE, T_S, RingscopeModel(), [N], [LINK_BPS], profile_measured=True)
     assert "replay" not in no_run.to_dict()
@@ -95,11 +135,17 @@ def test_no_replay_from_a_stand_in_profile_or_without_a_period() -> None:
 
 def result_doc(period_ns: int, comm_ns: int = 20_000_000) -> dict:
     """A result as `ringscope analyze --json` writes it (the keys the what-if reads), period and comm exact."""
-    return {"schema": 1,
-            "hosts": [{"name": f"h{i}", "link_speed_bps": LINK_BPS, "tx_utilization": {"while_busy": BUSY}}
-                      for i in range(N)],
-            "iterations": {"period_ns": period_ns, "implied_gradient_bytes": S,
-                           "per_iteration": [{"comm_ns": comm_ns}, {"comm_ns": comm_ns + 2}, {"comm_ns": comm_ns - 2}]}}
+    return {
+        "schema": 1,
+        "hosts": [
+            {"name": f"h{i}", "link_speed_bps": LINK_BPS, "tx_utilization": {"while_busy": BUSY}} for i in range(N)
+        ],
+        "iterations": {
+            "period_ns": period_ns,
+            "implied_gradient_bytes": S,
+            "per_iteration": [{"comm_ns": comm_ns}, {"comm_ns": comm_ns + 2}, {"comm_ns": comm_ns - 2}],
+        },
+    }
 
 
 def whatif(tmp_path: Path, period_ns: int, *extra: str, profile: bool = True) -> tuple[dict, str]:
@@ -114,13 +160,20 @@ def whatif(tmp_path: Path, period_ns: int, *extra: str, profile: bool = True) ->
 
 
 def test_cli_prints_the_replay_before_the_counterfactuals(tmp_path: Path) -> None:
-    scaling, text = whatif(tmp_path, MODELLED_NS, "--single-iteration-time", "100ms", "--workers", "64",
-                           "--bandwidth", "10G")
+    scaling, text = whatif(
+        tmp_path, MODELLED_NS, "--single-iteration-time", "100ms", "--workers", "64", "--bandwidth", "10G"
+    )
     r = scaling["replay"]
     assert (r["measured_iteration_ns"], r["modelled_iteration_ns"], r["error"], r["flagged"]) == (
-        MODELLED_NS, MODELLED_NS, 0.0, False)
-    line = ("replay of the measured run (N = 4, 800 Mbit/s: 1 Gbit/s at the measured 80% efficiency): the model gives "
-            "115.1 ms per iteration against 115.1 ms measured (error +0.0%)")
+        MODELLED_NS,
+        MODELLED_NS,
+        0.0,
+        False,
+    )
+    line = (
+        "replay of the measured run (N = 4, 800 Mbit/s: 1 Gbit/s at the measured 80% efficiency): the model gives "
+        "115.1 ms per iteration against 115.1 ms measured (error +0.0%)"
+    )
     lines = text.splitlines()
     assert lines[1] == line and lines[3].split() == ["workers", "bandwidth", "compr.", "overhead", "scaling"]
     assert "should not be trusted" not in text and "T was taken from the measured period" not in text
@@ -132,8 +185,10 @@ def test_cli_flags_a_replay_that_misses_by_more_than_ten_percent(tmp_path: Path)
     assert r["error"] == pytest.approx(-0.2, abs=1e-9) and r["flagged"] is True
     assert "against 143.8 ms measured (error -20.0%)" in text
     warning = text.splitlines()[2]
-    assert warning.startswith("  The replay misses the measured iteration by more than 10%: the what-if below does not "
-                              "reproduce the measured job and should not be trusted until it does.")
+    assert warning.startswith(
+        "  The replay misses the measured iteration by more than 10%: the what-if below does not "
+        "reproduce the measured job and should not be trusted until it does."
+    )
     assert "(1.0 MB of gradients against 1.0 MB implied by the capture, backward 20 ms)" in warning
     assert "--buckets" in warning and "single-GPU iteration time" in warning
 

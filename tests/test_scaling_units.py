@@ -1,4 +1,5 @@
 """Rates and durations as typed by users (capture/units.py)."""
+
 from __future__ import annotations
 
 import pytest
@@ -8,11 +9,24 @@ from hypothesis import strategies as st
 from capture.units import format_rate, parse_bin, parse_duration, parse_rate
 
 
-@pytest.mark.parametrize("text, bps", [
-    ("100Gbit", 100e9), ("25G", 25e9), ("10Gbps", 10e9), ("100Mbit", 100e6), ("1e9", 1e9),
-    ("40gbit", 40e9), ("100 Mbit/s", 100e6), ("1.5Tbit", 1.5e12), ("12.5GB/s", 100e9), ("1GBps", 8e9),
-    ("1Gibit", 2.0**30), ("800k", 800e3), ("2.5e10bps", 25e9),
-])
+@pytest.mark.parametrize(
+    "text, bps",
+    [
+        ("100Gbit", 100e9),
+        ("25G", 25e9),
+        ("10Gbps", 10e9),
+        ("100Mbit", 100e6),
+        ("1e9", 1e9),
+        ("40gbit", 40e9),
+        ("100 Mbit/s", 100e6),
+        ("1.5Tbit", 1.5e12),
+        ("12.5GB/s", 100e9),
+        ("1GBps", 8e9),
+        ("1Gibit", 2.0**30),
+        ("800k", 800e3),
+        ("2.5e10bps", 25e9),
+    ],
+)
 def test_parse_rate(text: str, bps: float) -> None:
     assert parse_rate(text) == pytest.approx(bps, rel=1e-12)
 
@@ -23,10 +37,21 @@ def test_bad_rate_names_the_input(text: str) -> None:
         parse_rate(text)
 
 
-@pytest.mark.parametrize("text, ns", [
-    ("10ms", 10_000_000), ("1ms", 1_000_000), ("0.5s", 500_000_000), ("250us", 250_000), ("250µs", 250_000),
-    ("100ns", 100), ("2", 2_000_000_000), ("0.128", 128_000_000), ("1min", 60_000_000_000), ("0", 0),
-])
+@pytest.mark.parametrize(
+    "text, ns",
+    [
+        ("10ms", 10_000_000),
+        ("1ms", 1_000_000),
+        ("0.5s", 500_000_000),
+        ("250us", 250_000),
+        ("250µs", 250_000),
+        ("100ns", 100),
+        ("2", 2_000_000_000),
+        ("0.128", 128_000_000),
+        ("1min", 60_000_000_000),
+        ("0", 0),
+    ],
+)
 def test_parse_duration(text: str, ns: int) -> None:
     assert parse_duration(text) == ns
 
@@ -37,8 +62,15 @@ def test_bad_duration_names_the_input(text: str) -> None:
         parse_duration(text)
 
 
-@pytest.mark.parametrize("text, fragment", [("0", "--bin '0': must be longer than 0"), ("0.4ns", "--bin '0.4ns'"),
-                                            ("-1ms", "bad duration '-1ms'"), ("abc", "bad duration 'abc'")])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("0", "--bin '0': must be longer than 0"),
+        ("0.4ns", "--bin '0.4ns'"),
+        ("-1ms", "bad duration '-1ms'"),
+        ("abc", "bad duration 'abc'"),
+    ],
+)
 def test_bin_width_must_be_a_duration_longer_than_zero(text: str, fragment: str) -> None:
     """--bin (analyze and report share it): 0.4 ns rounds to a zero-width bin and is refused like 0."""
     with pytest.raises(ValueError, match=fragment.replace(".", r"\.")):

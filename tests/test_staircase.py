@@ -3,6 +3,7 @@ before the series is made: forward-pass pauses, bucket all-reduces with waits be
 jitter, chatter, a long rendezvous and a parameter broadcast before training, teardown after it, re-sent
 bytes, and per-host clock offsets. The property that matters: every answer given with confidence at or above
 CONFIDENT is right. A second test keeps that from holding vacuously: clean cases must come out confident."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -83,8 +84,18 @@ def test_ddp_like_two_equal_buckets_is_not_two_iterations():
 
 
 def test_horovod_like_many_fused_buckets():
-    st_ = infer(make(Job(buckets=(0.1, 0.15, 0.05, 0.2, 0.1, 0.1, 0.3), bucket_wait_bins=3, chatter=0.002,
-                         rendezvous_bins=1500, iters=15)), BIN)
+    st_ = infer(
+        make(
+            Job(
+                buckets=(0.1, 0.15, 0.05, 0.2, 0.1, 0.1, 0.3),
+                bucket_wait_bins=3,
+                chatter=0.002,
+                rendezvous_bins=1500,
+                iters=15,
+            )
+        ),
+        BIN,
+    )
     assert st_.count == 15 and st_.confidence >= CONFIDENT
 
 
@@ -130,8 +141,9 @@ def test_no_pauses_no_answer():
 def test_absurd_span_is_read_on_coarser_bins():
     """A stray timestamp decades away must not size a dense array by the span."""
     e = make(Job(iters=4, edges=1))[0]
-    far = EdgeSeries(e.src, e.dst, e.view, np.append(e.t_ns, e.t_ns[-1] + 40 * 365 * 86_400 * 10**9),
-                     np.append(e.nbytes, 100))
+    far = EdgeSeries(
+        e.src, e.dst, e.view, np.append(e.t_ns, e.t_ns[-1] + 40 * 365 * 86_400 * 10**9), np.append(e.nbytes, 100)
+    )
     p = pauses(far, BIN)
     assert p is not None and len(p.cum) <= (1 << 22) + 1
 
@@ -176,8 +188,15 @@ def test_clean_jobs_are_confident():
     rng = np.random.default_rng(1)
     sure = 0
     for seed in range(60):
-        job = Job(iters=int(rng.integers(5, 30)), edges=int(rng.integers(2, 6)), forward_bins=int(rng.integers(8, 40)),
-                  bucket_wait_bins=int(rng.integers(0, 5)), buckets=(0.3, 0.7), jitter=0.3, seed=seed)
+        job = Job(
+            iters=int(rng.integers(5, 30)),
+            edges=int(rng.integers(2, 6)),
+            forward_bins=int(rng.integers(8, 40)),
+            bucket_wait_bins=int(rng.integers(0, 5)),
+            buckets=(0.3, 0.7),
+            jitter=0.3,
+            seed=seed,
+        )
         st_ = infer(make(job), BIN)
         sure += st_.confidence >= CONFIDENT and st_.count == job.iters
     assert sure >= 54, f"{sure} of 60"

@@ -1,5 +1,6 @@
 """Topology: generated captures of known collectives (ring 4/32/64, tree, star, mesh, a missing host) read
 through the whole analyzer, and the pure classifier on tables built by hand."""
+
 from __future__ import annotations
 
 import sys
@@ -65,8 +66,18 @@ def test_other_shapes(tmp_path, kind, n, expect):
 
 
 def _edges(pairs, nbytes=1000):
-    return pd.DataFrame({"src": [a for a, _ in pairs], "dst": [b for _, b in pairs], "bytes": nbytes,
-                         "payload_bytes": nbytes, "flows": 1, "start_ns": 0, "end_ns": 1, "inferred": False})
+    return pd.DataFrame(
+        {
+            "src": [a for a, _ in pairs],
+            "dst": [b for _, b in pairs],
+            "bytes": nbytes,
+            "payload_bytes": nbytes,
+            "flows": 1,
+            "start_ns": 0,
+            "end_ns": 1,
+            "inferred": False,
+        }
+    )
 
 
 def test_bidirectional_ring_and_unknown():
@@ -105,13 +116,31 @@ def test_address_hosts_from_result_hosts():
 
     hosts = [SimpleNamespace(name="a", addresses=["10.0.0.1"]), SimpleNamespace(name="b", addresses=["10.0.0.2"])]
     amap = address_hosts(hosts)
-    flows = pd.DataFrame({"flow_id": [0, 1, 2, 3], "src": ["10.0.0.1", "10.0.0.1", "10.0.0.9", "10.0.0.1"],
-                          "dst": ["10.0.0.2", "10.0.0.2", "10.0.0.8", "10.0.0.1"], "bytes": [5, 7, 100, 3],
-                          "payload_bytes": [1, 2, 3, 4], "start_ns": [3, 1, 0, 0], "end_ns": [4, 9, 1, 1]})
+    flows = pd.DataFrame(
+        {
+            "flow_id": [0, 1, 2, 3],
+            "src": ["10.0.0.1", "10.0.0.1", "10.0.0.9", "10.0.0.1"],
+            "dst": ["10.0.0.2", "10.0.0.2", "10.0.0.8", "10.0.0.1"],
+            "bytes": [5, 7, 100, 3],
+            "payload_bytes": [1, 2, 3, 4],
+            "start_ns": [3, 1, 0, 0],
+            "end_ns": [4, 9, 1, 1],
+        }
+    )
     e = host_edges(flows, amap)
     # both sockets summed into one host pair; uncaptured-to-uncaptured and host-internal flows left out
-    assert e.to_dict("records") == [{"src": "a", "dst": "b", "bytes": 12, "payload_bytes": 3, "flows": 2,
-                                     "start_ns": 1, "end_ns": 9, "inferred": False}]
+    assert e.to_dict("records") == [
+        {
+            "src": "a",
+            "dst": "b",
+            "bytes": 12,
+            "payload_bytes": 3,
+            "flows": 2,
+            "start_ns": 1,
+            "end_ns": 9,
+            "inferred": False,
+        }
+    ]
 
 
 @pytest.mark.parametrize("kind,n,missing", [("ring", 5, 2), ("star", 4, None), ("tree", 5, None)])

@@ -34,6 +34,7 @@ Two last tests, without root, use the bundled example capture: when `ringscope a
 link speed from meta.json or --link-speed, not with the analyzer's stand-in for an unknown one), and the replay
 error `ringscope whatif RUN --profile` prints for the run.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -60,8 +61,9 @@ RING_FACTOR = 2 * (N - 1) / N  # each host sends 2(N−1)/N·S per ring all-redu
 
 def _veth_speed_bps(host: str) -> float | None:
     """The speed the host's interface reports before anything is captured (None: it reports none)."""
-    text = subprocess.run(["ip", "netns", "exec", host, "cat", "/sys/class/net/eth0/speed"], capture_output=True,
-                          text=True).stdout.strip()
+    text = subprocess.run(
+        ["ip", "netns", "exec", host, "cat", "/sys/class/net/eth0/speed"], capture_output=True, text=True
+    ).stdout.strip()
     try:
         mbit = int(text)
     except ValueError:
@@ -76,22 +78,54 @@ def _capture_and_analyze(tmp_path: Path, cluster, link_bps: float | None) -> tup
     link_bps = link_bps or 10e9
     run = tmp_path / "run"
     done = subprocess.run(
-        [PY, str(ROOT / "cli.py"), "capture", "run", "--out", str(run), "--hosts", ",".join(hosts),
-         "--remote-shell", "ip netns exec {host}", "--filter", "tcp", *extra, "--",
-         PY, str(ROOT / "tests" / "netns.py"), "launch", "--hosts", ",".join(hosts), "--port", "29640", "--",
-         "env", f"PYTHONPATH={ROOT}", PY, str(SCRIPT), str(NUMEL), str(ITERS), str(FORWARD_S)],
-        cwd=ROOT, capture_output=True, text=True, timeout=90)
+        [
+            PY,
+            str(ROOT / "cli.py"),
+            "capture",
+            "run",
+            "--out",
+            str(run),
+            "--hosts",
+            ",".join(hosts),
+            "--remote-shell",
+            "ip netns exec {host}",
+            "--filter",
+            "tcp",
+            *extra,
+            "--",
+            PY,
+            str(ROOT / "tests" / "netns.py"),
+            "launch",
+            "--hosts",
+            ",".join(hosts),
+            "--port",
+            "29640",
+            "--",
+            "env",
+            f"PYTHONPATH={ROOT}",
+            PY,
+            str(SCRIPT),
+            str(NUMEL),
+            str(ITERS),
+            str(FORWARD_S),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result_json, whatif_json, html = tmp_path / "result.json", tmp_path / "whatif.json", tmp_path / "report.html"
-    analyzed = ringscope("analyze", run, "--json", result_json, "--html", html,
-                         "--single-iteration-time", f"{FORWARD_S * 1e3:g}ms")
+    analyzed = ringscope(
+        "analyze", run, "--json", result_json, "--html", html, "--single-iteration-time", f"{FORWARD_S * 1e3:g}ms"
+    )
     assert analyzed.returncode == 0, analyzed.stderr
     result = json.loads(result_json.read_text())
     assert "scaling" in result, (result["assumptions"], result.get("iterations", {}).get("notes"))
     assert result["scaling"]["verdict"] in html.read_text().replace("&#x27;", "'")  # the report shows it
     lines = analyzed.stdout.splitlines()
     head = next(i for i, line in enumerate(lines) if line.startswith("what-if (ringscope model)"))
-    assert 1 <= len([x for x in lines[head + 1:head + 4] if x.startswith("  ")]) <= 3  # verdict in 1-3 lines
+    assert 1 <= len([x for x in lines[head + 1 : head + 4] if x.startswith("  ")]) <= 3  # verdict in 1-3 lines
     whatif = ringscope("whatif", result_json, "--single-iteration-time", str(FORWARD_S), "--json", whatif_json)
     assert whatif.returncode == 0, whatif.stderr
     scaling = json.loads(whatif_json.read_text())["scaling"]
@@ -128,8 +162,10 @@ def _check_inputs(result: dict, scaling: dict, link_bps: float) -> dict:
     # below the model's (by 0.05), the verdict says the communication is exposed (not "stragglers"). On the
     # unthrottled veth a fast run's all-reduce can take under 5 % of the iteration, and then there is no gap
     # to explain (a CI run's verdict had none)
-    model_sf = min(m["full_utilization_scaling_factor"],
-                   m.get("scaling_factor_at_measured_efficiency") or m["full_utilization_scaling_factor"])
+    model_sf = min(
+        m["full_utilization_scaling_factor"],
+        m.get("scaling_factor_at_measured_efficiency") or m["full_utilization_scaling_factor"],
+    )
     exposed = "of the communication is exposed rather than overlapping the computation"
     assert (exposed in scaling["verdict"]) == (m["measured_scaling_factor"] < model_sf - 0.05), scaling["verdict"]
     assert "time is lost outside the link" not in scaling["verdict"]
@@ -176,11 +212,22 @@ def test_100mbit_link_is_the_bottleneck(tmp_path, netns_cluster):  # noqa: F811
         start = time.perf_counter()
         add_scaling(res, single_iteration_time_s=FORWARD_S)
         costs.append(time.perf_counter() - start)
-    print(json.dumps({"link": "100mbit", "while_busy": m["transport_efficiency"], "sf_full": sf,
-                      "sf_at_efficiency": m["scaling_factor_at_measured_efficiency"],
-                      "sf_measured": m["measured_scaling_factor"], "period_s": m["iteration_time_s"],
-                      "comm_s": m["comm_time_s"], "gradient_bytes": m["gradient_bytes"],
-                      "whatif_ms": min(costs) * 1e3, "test_s": time.monotonic() - t0}))
+    print(
+        json.dumps(
+            {
+                "link": "100mbit",
+                "while_busy": m["transport_efficiency"],
+                "sf_full": sf,
+                "sf_at_efficiency": m["scaling_factor_at_measured_efficiency"],
+                "sf_measured": m["measured_scaling_factor"],
+                "period_s": m["iteration_time_s"],
+                "comm_s": m["comm_time_s"],
+                "gradient_bytes": m["gradient_bytes"],
+                "whatif_ms": min(costs) * 1e3,
+                "test_s": time.monotonic() - t0,
+            }
+        )
+    )
     assert min(costs) < 0.05
 
 
@@ -205,10 +252,22 @@ def test_unthrottled_link_is_not_the_bottleneck(tmp_path, netns_cluster):  # noq
     else:  # a machine fast enough to fill the veth
         assert "not what limits scaling" in verdict
     assert m["scaling_factor_at_measured_efficiency"] > 0.95  # even at the measured rate it would hide
-    print(json.dumps({"link": "veth", "link_bps": link_bps, "while_busy": eff, "achieved_bps": m["achieved_rate_bps"],
-                      "sf_full": sf, "sf_at_efficiency": m["scaling_factor_at_measured_efficiency"],
-                      "sf_measured": m["measured_scaling_factor"], "period_s": m["iteration_time_s"],
-                      "comm_s": m["comm_time_s"], "test_s": time.monotonic() - t0}))
+    print(
+        json.dumps(
+            {
+                "link": "veth",
+                "link_bps": link_bps,
+                "while_busy": eff,
+                "achieved_bps": m["achieved_rate_bps"],
+                "sf_full": sf,
+                "sf_at_efficiency": m["scaling_factor_at_measured_efficiency"],
+                "sf_measured": m["measured_scaling_factor"],
+                "period_s": m["iteration_time_s"],
+                "comm_s": m["comm_time_s"],
+                "test_s": time.monotonic() - t0,
+            }
+        )
+    )
 
 
 def test_analyze_adds_scaling_only_with_a_known_link_speed(tmp_path):
@@ -241,7 +300,8 @@ def test_analyze_adds_scaling_only_with_a_known_link_speed(tmp_path):
     jsonschema.validate(doc, schema)
     assert "link speed as given with --link-speed" in doc["scaling"]["assumptions"]
     assert doc["scaling"]["measured"]["measured_scaling_factor"] == pytest.approx(
-        0.05 / doc["scaling"]["measured"]["iteration_time_s"])
+        0.05 / doc["scaling"]["measured"]["iteration_time_s"]
+    )
     bad = ringscope("analyze", bare, "--single-iteration-time", "soon")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "soon" in bad.stderr
 

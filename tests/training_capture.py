@@ -15,6 +15,7 @@ Writes OUT/run/<host>/{meta.json, eth0.pcap}, OUT/run/run.json (hosts in launch 
 writes it) and OUT/truth.json (launch order, gradient bytes, each rank's steps). With --fixture DEST the
 capture is also packed for the repository: pcaps gzip-compressed, hosts renamed h1..hN by address.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,8 +85,18 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
         ended_ns = time.time_ns()
     if code != 0:
         raise RuntimeError(f"{job.workload} job failed with exit code {code}: {stdout[-2000:]}")
-    (run / "run.json").write_text(json.dumps({"schema": 1, "hosts": hosts, "start_ns": started_ns,
-                                              "end_ns": ended_ns, "exit_code": 0, "status": "complete"}))
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "hosts": hosts,
+                "start_ns": started_ns,
+                "end_ns": ended_ns,
+                "exit_code": 0,
+                "status": "complete",
+            }
+        )
+    )
     truth = _truth(job, hosts, truth_dir)
     (out / "truth.json").write_text(json.dumps(truth, indent=1))
     return truth
@@ -96,26 +107,63 @@ def _train_args(job: Job) -> list[str]:
 
 
 def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
-    argv = [PY, "-m", "capture.workloads.ddp_train", *_train_args(job), "--backend", "gloo",
-            "--bucket-cap-mb", str(job.bucket_cap_mb)]
-    env = {h: {"RINGSCOPE_MARKERS": str(truth_dir / h / "steps.jsonl"), "OMP_NUM_THREADS": "1",
-               "PYTHONPATH": str(ROOT)} for h in hosts}
+    argv = [
+        PY,
+        "-m",
+        "capture.workloads.ddp_train",
+        *_train_args(job),
+        "--backend",
+        "gloo",
+        "--bucket-cap-mb",
+        str(job.bucket_cap_mb),
+    ]
+    env = {
+        h: {"RINGSCOPE_MARKERS": str(truth_dir / h / "steps.jsonl"), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+        for h in hosts
+    }
     return launch(hosts, argv, port, timeout_s=job.timeout_s, extra_env=env), ""
 
 
 def _gloo(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
-    argv = [PY, str(ROOT / "fixtures" / "collective" / "gloo_allreduce.py"), str(job.params), str(job.iters),
-            str(job.pause_s)]
+    argv = [
+        PY,
+        str(ROOT / "fixtures" / "collective" / "gloo_allreduce.py"),
+        str(job.params),
+        str(job.iters),
+        str(job.pause_s),
+    ]
     env = {h: {"RINGSCOPE_MARKERS": str(truth_dir / h / "steps.jsonl"), "PYTHONPATH": str(ROOT)} for h in hosts}
     return launch(hosts, argv, port, timeout_s=job.timeout_s, extra_env=env), ""
 
 
 def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
-    argv = ["ip", "netns", "exec", hosts[0], "env", f"PATH={FAKE_SSH}:{os.environ['PATH']}", "OMP_NUM_THREADS=1",
-            f"RINGSCOPE_MARKERS_DIR={truth_dir}/{{host}}", f"PYTHONPATH={ROOT}",
-            str(HOROVODRUN), "--gloo", "-np", str(len(hosts)), "-H", ",".join(f"{h}:1" for h in hosts),
-            "--network-interface", "eth0", "--start-timeout", "60", "-p", str(port),
-            PY, "-m", "capture.workloads.horovod_train", *_train_args(job)]
+    argv = [
+        "ip",
+        "netns",
+        "exec",
+        hosts[0],
+        "env",
+        f"PATH={FAKE_SSH}:{os.environ['PATH']}",
+        "OMP_NUM_THREADS=1",
+        f"RINGSCOPE_MARKERS_DIR={truth_dir}/{{host}}",
+        f"PYTHONPATH={ROOT}",
+        str(HOROVODRUN),
+        "--gloo",
+        "-np",
+        str(len(hosts)),
+        "-H",
+        ",".join(f"{h}:1" for h in hosts),
+        "--network-interface",
+        "eth0",
+        "--start-timeout",
+        "60",
+        "-p",
+        str(port),
+        PY,
+        "-m",
+        "capture.workloads.horovod_train",
+        *_train_args(job),
+    ]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=job.timeout_s)
     return done.returncode, done.stdout + done.stderr
 
@@ -140,12 +188,19 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
     by_it: dict[int, list[dict[str, Any]]] = {}
     for s in steps:
         by_it.setdefault(int(s["iteration"]), []).append(s)
-    iterations = [{"iteration": i, "start_ns": min(s["start_ns"] for s in v), "end_ns": max(s["end_ns"] for s in v)}
-                  for i, v in sorted(by_it.items())]
+    iterations = [
+        {"iteration": i, "start_ns": min(s["start_ns"] for s in v), "end_ns": max(s["end_ns"] for s in v)}
+        for i, v in sorted(by_it.items())
+    ]
     grad = {int(s["gradient_bytes"]) for s in steps}
-    return {"job": asdict(job), "launch_order": hosts, "world_size": len(hosts),
-            "gradient_bytes": grad.pop() if len(grad) == 1 else None, "iterations": iterations,
-            "steps": [{k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns")} for s in steps]}
+    return {
+        "job": asdict(job),
+        "launch_order": hosts,
+        "world_size": len(hosts),
+        "gradient_bytes": grad.pop() if len(grad) == 1 else None,
+        "iterations": iterations,
+        "steps": [{k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns")} for s in steps],
+    }
 
 
 def pack(out: Path, dest: Path) -> None:
@@ -181,16 +236,18 @@ def main(argv: Optional[list[str]] = None) -> int:
         elif isinstance(value, bool):
             parser.add_argument(f"--no-{name}", dest=name, action="store_false")
         else:
-            parser.add_argument(f"--{name.replace('_', '-')}", type=type(value) if value is not None else str,
-                                default=value)
+            parser.add_argument(
+                f"--{name.replace('_', '-')}", type=type(value) if value is not None else str, default=value
+            )
     parser.add_argument("--port", type=int, default=29600)
     parser.add_argument("--fixture", type=Path, help="also pack the capture for the repository into DEST")
     args = vars(parser.parse_args(argv))
     out, port, fixture = args.pop("out"), args.pop("port"), args.pop("fixture")
     args["order"] = [int(x) for x in args["order"].split(",")] if args["order"] else []
     job = Job(**args)
-    cluster = build(job.hosts, job.rate, job.qdisc, latency=job.latency, mtu=job.mtu, offloads=job.offloads,
-                    burst=job.burst)
+    cluster = build(
+        job.hosts, job.rate, job.qdisc, latency=job.latency, mtu=job.mtu, offloads=job.offloads, burst=job.burst
+    )
     try:
         truth = record(job, out, cluster, port)
     finally:
@@ -199,8 +256,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         pack(out, fixture)
     its = truth["iterations"]
     period = (its[-1]["start_ns"] - its[0]["start_ns"]) / max(len(its) - 1, 1) / 1e6
-    print(json.dumps({"iterations": len(its), "period_ms": round(period, 1), "gradient_bytes": truth["gradient_bytes"],
-                      "launch_order": truth["launch_order"]}))
+    print(
+        json.dumps(
+            {
+                "iterations": len(its),
+                "period_ms": round(period, 1),
+                "gradient_bytes": truth["gradient_bytes"],
+                "launch_order": truth["launch_order"],
+            }
+        )
+    )
     return 0
 
 

@@ -6,6 +6,7 @@ same files on every worker (a shared filesystem). Dask is imported here only, an
 is given, so `ringscope --help` and local runs never pay for it. Whatever goes wrong with the cluster
 ends in one ClusterError line; a FileError raised on a worker reaches the caller unchanged.
 """
+
 from __future__ import annotations
 
 import logging
@@ -28,8 +29,13 @@ class ClusterError(Exception):
     """The cluster cannot do the work (Dask missing, scheduler unreachable, no workers, a worker died)."""
 
 
-def scan_on_cluster(address: str, streams: list[list[Path]], sizes: list[int], kwargs: dict[str, int],
-                    progress: Optional[Progress] = None) -> list[StreamScan]:
+def scan_on_cluster(
+    address: str,
+    streams: list[list[Path]],
+    sizes: list[int],
+    kwargs: dict[str, int],
+    progress: Optional[Progress] = None,
+) -> list[StreamScan]:
     """Scan every stream as one task on the cluster at `address`; results in the order of `streams`."""
     distributed = _import_distributed()
     with _dask_logs_silenced():
@@ -51,8 +57,11 @@ def _import_distributed() -> Any:
 @contextmanager
 def _dask_logs_silenced() -> Iterator[None]:
     """Dask's client logs reconnect attempts with tracebacks on stderr; the one ClusterError line says it all."""
-    loggers = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
-               if name == "distributed" or name.startswith("distributed.")]
+    loggers = [
+        logging.getLogger(name)
+        for name in list(logging.root.manager.loggerDict)
+        if name == "distributed" or name.startswith("distributed.")
+    ]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.CRITICAL + 1)
@@ -82,13 +91,22 @@ def _connect(distributed: Any, address: str) -> Any:
         client.wait_for_workers(1, timeout=timeout)
     except TimeoutError:
         client.close()
-        raise ClusterError(f"the Dask scheduler at {address} has no workers after {timeout:g} s "
-                           f"(start some with `dask worker {address}`)") from None
+        raise ClusterError(
+            f"the Dask scheduler at {address} has no workers after {timeout:g} s "
+            f"(start some with `dask worker {address}`)"
+        ) from None
     return client
 
 
-def _run(distributed: Any, client: Any, address: str, streams: list[list[Path]], sizes: list[int],
-         kwargs: dict[str, int], progress: Optional[Progress]) -> list[StreamScan]:
+def _run(
+    distributed: Any,
+    client: Any,
+    address: str,
+    streams: list[list[Path]],
+    sizes: list[int],
+    kwargs: dict[str, int],
+    progress: Optional[Progress],
+) -> list[StreamScan]:
     """Submit biggest first (the scheduler also runs the biggest first), collect as they finish."""
     run = uuid.uuid4().hex  # keys unique to this run: a rewritten file must never get an earlier run's result
     futures = {}
@@ -111,8 +129,9 @@ def _result(distributed: Any, fut: Any, address: str, first_file: Path) -> Strea
     try:
         return fut.result()
     except distributed.KilledWorker:
-        raise ClusterError(f"Dask workers kept dying while reading {first_file} (out of memory? see the worker "
-                           f"logs)") from None
+        raise ClusterError(
+            f"Dask workers kept dying while reading {first_file} (out of memory? see the worker logs)"
+        ) from None
     except ModuleNotFoundError as exc:
         raise ClusterError(f"a Dask worker cannot import ringscope ({exc}): install it on every worker") from None
     except distributed.client.FutureCancelledError:

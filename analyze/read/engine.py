@@ -7,6 +7,7 @@ carries across rotation points; hosts are read in parallel. When there are fewer
 pool can use, big streams are cut into pieces read at once and joined exactly (`analyze.read.pieces`); a
 stream that cannot be cut still goes to a worker, so the caller imports its table code meanwhile.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -46,8 +47,13 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def scan_streams(streams: list[list[Path]], opts: ScanOptions, workers: Optional[int] = None,
-                 progress: Optional[Progress] = None, scheduler: Optional[str] = None) -> list[StreamScan]:
+def scan_streams(
+    streams: list[list[Path]],
+    opts: ScanOptions,
+    workers: Optional[int] = None,
+    progress: Optional[Progress] = None,
+    scheduler: Optional[str] = None,
+) -> list[StreamScan]:
     """Scan every stream (a host's files) once, in order of `streams`. FileError from any file propagates.
 
     With `scheduler` (a Dask address) the cluster's workers scan and `workers` does not apply;
@@ -56,9 +62,14 @@ def scan_streams(streams: list[list[Path]], opts: ScanOptions, workers: Optional
     return start_scans(streams, opts, workers, progress, scheduler)()
 
 
-def start_scans(streams: list[list[Path]], opts: ScanOptions, workers: Optional[int] = None,
-                progress: Optional[Progress] = None, scheduler: Optional[str] = None,
-                busy_bytes: int = 0) -> Callable[[], list[StreamScan]]:
+def start_scans(
+    streams: list[list[Path]],
+    opts: ScanOptions,
+    workers: Optional[int] = None,
+    progress: Optional[Progress] = None,
+    scheduler: Optional[str] = None,
+    busy_bytes: int = 0,
+) -> Callable[[], list[StreamScan]]:
     """Set the scans going and return the call that collects them, as scan_streams would return them.
 
     A local pool starts reading at once, so the caller can do other serial work meanwhile (the CLI
@@ -144,8 +155,9 @@ def workers_beside(total_bytes: int, streams: int, busy_bytes: int, most: int) -
     return max(1, min(most, -(-work // busy_bytes)))
 
 
-def _scan_here(streams: list[list[Path]], sizes: list[int], kwargs: dict[str, int],
-               progress: Optional[Progress]) -> list[StreamScan]:
+def _scan_here(
+    streams: list[list[Path]], sizes: list[int], kwargs: dict[str, int], progress: Optional[Progress]
+) -> list[StreamScan]:
     out = []
     for files, size in zip(streams, sizes):
         out.append(read_stream(files, **kwargs))

@@ -3,7 +3,10 @@
 A host's files (or the pieces of one big file) are scanned apart; folding merges their flow tables and adds
 up the series cells two scans both hold for one (flow, bin). numpy only, like the rest of the read path.
 """
+
 from __future__ import annotations
+
+from typing import Any
 
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -52,13 +55,14 @@ def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:
     """Fold a host's stream scans into one flow table (several when its streams were scanned apart)."""
     if len(scans) == 1 and scans[0].folded:
         s = scans[0]
-        return HostFlows(host=host, keys=s.keys, agg=s.agg, cell_flow=s.cell_flow, cell_bin=s.cell_bin,
-                         cell_bytes=s.cell_bytes)
+        return HostFlows(
+            host=host, keys=s.keys, agg=s.agg, cell_flow=s.cell_flow, cell_bin=s.cell_bin, cell_bytes=s.cell_bytes
+        )
     keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans(scans)
     return HostFlows(host=host, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes)
 
 
-def read_stream(paths: list[Path], **kwargs: int) -> StreamScan:
+def read_stream(paths: list[Path], **kwargs: Any) -> StreamScan:
     """A host's whole stream read (analyze.read.scan.scan_stream) and folded as merge_host would fold it.
 
     Why fold where it is read: in a pool worker or on a Dask worker the fold runs beside the other
@@ -67,8 +71,7 @@ def read_stream(paths: list[Path], **kwargs: int) -> StreamScan:
     """
     scan = scan_stream(paths, **kwargs)
     keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans([scan])
-    return replace(scan, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes,
-                   folded=True)
+    return replace(scan, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes, folded=True)
 
 
 def fold_scans(scans: list[StreamScan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -83,7 +86,7 @@ def fold_scans(scans: list[StreamScan]) -> tuple[np.ndarray, np.ndarray, np.ndar
     out[:, L.AGG_FIRST_NS] = np.iinfo(np.int64).max
     np.minimum.at(out[:, L.AGG_FIRST_NS], inv, agg[:, L.AGG_FIRST_NS])
     np.maximum.at(out[:, L.AGG_LAST_NS], inv, agg[:, L.AGG_LAST_NS])
-    offsets = np.cumsum([0] + [len(s.keys) for s in scans[:-1]]) if scans else []
+    offsets = np.cumsum([0] + [len(s.keys) for s in scans[:-1]]) if scans else np.zeros(0, np.int64)
     cf = np.concatenate([inv[o + s.cell_flow] for o, s in zip(offsets, scans)]) if scans else np.zeros(0, np.int64)
     cb = np.concatenate([s.cell_bin for s in scans]) if scans else np.zeros(0, np.int64)
     cv = np.concatenate([s.cell_bytes for s in scans]) if scans else np.zeros(0, np.int64)

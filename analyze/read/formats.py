@@ -4,6 +4,7 @@ Extensions lie (tcpdump's rotated files are `x.pcap0`, `x.pcap1`; strftime names
 first bytes decide: classic pcap in either byte order with µs or ns timestamps, pcapng, or gzip of
 either. A gzip file is inflated once into a temporary file so it can be memory-mapped like the rest.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -148,9 +149,17 @@ def _parse_header(path: Path, buf: np.ndarray, size: int, compressed: bool) -> C
             raise FileError(f"{path}: offset {size}: pcap file header cut short ({size} of 24 bytes)")
         order = ">" if swapped else "<"
         linktype = struct.unpack(order + "I", head[20:24])[0] & 0xFFFF  # upper bits: FCS length flags
-        return CaptureFormat(path=path, kind="pcap", buffer=buf, file_bytes=size, data_offset=24,
-                             swapped=swapped, nano=nano, linktype=linktype,
-                             format_name=f"pcap-{'ns' if nano else 'us'}-{'be' if swapped else 'le'}{suffix}")
+        return CaptureFormat(
+            path=path,
+            kind="pcap",
+            buffer=buf,
+            file_bytes=size,
+            data_offset=24,
+            swapped=swapped,
+            nano=nano,
+            linktype=linktype,
+            format_name=f"pcap-{'ns' if nano else 'us'}-{'be' if swapped else 'le'}{suffix}",
+        )
     if kind == "pcapng":
         return CaptureFormat(path=path, kind="pcapng", buffer=buf, file_bytes=size, format_name="pcapng" + suffix)
     shown = head[:4].hex()
@@ -190,19 +199,22 @@ def first_timestamp_ns(path: Path) -> int | None:
 
 def _pcapng_first_ts(head: bytes) -> int | None:
     """Walk the first blocks of a pcapng section to its first timestamped packet."""
-    order, pos, resol = "<", 0, []
+    order, pos = "<", 0
+    resol: list[int] = []
     while pos + 12 <= len(head):
-        if head[pos:pos + 4] == PCAPNG_MAGIC:
-            order = "<" if head[pos + 8:pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
+        if head[pos : pos + 4] == PCAPNG_MAGIC:
+            order = "<" if head[pos + 8 : pos + 12] == b"\x4d\x3c\x2b\x1a" else ">"
             resol = []
-        btype, blen = struct.unpack(order + "II", head[pos:pos + 8])
+        btype, blen = struct.unpack(order + "II", head[pos : pos + 8])
         if blen < 12 or pos + blen > len(head):
             return None
         if btype == 1:
-            resol.append(_idb_resolution(head[pos + 16:pos + blen - 4], order))
+            resol.append(_idb_resolution(head[pos + 16 : pos + blen - 4], order))
         elif btype in (2, 6) and pos + 20 <= len(head):
-            iface = struct.unpack(order + ("H" if btype == 2 else "I"), head[pos + 8:pos + (10 if btype == 2 else 12)])[0]
-            hi, lo = struct.unpack(order + "II", head[pos + 12:pos + 20])
+            iface = struct.unpack(
+                order + ("H" if btype == 2 else "I"), head[pos + 8 : pos + (10 if btype == 2 else 12)]
+            )[0]
+            hi, lo = struct.unpack(order + "II", head[pos + 12 : pos + 20])
             if iface >= len(resol):
                 return None
             units = 10 ** resol[iface] if resol[iface] < 128 else 2 ** (resol[iface] - 128)
@@ -215,7 +227,7 @@ def _idb_resolution(options: bytes, order: str) -> int:
     """if_tsresol of an IDB's options (6 = microseconds when absent); values >= 128 mean powers of two."""
     pos = 0
     while pos + 4 <= len(options):
-        code, length = struct.unpack(order + "HH", options[pos:pos + 4])
+        code, length = struct.unpack(order + "HH", options[pos : pos + 4])
         if code == 0:
             break
         if code == 9 and length >= 1:

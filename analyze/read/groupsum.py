@@ -6,6 +6,7 @@ hundreds of thousands to millions of rows by small integer keys. An argsort or l
 space is hashed (pandas.factorize) so that only its distinct keys are sorted. Imports pandas only on
 that path: the read path (analyze.read.pieces) calls this before the caller has loaded pandas.
 """
+
 from __future__ import annotations
 
 import numpy as np

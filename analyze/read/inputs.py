@@ -5,6 +5,7 @@ folder searched recursively for capture files (recognised by magic bytes, not ex
 Files of one tcpdump rotation set (`x.pcap`, `x.pcap1`, ... or strftime names) belong to one host;
 their order is decided later by first packet time, never by name.
 """
+
 from __future__ import annotations
 
 import re
@@ -76,8 +77,10 @@ def _capture_directory(root: Path) -> RunInput:
     run = _read_json(root / layout.RUN_FILE)
     warnings: list[str] = []
     if run.get(layout.RUN_SCHEMA, layout.SCHEMA) != layout.SCHEMA:
-        warnings.append(f"{root / layout.RUN_FILE}: schema {run.get(layout.RUN_SCHEMA)} is newer than this ringscope "
-                        f"reads ({layout.SCHEMA}); reading what it knows")
+        warnings.append(
+            f"{root / layout.RUN_FILE}: schema {run.get(layout.RUN_SCHEMA)} is newer than this ringscope "
+            f"reads ({layout.SCHEMA}); reading what it knows"
+        )
     folders = sorted(d for d in root.iterdir() if d.is_dir())
     hosts: list[HostInput] = []
     for d in folders:
@@ -89,7 +92,9 @@ def _capture_directory(root: Path) -> RunInput:
             continue
         markers = d / layout.MARKERS_FILE
         name = str(meta.get(layout.META_HOST) or d.name) if meta else d.name
-        hosts.append(HostInput(name=name, files=files, meta=meta, markers=markers if markers.is_file() else None, folder=d))
+        hosts.append(
+            HostInput(name=name, files=files, meta=meta, markers=markers if markers.is_file() else None, folder=d)
+        )
     if not hosts:
         raise FileError(f"{root}: offset 0: capture directory holds no host folder with capture files")
     rank = {name: i for i, name in enumerate(layout.launch_order(run))}
@@ -115,8 +120,15 @@ def _group(files: list[Path]) -> list[HostInput]:
         else:
             name = pattern.replace("#", "").split(".")[0].rstrip("-_") or Path(parent).name
         markers = Path(parent) / layout.MARKERS_FILE
-        hosts.append(HostInput(name=name, files=members, meta=meta,
-                               markers=markers if meta and markers.is_file() else None, folder=Path(parent)))
+        hosts.append(
+            HostInput(
+                name=name,
+                files=members,
+                meta=meta,
+                markers=markers if meta and markers.is_file() else None,
+                folder=Path(parent),
+            )
+        )
     _unique_names(hosts)
     return hosts
 

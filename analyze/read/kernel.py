@@ -9,21 +9,81 @@ caller; when one fills up the kernel returns a status and the caller grows it an
 This module imports numba. Callers do not import it: analyze.read.kernels hands out these walkers compiled
 ahead of time into a cached extension (no numba at run time), or through numba's JIT as a fallback.
 """
+
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 from numba import njit
 
 from analyze.read.layouts import (
-    AGG_CUR_BIN, AGG_CUR_BYTES, AGG_FIRST_NS, AGG_GAP2_HI, AGG_GAP2_LO, AGG_GAP2_NS, AGG_GAP_HI, AGG_GAP_LO,
-    AGG_GAP_NS, AGG_IP_BYTES, AGG_LAST_NS, AGG_PACKETS, AGG_PAYLOAD_BYTES, AGG_RETRANS_BYTES, AGG_SEQ_END,
-    AGG_SEQ_FIRST, AGG_SEQ_FIRST_NS, AGG_WIRE_BYTES, BOM_BIG, BOM_LITTLE, BYTES_IP, BYTES_PAYLOAD, ETHERNET_MIN_FRAME_BYTES, ETHERNET_OVERHEAD_BYTES,
-    KIND_ARP, KIND_BAD_IP, KIND_FRAGMENT, KIND_ICMP, KIND_OTHER_ETHERTYPE, KIND_OTHER_IP, KIND_TCP, KIND_TRUNCATED,
-    KIND_UDP, KIND_UNKNOWN_LINKTYPE, LINKTYPE_ETHERNET, LINKTYPE_IPV4, LINKTYPE_IPV6, LINKTYPE_LINUX_SLL,
-    LINKTYPE_LINUX_SLL2, LINKTYPE_NULL, LINKTYPE_RAW, LINKTYPE_RAW_BSD, MAX_BLOCK_BYTES, MAX_IFACES,
-    MAX_RECORD_BYTES, REORDER_NS, SHB_TYPE, STATUS_BUDGET, STATUS_CELLS_FULL, STATUS_CORRUPT, STATUS_END,
-    STATUS_FLOWS_FULL, STATUS_TOO_MANY_IFACES, STATUS_TRUNCATED, ST_FIRST_NS, ST_IFACE_BASE, ST_LAST_NS, ST_MAX_NS,
-    ST_NCELLS, ST_NFLOWS, ST_NIFACE, ST_PACKET_BYTES, ST_POS, ST_RECORDS, ST_STATUS, ST_SWAP,
+    AGG_CUR_BIN,
+    AGG_CUR_BYTES,
+    AGG_FIRST_NS,
+    AGG_GAP2_HI,
+    AGG_GAP2_LO,
+    AGG_GAP2_NS,
+    AGG_GAP_HI,
+    AGG_GAP_LO,
+    AGG_GAP_NS,
+    AGG_IP_BYTES,
+    AGG_LAST_NS,
+    AGG_PACKETS,
+    AGG_PAYLOAD_BYTES,
+    AGG_RETRANS_BYTES,
+    AGG_SEQ_END,
+    AGG_SEQ_FIRST,
+    AGG_SEQ_FIRST_NS,
+    AGG_WIRE_BYTES,
+    BOM_BIG,
+    BOM_LITTLE,
+    BYTES_IP,
+    BYTES_PAYLOAD,
+    ETHERNET_MIN_FRAME_BYTES,
+    ETHERNET_OVERHEAD_BYTES,
+    KIND_ARP,
+    KIND_BAD_IP,
+    KIND_FRAGMENT,
+    KIND_ICMP,
+    KIND_OTHER_ETHERTYPE,
+    KIND_OTHER_IP,
+    KIND_TCP,
+    KIND_TRUNCATED,
+    KIND_UDP,
+    KIND_UNKNOWN_LINKTYPE,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_IPV4,
+    LINKTYPE_IPV6,
+    LINKTYPE_LINUX_SLL,
+    LINKTYPE_LINUX_SLL2,
+    LINKTYPE_NULL,
+    LINKTYPE_RAW,
+    LINKTYPE_RAW_BSD,
+    MAX_BLOCK_BYTES,
+    MAX_IFACES,
+    MAX_RECORD_BYTES,
+    REORDER_NS,
+    SHB_TYPE,
+    STATUS_BUDGET,
+    STATUS_CELLS_FULL,
+    STATUS_CORRUPT,
+    STATUS_END,
+    STATUS_FLOWS_FULL,
+    STATUS_TOO_MANY_IFACES,
+    STATUS_TRUNCATED,
+    ST_FIRST_NS,
+    ST_IFACE_BASE,
+    ST_LAST_NS,
+    ST_MAX_NS,
+    ST_NCELLS,
+    ST_NFLOWS,
+    ST_NIFACE,
+    ST_PACKET_BYTES,
+    ST_POS,
+    ST_RECORDS,
+    ST_STATUS,
+    ST_SWAP,
 )
 
 IPV4_MAPPED = np.uint64(0x0000FFFF00000000)
@@ -32,7 +92,7 @@ FRAG_SLOTS = 4096
 _CACHE = True
 # The walkers run without numba's reference-counting runtime: they allocate nothing, and with it numba
 # increfs and decrefs every array argument of the inlined per-packet helpers on every packet (2.2x slower).
-_NO_NRT = dict(cache=_CACHE, _nrt=False)
+_NO_NRT: dict[str, Any] = dict(cache=_CACHE, _nrt=False)
 
 
 # Indices on the per-packet path are unsigned (np.uint64): numba then drops its fix-up for negative indices,
@@ -52,8 +112,12 @@ def _be16(b, o):
 @njit(inline="always", cache=_CACHE)
 def _be32(b, o):
     u = np.uint64(o)
-    return ((np.int64(b[u]) << 24) | (np.int64(b[u + np.uint64(1)]) << 16) | (np.int64(b[u + np.uint64(2)]) << 8)
-            | np.int64(b[u + np.uint64(3)]))
+    return (
+        (np.int64(b[u]) << 24)
+        | (np.int64(b[u + np.uint64(1)]) << 16)
+        | (np.int64(b[u + np.uint64(2)]) << 8)
+        | np.int64(b[u + np.uint64(3)])
+    )
 
 
 @njit(inline="always", cache=_CACHE)
@@ -74,8 +138,12 @@ def _rd32(b, o, swap):
     if swap:
         return _be32(b, o)
     u = np.uint64(o)
-    return (np.int64(b[u]) | (np.int64(b[u + np.uint64(1)]) << 8) | (np.int64(b[u + np.uint64(2)]) << 16)
-            | (np.int64(b[u + np.uint64(3)]) << 24))
+    return (
+        np.int64(b[u])
+        | (np.int64(b[u + np.uint64(1)]) << 8)
+        | (np.int64(b[u + np.uint64(2)]) << 16)
+        | (np.int64(b[u + np.uint64(3)]) << 24)
+    )
 
 
 @njit(inline="always", cache=_CACHE)
@@ -126,8 +194,13 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
             agg[row, AGG_SEQ_FIRST] = -1
             return f
         row = np.uint64(f)
-        if (keys[row, 0] == a0 and keys[row, 1] == a1 and keys[row, 2] == a2 and keys[row, 3] == a3
-                and keys[row, 4] == ((np.uint64(ports) << np.uint64(8)) | np.uint64(proto))):
+        if (
+            keys[row, 0] == a0
+            and keys[row, 1] == a1
+            and keys[row, 2] == a2
+            and keys[row, 3] == a3
+            and keys[row, 4] == ((np.uint64(ports) << np.uint64(8)) | np.uint64(proto))
+        ):
             return f
         s = (s + 1) & mask
 
@@ -172,13 +245,34 @@ def _fills(agg, row, lo_col, hi_col, ns_col, seq, n, ts):
 def _fills_gap(agg, row, seq, n, ts):
     """Bytes below the highest sequence seen that fill one of the flow's two latest holes soon enough
     (row: the flow's row, unsigned)."""
-    return (_fills(agg, row, AGG_GAP_LO, AGG_GAP_HI, AGG_GAP_NS, seq, n, ts)
-            or _fills(agg, row, AGG_GAP2_LO, AGG_GAP2_HI, AGG_GAP2_NS, seq, n, ts))
+    return _fills(agg, row, AGG_GAP_LO, AGG_GAP_HI, AGG_GAP_NS, seq, n, ts) or _fills(
+        agg, row, AGG_GAP2_LO, AGG_GAP2_HI, AGG_GAP2_NS, seq, n, ts
+    )
 
 
 @njit(inline="always", cache=_CACHE)
-def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
-            keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
+def _packet(
+    b,
+    o,
+    caplen,
+    wirelen,
+    ts,
+    linktype,
+    mtu,
+    bin_ns,
+    byte_mode,
+    keys,
+    slots,
+    agg,
+    cell_flow,
+    cell_bin,
+    cell_bytes,
+    kinds,
+    frag_keys,
+    frag_flow,
+    frag_pend,
+    st,
+):
     """Decode one record and fold it into the flow table and the series cells."""
     end = o + caplen
     # ---- link layer -> (l3 offset, ethertype or 0 for "look at the IP version")
@@ -190,8 +284,12 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
         hdr, type_at = 20, 0
     elif linktype == LINKTYPE_NULL:
         hdr, type_at = 4, -1  # the address family says only "IP": the version nibble decides
-    elif (linktype == LINKTYPE_RAW or linktype == LINKTYPE_RAW_BSD or linktype == LINKTYPE_IPV4
-          or linktype == LINKTYPE_IPV6):
+    elif (
+        linktype == LINKTYPE_RAW
+        or linktype == LINKTYPE_RAW_BSD
+        or linktype == LINKTYPE_IPV4
+        or linktype == LINKTYPE_IPV6
+    ):
         hdr, type_at = 0, -1
     else:
         kinds[KIND_UNKNOWN_LINKTYPE] += 1
@@ -307,8 +405,11 @@ def _packet(b, o, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
     if frag_id >= 0:
         fh = _mix(_mix(_mix(np.uint64(frag_id), a1), a3), np.uint64(proto))
         fslot = np.int64(fh & np.uint64(FRAG_SLOTS - 1))
-        same = (frag_keys[fslot, 0] == a1 and frag_keys[fslot, 1] == a3
-                and frag_keys[fslot, 2] == np.uint64((frag_id << 8) | proto))
+        same = (
+            frag_keys[fslot, 0] == a1
+            and frag_keys[fslot, 1] == a3
+            and frag_keys[fslot, 2] == np.uint64((frag_id << 8) | proto)
+        )
     f = np.int64(-1)
     if later_fragment and same and frag_flow[fslot] >= 0:
         f = frag_flow[fslot]
@@ -440,8 +541,28 @@ def _past_end(pos, end, header):
 
 
 @njit(**_NO_NRT)
-def scan_pcap(b, end, swap, nano, linktype, budget, mtu, bin_ns, byte_mode,
-              keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
+def scan_pcap(
+    b,
+    end,
+    swap,
+    nano,
+    linktype,
+    budget,
+    mtu,
+    bin_ns,
+    byte_mode,
+    keys,
+    slots,
+    agg,
+    cell_flow,
+    cell_bin,
+    cell_bytes,
+    kinds,
+    frag_keys,
+    frag_flow,
+    frag_pend,
+    st,
+):
     """Walk classic pcap records from st[ST_POS]; stop at end of data, a full table or the budget."""
     pos = st[ST_POS]
     frac_ns = 1 if nano else 1000
@@ -468,8 +589,28 @@ def scan_pcap(b, end, swap, nano, linktype, budget, mtu, bin_ns, byte_mode,
             wirelen = caplen
         _note_time(st, ts)
         st[ST_PACKET_BYTES] += caplen
-        _packet(b, pos + 16, caplen, wirelen, ts, linktype, mtu, bin_ns, byte_mode,
-                keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st)
+        _packet(
+            b,
+            pos + 16,
+            caplen,
+            wirelen,
+            ts,
+            linktype,
+            mtu,
+            bin_ns,
+            byte_mode,
+            keys,
+            slots,
+            agg,
+            cell_flow,
+            cell_bin,
+            cell_bytes,
+            kinds,
+            frag_keys,
+            frag_flow,
+            frag_pend,
+            st,
+        )
         pos += 16 + caplen
         done += 1
     st[ST_POS] = pos
@@ -520,8 +661,28 @@ def _read_idb(b, pos, blen, swap, st, if_link, if_resol, if_offset):
 
 
 @njit(**_NO_NRT)
-def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
-                keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st):
+def scan_pcapng(
+    b,
+    end,
+    budget,
+    mtu,
+    bin_ns,
+    byte_mode,
+    if_link,
+    if_resol,
+    if_offset,
+    keys,
+    slots,
+    agg,
+    cell_flow,
+    cell_bin,
+    cell_bytes,
+    kinds,
+    frag_keys,
+    frag_flow,
+    frag_pend,
+    st,
+):
     """Walk pcapng blocks from st[ST_POS]; packets of every interface, unknown blocks skipped."""
     pos = st[ST_POS]
     done = 0
@@ -582,8 +743,28 @@ def scan_pcapng(b, end, budget, mtu, bin_ns, byte_mode, if_link, if_resol, if_of
                 wirelen = caplen
             _note_time(st, ts)
             st[ST_PACKET_BYTES] += caplen
-            _packet(b, data, caplen, wirelen, ts, if_link[iface], mtu, bin_ns, byte_mode,
-                    keys, slots, agg, cell_flow, cell_bin, cell_bytes, kinds, frag_keys, frag_flow, frag_pend, st)
+            _packet(
+                b,
+                data,
+                caplen,
+                wirelen,
+                ts,
+                if_link[iface],
+                mtu,
+                bin_ns,
+                byte_mode,
+                keys,
+                slots,
+                agg,
+                cell_flow,
+                cell_bin,
+                cell_bytes,
+                kinds,
+                frag_keys,
+                frag_flow,
+                frag_pend,
+                st,
+            )
             done += 1
         elif btype == 1:
             if not _read_idb(b, pos, blen, swap, st, if_link, if_resol, if_offset):
@@ -600,7 +781,9 @@ def rehash(keys, n, slots):
     for f in range(n):
         proto = keys[np.uint64(f), 4] & np.uint64(0xFF)
         ports = keys[np.uint64(f), 4] >> np.uint64(8)
-        h = _flow_hash(keys[np.uint64(f), 0], keys[np.uint64(f), 1], keys[np.uint64(f), 2], keys[np.uint64(f), 3], ports, proto)
+        h = _flow_hash(
+            keys[np.uint64(f), 0], keys[np.uint64(f), 1], keys[np.uint64(f), 2], keys[np.uint64(f), 3], ports, proto
+        )
         s = np.int64(h & np.uint64(mask))
         while slots[np.uint64(s)] >= 0:
             s = (s + 1) & mask

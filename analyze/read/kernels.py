@@ -12,6 +12,7 @@ and uses the JIT kernel, which is the same code compiled in-process.
 
 `python -m analyze.read.kernels` builds the extension now (setup scripts call it so no run pays for it).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -127,8 +128,11 @@ def _load_or_build() -> Optional[ModuleType]:
     except (OSError, RuntimeError) as exc:
         where = f" in {dest.parent}" if dest is not None else ""
         why = getattr(exc, "strerror", None) or exc
-        print(f"ringscope: cannot keep a compiled kernel{where} ({why}); using numba's JIT (set RINGSCOPE_CACHE_DIR "
-              f"to a writable directory)", file=sys.stderr)
+        print(
+            f"ringscope: cannot keep a compiled kernel{where} ({why}); using numba's JIT (set RINGSCOPE_CACHE_DIR "
+            f"to a writable directory)",
+            file=sys.stderr,
+        )
         return None
     return mod
 
@@ -185,8 +189,13 @@ def _build_in_subprocess(dest: Path) -> bool:
     log = dest.parent / (dest.name + ".log")
     try:
         with open(log, "w") as out:
-            proc = subprocess.run([sys.executable, "-m", "analyze.read.kernels", str(dest)], stdout=out,
-                                  stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S, cwd=_HERE.parent)
+            proc = subprocess.run(
+                [sys.executable, "-m", "analyze.read.kernels", str(dest)],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=BUILD_TIMEOUT_S,
+                cwd=_HERE.parent,
+            )
         ok = proc.returncode == 0
         why = f"exit status {proc.returncode}"
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -195,9 +204,12 @@ def _build_in_subprocess(dest: Path) -> bool:
         (dest.parent / (dest.name + ".failed")).write_text(why + "\n")
         lines = log.read_text(errors="replace").strip().splitlines() if log.exists() else []
         cause = next((ln for ln in reversed(lines) if "Error" in ln), why)
-        print(f"ringscope: could not compile the packet kernel ahead of time ({cause[:200]}); "
-              f"using numba's JIT instead (about 0.6 s more start-up per run). Log: {log}; "
-              f"retry with: {sys.executable} -m analyze.read.kernels", file=sys.stderr)
+        print(
+            f"ringscope: could not compile the packet kernel ahead of time ({cause[:200]}); "
+            f"using numba's JIT instead (about 0.6 s more start-up per run). Log: {log}; "
+            f"retry with: {sys.executable} -m analyze.read.kernels",
+            file=sys.stderr,
+        )
     return ok
 
 

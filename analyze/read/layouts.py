@@ -2,6 +2,7 @@
 
 Declared once here so the numba kernel, the merge code and the JSON result agree on every index.
 """
+
 from __future__ import annotations
 
 # Link types (https://www.tcpdump.org/linktypes.html) the reader decodes.
@@ -44,8 +45,16 @@ KIND_TRUNCATED = 8  # captured too short to reach the IP header
 KIND_BAD_IP = 9  # IP header that does not parse (version, header length)
 N_KINDS = 10
 KIND_NAMES = (
-    "tcp", "udp", "icmp", "other_ip", "ip_fragment", "arp", "other_ethertype",
-    "unknown_linktype", "truncated", "bad_ip_header",
+    "tcp",
+    "udp",
+    "icmp",
+    "other_ip",
+    "ip_fragment",
+    "arp",
+    "other_ethertype",
+    "unknown_linktype",
+    "truncated",
+    "bad_ip_header",
 )
 
 # Columns of the per-flow int64 aggregate table filled by the kernel.
@@ -117,12 +126,33 @@ BOM_LITTLE, BOM_BIG = 0x1A2B3C4D, 0x4D3C2B1A  # the SHB's byte-order magic, read
 
 # The compiled entry points' arguments, (numpy dtype, ndim) for arrays or a scalar kind: analyze.read.kernels
 # makes both the numba signatures and the ahead-of-time extension's argument check from this one table.
-_KERNEL_TABLES = (("uint64", 2), ("int64", 1), ("int64", 2), ("int32", 1), ("int64", 1), ("int64", 1),
-                  ("int64", 1), ("uint64", 2), ("int64", 1), ("int64", 2), ("int64", 1))
+_KERNEL_TABLES = (
+    ("uint64", 2),
+    ("int64", 1),
+    ("int64", 2),
+    ("int32", 1),
+    ("int64", 1),
+    ("int64", 1),
+    ("int64", 1),
+    ("uint64", 2),
+    ("int64", 1),
+    ("int64", 2),
+    ("int64", 1),
+)
 KERNEL_DATA = ("uint8", 1)  # the mapped file: read-only
 KERNEL_ARGS: dict[str, tuple[object, ...]] = {
     "scan_pcap": (KERNEL_DATA, "int", "bool", "bool", "int", "int", "int", "int", "int", *_KERNEL_TABLES),
-    "scan_pcapng": (KERNEL_DATA, "int", "int", "int", "int", "int", ("int64", 1), ("int64", 1), ("int64", 1),
-                    *_KERNEL_TABLES),
+    "scan_pcapng": (
+        KERNEL_DATA,
+        "int",
+        "int",
+        "int",
+        "int",
+        "int",
+        ("int64", 1),
+        ("int64", 1),
+        ("int64", 1),
+        *_KERNEL_TABLES,
+    ),
     "rehash": (("uint64", 2), "int", ("int64", 1)),
 }

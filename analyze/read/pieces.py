@@ -15,6 +15,7 @@ pcapng and gzip files are never pieces: a pcapng piece would need the interfaces
 Blocks, the time) read before it, and a gzip file would be inflated once per piece.
 Series cells of a bin cut by a seam are added up when the host's flows are merged.
 """
+
 from __future__ import annotations
 
 import math
@@ -43,8 +44,9 @@ class Piece:
     size: int = 0
 
 
-def plan(streams: list[list[Path]], sizes: list[int], workers: int,
-         min_piece_bytes: Optional[int] = None) -> list[Optional[list[Piece]]]:
+def plan(
+    streams: list[list[Path]], sizes: list[int], workers: int, min_piece_bytes: Optional[int] = None
+) -> list[Optional[list[Piece]]]:
     """Per stream, None (read it whole, one task) or its pieces in capture order.
 
     Pieces aim at half a worker's share of all bytes, so the last tasks to finish are short; a stream
@@ -96,13 +98,14 @@ def join(pieces: list[Piece], parts: list[StreamScan]) -> Optional[StreamScan]:
     """The stream's scan from its pieces' scans (in capture order), or None when a seam does not hold."""
     if not all(p.joinable for p in parts):
         return None
-    if len(parts) > 1 and sum(int(f.kinds[L.KIND_FRAGMENT]) for p in parts for f in p.files):
+    if len(parts) > 1 and any(int(f.kinds[L.KIND_FRAGMENT]) > 0 for p in parts for f in p.files):
         return None
     if not _seams_hold(parts):
         return None
     keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans(parts)
-    return StreamScan(files=_files(pieces, parts), keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin,
-                      cell_bytes=cell_bytes)
+    return StreamScan(
+        files=_files(pieces, parts), keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes
+    )
 
 
 def _seams_hold(parts: list[StreamScan]) -> bool:
@@ -118,7 +121,7 @@ def _seams_hold(parts: list[StreamScan]) -> bool:
     hole_ns = np.full(n, -(1 << 62), dtype=np.int64)  # latest time a hole opened (0: never, or at time 0)
     at = 0
     for p in parts:
-        g = gid[at:at + len(p.keys)]
+        g = gid[at : at + len(p.keys)]
         at += len(p.keys)
         data = p.agg[:, L.AGG_SEQ_FIRST] >= 0
         earliest = min((f.first_ns for f in p.files if f.records), default=0)
@@ -138,10 +141,18 @@ def _files(pieces: list[Piece], parts: list[StreamScan]) -> list[FileHealth]:
         h = part.files[0]
         have = out.get(piece.path)
         if have is None:
-            out[piece.path] = FileHealth(path=h.path, format=h.format, linktypes=list(h.linktypes),
-                                         file_bytes=h.file_bytes, records=h.records, captured_bytes=h.captured_bytes,
-                                         first_ns=h.first_ns, last_ns=h.last_ns, kinds=h.kinds.copy(),
-                                         warnings=list(h.warnings))
+            out[piece.path] = FileHealth(
+                path=h.path,
+                format=h.format,
+                linktypes=list(h.linktypes),
+                file_bytes=h.file_bytes,
+                records=h.records,
+                captured_bytes=h.captured_bytes,
+                first_ns=h.first_ns,
+                last_ns=h.last_ns,
+                kinds=h.kinds.copy(),
+                warnings=list(h.warnings),
+            )
             continue
         if h.records and (not have.records or h.first_ns < have.first_ns):
             have.first_ns = h.first_ns

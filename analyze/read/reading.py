@@ -3,6 +3,7 @@
 Why a half of its own: with a local pool the workers read the captures while the caller imports
 pandas and the table code (~0.3 s), instead of one after the other. `analyze.api.finish` is the other half.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,9 +26,16 @@ class Reading:
     byte_mode: str
 
 
-def start_reading(paths: Sequence[str | Path], *, bin_ns: int, byte_mode: str, workers: Optional[int] = None,
-                  progress: Optional[Progress] = None, scheduler: Optional[str] = None,
-                  busy_bytes: int = 0) -> Reading:
+def start_reading(
+    paths: Sequence[str | Path],
+    *,
+    bin_ns: int,
+    byte_mode: str,
+    workers: Optional[int] = None,
+    progress: Optional[Progress] = None,
+    scheduler: Optional[str] = None,
+    busy_bytes: int = 0,
+) -> Reading:
     """Check the options, find the captures under `paths` and start scanning them (see analyze.api.analyze).
 
     busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_scans).

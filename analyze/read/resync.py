@@ -7,6 +7,7 @@ takes the first offset where CHAIN records in a row look right, or where the rec
 of the file (exactly, or into a last record cut short, which the reader then reports as truncated). One
 plausible header is common in packet bytes; a chain of them almost never is.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -86,7 +87,7 @@ def _words(buf: np.ndarray, start: int, stop: int, swap: bool) -> np.ndarray:
     out = np.empty(n, dtype=np.uint32)  # compared only: no arithmetic that could wrap
     for k in range(4):
         m = (n - k + 3) // 4  # offsets start + k + 4j below stop
-        out[k::4] = buf[start + k:start + k + 4 * m].view(">u4" if swap else "<u4")
+        out[k::4] = buf[start + k : start + k + 4 * m].view(">u4" if swap else "<u4")
     return out
 
 
@@ -117,8 +118,15 @@ class _PcapRecords:
         rows = np.nonzero(verdict == FAIL)[0]  # the header is whole: judge it
         sec, frac, caplen, wirelen = (_u32(self.buf, at[rows] + k, self.swap) for k in (0, 4, 8, 12))
         nxt[rows] = at[rows] + 16 + caplen
-        rows = rows[(caplen > 0) & (caplen <= self.max_caplen) & (sec >= self.sec_lo) & (sec <= self.sec_hi)
-                    & (frac < self.frac_units) & (wirelen >= caplen) & (wirelen <= MAX_WIRELEN)]
+        rows = rows[
+            (caplen > 0)
+            & (caplen <= self.max_caplen)
+            & (sec >= self.sec_lo)
+            & (sec <= self.sec_hi)
+            & (frac < self.frac_units)
+            & (wirelen >= caplen)
+            & (wirelen <= MAX_WIRELEN)
+        ]
         verdict[rows] = np.where(nxt[rows] <= self.end, FITS, TAIL)
         return verdict, nxt
 
@@ -162,8 +170,13 @@ class _PcapngBlocks:
         btype, blen = _u32(buf, a, swap), _u32(buf, a + 4, swap)
         packet = (btype == 6) | (btype == 2)
         least = np.select([shb, btype == 1, packet, btype == 3], [28, 20, 28, 16], 12)  # what the reader reads
-        legal = (np.isin(btype, KNOWN_BLOCKS) & (blen >= least) & ((blen & 3) == 0) & (blen <= L.MAX_BLOCK_BYTES)
-                 & (~shb | (bom == L.BOM_LITTLE) | (bom == L.BOM_BIG)))
+        legal = (
+            np.isin(btype, KNOWN_BLOCKS)
+            & (blen >= least)
+            & ((blen & 3) == 0)
+            & (blen <= L.MAX_BLOCK_BYTES)
+            & (~shb | (bom == L.BOM_LITTLE) | (bom == L.BOM_BIG))
+        )
         nxt[rows] = a + blen
         verdict[rows[legal & (nxt[rows] > self.end)]] = TAIL
         whole = np.nonzero(legal & (nxt[rows] <= self.end))[0]  # the trailing length is in the file

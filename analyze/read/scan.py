@@ -1,10 +1,12 @@
 """Scan a capture stream into per-flow aggregates and sparse series cells (the unit of parallel work).
 
-A stream is one host's files (a tcpdump rotation set); each file is memory-mapped and handed to the compiled kernel in bounded windows of records; pages
+A stream is one host's files (a tcpdump rotation set); each file is memory-mapped and handed to the
+compiled kernel in bounded windows of records; pages
 already read are dropped with madvise so resident memory stays flat however large the file is.
 The result, a StreamScan, holds only small numpy arrays, so it pickles cheaply to a worker pool or a
 Dask cluster.
 """
+
 from __future__ import annotations
 
 import mmap
@@ -103,14 +105,20 @@ class _Tables:
         n = int(self.st[L.ST_NFLOWS])
         open_ = self.agg[:n, L.AGG_CUR_BIN] >= 0
         idx = np.nonzero(open_)[0]
-        self.flushed.append((idx.astype(np.int32), self.agg[idx, L.AGG_CUR_BIN].copy(), self.agg[idx, L.AGG_CUR_BYTES].copy()))
+        self.flushed.append(
+            (idx.astype(np.int32), self.agg[idx, L.AGG_CUR_BIN].copy(), self.agg[idx, L.AGG_CUR_BYTES].copy())
+        )
         parts = self.flushed
-        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]))
+        return (
+            np.concatenate([p[0] for p in parts]),
+            np.concatenate([p[1] for p in parts]),
+            np.concatenate([p[2] for p in parts]),
+        )
 
 
-def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 1500,
-                tmp_dir: str | None = None) -> StreamScan:
+def scan_stream(
+    paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 1500, tmp_dir: str | None = None
+) -> StreamScan:
     """Read a host's files one after another in first-packet order, carrying flow and TCP sequence state.
 
     Carrying the state is what makes rotation invisible: a retransmission just after a rotation point
@@ -124,8 +132,9 @@ def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 15
     return _stream_scan(t, files)
 
 
-def scan_range(path: Path, start: int | None = None, end: int | None = None, *, bin_ns: int, byte_mode: int,
-               mtu: int = 1500) -> StreamScan:
+def scan_range(
+    path: Path, start: int | None = None, end: int | None = None, *, bin_ns: int, byte_mode: int, mtu: int = 1500
+) -> StreamScan:
     """Scan the records of one capture file in bytes [start, end) (default: all of it) with fresh state.
 
     One piece of a stream split for parallel reading: analyze.read.pieces chose start and end at record
@@ -138,8 +147,9 @@ def scan_range(path: Path, start: int | None = None, end: int | None = None, *, 
     with open_capture(Path(path)) as cap:
         size = len(cap.buffer)
         stop = None if end is None else min(end, size)
-        health, status, resynced = _scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu, start=start,
-                                              end=stop)
+        health, status, resynced = _scan_open(
+            cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu, start=start, end=stop
+        )
         mid_file = start is not None and start > cap.data_offset
     scan = _stream_scan(t, [health])
     ended_on_cut = end is None or end == size or (end < size and status == L.STATUS_END)
@@ -150,8 +160,14 @@ def scan_range(path: Path, start: int | None = None, end: int | None = None, *, 
 def _stream_scan(t: "_Tables", files: list[FileHealth]) -> StreamScan:
     n = int(t.st[L.ST_NFLOWS])
     cell_flow, cell_bin, cell_bytes = t.finish_cells()
-    return StreamScan(files=files, keys=t.keys[:n].copy(), agg=t.agg[:n].copy(), cell_flow=cell_flow,
-                      cell_bin=cell_bin, cell_bytes=cell_bytes)
+    return StreamScan(
+        files=files,
+        keys=t.keys[:n].copy(),
+        agg=t.agg[:n].copy(),
+        cell_flow=cell_flow,
+        cell_bin=cell_bin,
+        cell_bytes=cell_bytes,
+    )
 
 
 def time_order(path: Path) -> tuple[int, str]:
@@ -160,8 +176,16 @@ def time_order(path: Path) -> tuple[int, str]:
     return (ts if ts is not None else np.iinfo(np.int64).max, str(path))
 
 
-def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int, mtu: int,
-               start: int | None = None, end: int | None = None) -> tuple[FileHealth, int, bool]:
+def _scan_open(
+    cap: CaptureFormat,
+    t: "_Tables",
+    *,
+    bin_ns: int,
+    byte_mode: int,
+    mtu: int,
+    start: int | None = None,
+    end: int | None = None,
+) -> tuple[FileHealth, int, bool]:
     """Walk the records in [start, end) (default: the whole file) into t; the file's health, how the walk
     stopped (an L.STATUS_*) and whether it resynced after a corrupt record header."""
     walkers = kernels()
@@ -180,13 +204,51 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
     resynced = False
     while True:
         if cap.kind == "pcapng":
-            walkers.scan_pcapng(buf, end, RECORDS_PER_CALL, mtu, bin_ns, byte_mode, if_link, if_resol, if_offset,
-                                t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
-                                t.frag_keys, t.frag_flow, t.frag_pend, t.st)
+            walkers.scan_pcapng(
+                buf,
+                end,
+                RECORDS_PER_CALL,
+                mtu,
+                bin_ns,
+                byte_mode,
+                if_link,
+                if_resol,
+                if_offset,
+                t.keys,
+                t.slots,
+                t.agg,
+                t.cell_flow,
+                t.cell_bin,
+                t.cell_bytes,
+                t.kinds,
+                t.frag_keys,
+                t.frag_flow,
+                t.frag_pend,
+                t.st,
+            )
         else:
-            walkers.scan_pcap(buf, end, cap.swapped, cap.nano, cap.linktype, RECORDS_PER_CALL, mtu, bin_ns,
-                              byte_mode, t.keys, t.slots, t.agg, t.cell_flow, t.cell_bin, t.cell_bytes, t.kinds,
-                              t.frag_keys, t.frag_flow, t.frag_pend, t.st)
+            walkers.scan_pcap(
+                buf,
+                end,
+                cap.swapped,
+                cap.nano,
+                cap.linktype,
+                RECORDS_PER_CALL,
+                mtu,
+                bin_ns,
+                byte_mode,
+                t.keys,
+                t.slots,
+                t.agg,
+                t.cell_flow,
+                t.cell_bin,
+                t.cell_bytes,
+                t.kinds,
+                t.frag_keys,
+                t.frag_flow,
+                t.frag_pend,
+                t.st,
+            )
         status = int(t.st[L.ST_STATUS])
         pos = int(t.st[L.ST_POS])
         dropped_to = cap.release(dropped_to, pos)
@@ -195,16 +257,22 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
         elif status == L.STATUS_CELLS_FULL:
             t.flush_cells()
         elif status == L.STATUS_CORRUPT and (good := next_valid_record(cap, t.st, pos)) is not None:
-            warnings.append(f"{cap.path}: offset {pos}: corrupt record header; skipped {good - pos} bytes "
-                            f"to the next valid record at offset {good}")
+            warnings.append(
+                f"{cap.path}: offset {pos}: corrupt record header; skipped {good - pos} bytes "
+                f"to the next valid record at offset {good}"
+            )
             t.st[L.ST_POS] = good
             resynced = True
         elif status != L.STATUS_BUDGET:
             break
     if status == L.STATUS_TRUNCATED:
-        warnings.append(f"{cap.path}: offset {pos}: last record truncated ({end - pos} bytes ignored; capture was cut short)")
+        warnings.append(
+            f"{cap.path}: offset {pos}: last record truncated ({end - pos} bytes ignored; capture was cut short)"
+        )
     elif status == L.STATUS_CORRUPT:
-        warnings.append(f"{cap.path}: offset {pos}: corrupt record header; the remaining {end - pos} bytes were skipped")
+        warnings.append(
+            f"{cap.path}: offset {pos}: corrupt record header; the remaining {end - pos} bytes were skipped"
+        )
     elif status == L.STATUS_TOO_MANY_IFACES:
         warnings.append(f"{cap.path}: offset {pos}: more than {L.MAX_IFACES} interfaces; the rest was skipped")
     if cap.kind == "pcapng":
@@ -214,12 +282,22 @@ def _scan_open(cap: CaptureFormat, t: "_Tables", *, bin_ns: int, byte_mode: int,
     records = int(t.st[L.ST_RECORDS])
     if records == 0 and whole:
         warnings.append(no_packets(cap.path))
-    return FileHealth(
-        path=str(cap.path), format=cap.format_name, linktypes=linktypes, file_bytes=cap.file_bytes,
-        records=records, captured_bytes=int(t.st[L.ST_PACKET_BYTES]),
-        first_ns=int(t.st[L.ST_FIRST_NS]), last_ns=int(t.st[L.ST_MAX_NS]), kinds=t.kinds - kinds_before,
-        warnings=warnings,
-    ), status, resynced
+    return (
+        FileHealth(
+            path=str(cap.path),
+            format=cap.format_name,
+            linktypes=linktypes,
+            file_bytes=cap.file_bytes,
+            records=records,
+            captured_bytes=int(t.st[L.ST_PACKET_BYTES]),
+            first_ns=int(t.st[L.ST_FIRST_NS]),
+            last_ns=int(t.st[L.ST_MAX_NS]),
+            kinds=t.kinds - kinds_before,
+            warnings=warnings,
+        ),
+        status,
+        resynced,
+    )
 
 
 def no_packets(path: Path | str) -> str:

@@ -11,6 +11,7 @@ formats it can come from:
 
 A reduction-cost table is the paper's ``cuda_vec_add.log``: ``bytes,seconds`` lines, interpolated linearly.
 """
+
 from __future__ import annotations
 
 import csv
@@ -22,8 +23,13 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 __all__ = [
-    "BackwardProfile", "ReduceCostTable", "load_profile", "save_profile", "load_reduce_cost",
-    "synthetic_profile", "ProfileFormatError",
+    "BackwardProfile",
+    "ReduceCostTable",
+    "load_profile",
+    "save_profile",
+    "load_reduce_cost",
+    "synthetic_profile",
+    "ProfileFormatError",
 ]
 
 PROFILE_KIND = "backward_profile"
@@ -52,9 +58,13 @@ class BackwardProfile:
         wait = np.atleast_2d(np.asarray(self.wait_s, dtype=np.float64))
         sizes = np.asarray(self.size_bytes, dtype=np.float64).reshape(-1)
         if wait.shape[1] != sizes.shape[0]:
-            raise ProfileFormatError(f"{self.source or 'profile'}: {wait.shape[1]} wait times but {sizes.shape[0]} sizes")
+            raise ProfileFormatError(
+                f"{self.source or 'profile'}: {wait.shape[1]} wait times but {sizes.shape[0]} sizes"
+            )
         if not (np.all(np.isfinite(wait)) and np.all(np.isfinite(sizes)) and np.all(sizes >= 0)):
-            raise ProfileFormatError(f"{self.source or 'profile'}: wait times and sizes must be finite, sizes non-negative")
+            raise ProfileFormatError(
+                f"{self.source or 'profile'}: wait times and sizes must be finite, sizes non-negative"
+            )
         # The paper's log clamps negative gaps (clock jitter between hooks) to 0; so do we.
         object.__setattr__(self, "wait_s", np.maximum(wait, 0.0))
         object.__setattr__(self, "size_bytes", sizes)
@@ -111,7 +121,7 @@ def load_bk_log(path: Path) -> BackwardProfile:
     waits = np.zeros((batches, tensors))
     sizes: Optional[np.ndarray] = None
     for b in range(batches):
-        rows = lines[3 + b * tensors: 3 + (b + 1) * tensors]
+        rows = lines[3 + b * tensors : 3 + (b + 1) * tensors]
         if len(rows) != tensors:
             raise ProfileFormatError(f"{path}: batch {b} has {len(rows)} of {tensors} tensor lines")
         try:
@@ -178,10 +188,18 @@ def save_profile(profile: BackwardProfile, path: Path | str) -> None:
     if path.suffix == ".json":
         tensors = [
             {"name": n, "wait_s": float(w), "ready_s": float(r), "bytes": int(s)}
-            for n, w, r, s in zip(names, profile.wait_s.mean(axis=0), profile.ready_s().mean(axis=0), profile.size_bytes)
+            for n, w, r, s in zip(
+                names, profile.wait_s.mean(axis=0), profile.ready_s().mean(axis=0), profile.size_bytes
+            )
         ]
-        doc = {"kind": PROFILE_KIND, "schema": 1, **profile.meta, "backward_s": profile.meta.get("backward_s", profile.backward_s),
-               "gradient_bytes": int(profile.gradient_bytes), "tensors": tensors}
+        doc = {
+            "kind": PROFILE_KIND,
+            "schema": 1,
+            **profile.meta,
+            "backward_s": profile.meta.get("backward_s", profile.backward_s),
+            "gradient_bytes": int(profile.gradient_bytes),
+            "tensors": tensors,
+        }
         path.write_text(json.dumps(doc, indent=1) + "\n")
     elif path.suffix == ".csv":
         with path.open("w", newline="") as fh:
@@ -190,8 +208,11 @@ def save_profile(profile: BackwardProfile, path: Path | str) -> None:
             for n, w, s in zip(names, profile.wait_s.mean(axis=0), profile.size_bytes):
                 writer.writerow([n, repr(float(w)), int(s)])
     else:
-        lines = ["ringscope backward profile: wait_us since previous gradient ready, size_bytes; backward order",
-                 str(profile.wait_s.shape[0]), str(profile.tensors)]
+        lines = [
+            "ringscope backward profile: wait_us since previous gradient ready, size_bytes; backward order",
+            str(profile.wait_s.shape[0]),
+            str(profile.tensors),
+        ]
         for batch in profile.wait_s:
             lines += [f"{float(w) * 1e6!r},{int(s)}" for w, s in zip(batch, profile.size_bytes)]
         path.write_text("\n".join(lines) + "\n")
@@ -227,6 +248,8 @@ BACKWARD_SHARE = 2.0 / 3.0  # backward ≈ 2× forward: the share of T a synthet
 
 def stand_in_profile(gradient_bytes: float, single_iteration_s: float) -> tuple[BackwardProfile, str]:
     """The profile the what-if uses when no backward profile was given, and the assumption that says so."""
-    note = (f"no backward profile: {gradient_bytes / 1e6:.1f} MB of gradients ready at an even pace "
-            f"over a backward pass of {BACKWARD_SHARE:.2g}·T")
+    note = (
+        f"no backward profile: {gradient_bytes / 1e6:.1f} MB of gradients ready at an even pace "
+        f"over a backward pass of {BACKWARD_SHARE:.2g}·T"
+    )
     return synthetic_profile(gradient_bytes, BACKWARD_SHARE * single_iteration_s), note

@@ -13,6 +13,7 @@ Two rules:
   their cap (the first bucket ``first_bucket_bytes``, later ones ``bucket_bytes``); a bucket is
   all-reduced when its last gradient is ready.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -67,7 +68,9 @@ def horovod_buckets(profile: BackwardProfile, cycle_s: float = 0.005, fusion_byt
     return out
 
 
-def ddp_buckets(profile: BackwardProfile, bucket_bytes: float = 25 * MiB, first_bucket_bytes: float = 1 * MiB) -> list[Buckets]:
+def ddp_buckets(
+    profile: BackwardProfile, bucket_bytes: float = 25 * MiB, first_bucket_bytes: float = 1 * MiB
+) -> list[Buckets]:
     """One Buckets per profiled batch under PyTorch DDP's size-capped buckets (first bucket smaller)."""
     bounds: list[int] = []  # index of the last tensor of each bucket
     acc, cap = 0.0, first_bucket_bytes

@@ -3,6 +3,7 @@
 The analyzer's result JSON (`ringscope analyze --json`) is read defensively — every key may be absent —
 and every value taken or guessed is said in ``assumptions`` so the what-if output can repeat it.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -35,10 +36,15 @@ class WhatIfInputs:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"workers": self.workers, "link_speed_bps": self.link_speed_bps,
-                "iteration_time_s": self.iteration_time_s, "gradient_bytes": self.gradient_bytes,
-                "comm_time_s": self.comm_time_s, "transport_efficiency": self.transport_efficiency,
-                "achieved_rate_bps": self.achieved_rate_bps()}
+        return {
+            "workers": self.workers,
+            "link_speed_bps": self.link_speed_bps,
+            "iteration_time_s": self.iteration_time_s,
+            "gradient_bytes": self.gradient_bytes,
+            "comm_time_s": self.comm_time_s,
+            "transport_efficiency": self.transport_efficiency,
+            "achieved_rate_bps": self.achieved_rate_bps(),
+        }
 
 
 def _number(value: Any) -> Optional[float]:
@@ -72,17 +78,30 @@ def inputs_from_result(result: Mapping[str, Any]) -> WhatIfInputs:
         if speeds:
             out.link_speed_bps = min(speeds)
             if len(set(speeds)) > 1:
-                out.assumptions.append(f"hosts' link speeds differ; the slowest ({min(speeds) / 1e9:g} Gbit/s) bounds the ring")
-        busy = [b for b in (_number((h.get("tx_utilization") or {}).get("while_busy"))
-                            for h in hosts if isinstance(h.get("tx_utilization"), Mapping)) if b is not None]
+                out.assumptions.append(
+                    f"hosts' link speeds differ; the slowest ({min(speeds) / 1e9:g} Gbit/s) bounds the ring"
+                )
+        busy = [
+            b
+            for b in (
+                _number((h.get("tx_utilization") or {}).get("while_busy"))
+                for h in hosts
+                if isinstance(h.get("tx_utilization"), Mapping)
+            )
+            if b is not None
+        ]
         if busy:
             eff = statistics.fmean(busy)
             if eff > 1:
-                out.assumptions.append(f"measured utilization while busy {eff:.2f} > 1 (clock/counting skew): taken as 1")
+                out.assumptions.append(
+                    f"measured utilization while busy {eff:.2f} > 1 (clock/counting skew): taken as 1"
+                )
                 eff = 1.0
             out.transport_efficiency = eff
-            out.assumptions.append(f"transport efficiency {eff:.0%}: mean over hosts of tx utilization while busy "
-                                   f"(range {min(busy):.0%}–{max(busy):.0%})")
+            out.assumptions.append(
+                f"transport efficiency {eff:.0%}: mean over hosts of tx utilization while busy "
+                f"(range {min(busy):.0%}–{max(busy):.0%})"
+            )
     out.unsure = doubt(result)
     iterations = result.get("iterations")
     if isinstance(iterations, Mapping):
@@ -92,7 +111,9 @@ def inputs_from_result(result: Mapping[str, Any]) -> WhatIfInputs:
         grad = _number(iterations.get("implied_gradient_bytes"))
         if grad is not None:
             out.gradient_bytes = grad
-            out.assumptions.append("gradient bytes: implied by the bytes each host sent per iteration (ring: 2(N−1)/N·S)")
+            out.assumptions.append(
+                "gradient bytes: implied by the bytes each host sent per iteration (ring: 2(N−1)/N·S)"
+            )
         per = iterations.get("per_iteration")
         if isinstance(per, list):
             comm = [c for c in (_number(it.get("comm_ns")) for it in per if isinstance(it, Mapping)) if c is not None]

@@ -16,6 +16,7 @@ Horovod buckets, fp32, efficiency 1) the model is the paper's, term for term. Th
   capture measured it; the network term runs at e·B. It separates "the link is too slow" from "the
   transport does not fill the link".
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -32,12 +33,14 @@ __all__ = ["ScalingModel", "RingscopeOptions", "RingscopeModel"]
 class ScalingModel(Protocol):
     """What the what-if calculation needs from a model: buckets of a profile and the cost of each all-reduce."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def buckets(self, profile: BackwardProfile) -> list[Buckets]: ...
 
-    def cost_s(self, size_bytes: np.ndarray, workers: np.ndarray, bandwidth_bps: np.ndarray,
-               compression: np.ndarray) -> np.ndarray: ...
+    def cost_s(
+        self, size_bytes: np.ndarray, workers: np.ndarray, bandwidth_bps: np.ndarray, compression: np.ndarray
+    ) -> np.ndarray: ...
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -71,8 +74,9 @@ class RingscopeOptions:
             raise ValueError("latencies must be non-negative and the intra-server bandwidth positive")
 
 
-def _ring_s(parts: np.ndarray, size: np.ndarray, bandwidth: np.ndarray, latency_s: float,
-            reduce_cost: Optional[ReduceCostTable]) -> np.ndarray:
+def _ring_s(
+    parts: np.ndarray, size: np.ndarray, bandwidth: np.ndarray, latency_s: float, reduce_cost: Optional[ReduceCostTable]
+) -> np.ndarray:
     """Ring all-reduce of ``size`` bytes over ``parts`` members: wire + 2(p−1)·α + (p−1)·reduce(size/p)."""
     wire = 2.0 * (parts - 1.0) / parts * 8.0 * size / bandwidth
     steps = 2.0 * (parts - 1.0) * latency_s
@@ -95,8 +99,9 @@ class RingscopeModel:
             return ddp_buckets(profile, o.bucket_bytes, o.first_bucket_bytes)
         return horovod_buckets(profile, o.cycle_s, o.fusion_bytes)
 
-    def cost_s(self, size_bytes: np.ndarray, workers: np.ndarray, bandwidth_bps: np.ndarray,
-               compression: np.ndarray) -> np.ndarray:
+    def cost_s(
+        self, size_bytes: np.ndarray, workers: np.ndarray, bandwidth_bps: np.ndarray, compression: np.ndarray
+    ) -> np.ndarray:
         """Seconds per all-reduce, shape (buckets, points)."""
         o = self.options
         s = np.asarray(size_bytes, dtype=np.float64)[:, None] * (0.5 if o.fp16 else 1.0)
@@ -110,25 +115,35 @@ class RingscopeModel:
         # Compression applies to every transfer; the measured transport efficiency only to the network.
         intra = _ring_s(g, s, np.full_like(net_bw, o.intra_bandwidth_bps) * c, o.intra_latency_s, self.reduce_cost)
         inter = _ring_s(servers, s, net_bw, o.latency_s, None)  # G shards of s/G share the NIC
-        inter_reduce = ((servers - 1.0) * self.reduce_cost.cost_s(s / (g * servers))
-                        if self.reduce_cost is not None else 0.0)
+        inter_reduce = (
+            (servers - 1.0) * self.reduce_cost.cost_s(s / (g * servers)) if self.reduce_cost is not None else 0.0
+        )
         return intra + inter + inter_reduce
 
     def describe(self) -> dict[str, Any]:
         """The options, for the JSON output."""
-        return {**asdict(self.options),
-                "reduce_cost": self.reduce_cost.source if self.reduce_cost is not None else None}
+        return {
+            **asdict(self.options),
+            "reduce_cost": self.reduce_cost.source if self.reduce_cost is not None else None,
+        }
 
     def assumptions(self) -> list[str]:
         """What this model takes for granted, in words."""
         o = self.options
-        out = [f"ringscope model: per-step latency {o.latency_s * 1e6:g} us × 2(N−1) steps",
-               f"{o.buckets} buckets" + (f" (fusion {o.fusion_bytes / MiB:g} MiB, cycle {o.cycle_s * 1e3:g} ms)"
-                                          if o.buckets == "horovod" else
-                                          f" ({o.bucket_bytes / MiB:g} MiB, first {o.first_bucket_bytes / MiB:g} MiB)")]
+        out = [
+            f"ringscope model: per-step latency {o.latency_s * 1e6:g} us × 2(N−1) steps",
+            f"{o.buckets} buckets"
+            + (
+                f" (fusion {o.fusion_bytes / MiB:g} MiB, cycle {o.cycle_s * 1e3:g} ms)"
+                if o.buckets == "horovod"
+                else f" ({o.bucket_bytes / MiB:g} MiB, first {o.first_bucket_bytes / MiB:g} MiB)"
+            ),
+        ]
         if o.gpus_per_server > 1:
-            out.append(f"hierarchical all-reduce: {o.gpus_per_server} GPUs per server at "
-                       f"{o.intra_bandwidth_bps / 1e9:g} Gbit/s inside the server; the given bandwidth is the server's NIC")
+            out.append(
+                f"hierarchical all-reduce: {o.gpus_per_server} GPUs per server at "
+                f"{o.intra_bandwidth_bps / 1e9:g} Gbit/s inside the server; the given bandwidth is the server's NIC"
+            )
         else:
             out.append("one worker per link (flat ring)")
         if o.fp16:

@@ -2,6 +2,7 @@
 then stated guesses (every one in the result's assumptions). The command line parses its strings into these
 arguments (cli.py); a notebook calls this directly. User errors are ValueError with one clear line.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,12 +17,23 @@ from analyze.whatif.paper import PaperModel
 __all__ = ["what_if_request"]
 
 
-def what_if_request(measured: Optional[WhatIfInputs], *, model: str = "ringscope", profile: Optional[Path] = None,
-                    single_iteration_time_s: Optional[float] = None, reduce_cost: Optional[Path] = None,
-                    workers: Sequence[int] = (), bandwidths_bps: Sequence[float] = (),
-                    compressions: Sequence[float] = (), latency_s: float = 10e-6, gpus_per_server: int = 1,
-                    intra_bandwidth_bps: float = 1.2e12, buckets: str = "horovod", fp16: bool = False,
-                    efficiency: Optional[float] = None) -> WhatIfResult:
+def what_if_request(
+    measured: Optional[WhatIfInputs],
+    *,
+    model: str = "ringscope",
+    profile: Optional[Path] = None,
+    single_iteration_time_s: Optional[float] = None,
+    reduce_cost: Optional[Path] = None,
+    workers: Sequence[int] = (),
+    bandwidths_bps: Sequence[float] = (),
+    compressions: Sequence[float] = (),
+    latency_s: float = 10e-6,
+    gpus_per_server: int = 1,
+    intra_bandwidth_bps: float = 1.2e12,
+    buckets: str = "horovod",
+    fp16: bool = False,
+    efficiency: Optional[float] = None,
+) -> WhatIfResult:
     """Resolve N, bandwidth, T and the profile, choose the model, run the what-if."""
     notes: list[str] = list(measured.assumptions) if measured else []
     n_list = list(workers) or ([measured.workers] if measured and measured.workers else [])
@@ -36,15 +48,19 @@ def what_if_request(measured: Optional[WhatIfInputs], *, model: str = "ringscope
     elif measured and measured.iteration_time_s:
         comm = measured.comm_time_s or 0.0
         t = measured.iteration_time_s - comm if 0 < comm < measured.iteration_time_s else measured.iteration_time_s
-        notes.append("single-GPU iteration time not given: taken as the measured iteration period"
-                     + (" minus its communication time (all communication assumed exposed)" if comm else ""))
+        notes.append(
+            "single-GPU iteration time not given: taken as the measured iteration period"
+            + (" minus its communication time (all communication assumed exposed)" if comm else "")
+        )
     else:
         raise ValueError("say the single-GPU iteration time: --single-iteration-time SECONDS (e.g. 0.128 or 128ms)")
     if profile is not None:
         prof = load_profile(profile)
         if measured and measured.gradient_bytes and abs(prof.gradient_bytes / measured.gradient_bytes - 1) > 0.1:
-            notes.append(f"the profile has {prof.gradient_bytes / 1e6:.1f} MB of gradients, the capture implies "
-                         f"{measured.gradient_bytes / 1e6:.1f} MB")
+            notes.append(
+                f"the profile has {prof.gradient_bytes / 1e6:.1f} MB of gradients, the capture implies "
+                f"{measured.gradient_bytes / 1e6:.1f} MB"
+            )
     elif measured and measured.gradient_bytes:
         prof, note = stand_in_profile(measured.gradient_bytes, t)
         notes.append(note)
@@ -54,11 +70,28 @@ def what_if_request(measured: Optional[WhatIfInputs], *, model: str = "ringscope
     if model == "paper":
         chosen: Any = PaperModel(table)
     elif model == "ringscope":
-        chosen = RingscopeModel(RingscopeOptions(
-            latency_s=latency_s, gpus_per_server=gpus_per_server, intra_bandwidth_bps=intra_bandwidth_bps,
-            buckets=buckets, fp16=fp16, transport_efficiency=1.0 if efficiency is None else efficiency), table)
+        chosen = RingscopeModel(
+            RingscopeOptions(
+                latency_s=latency_s,
+                gpus_per_server=gpus_per_server,
+                intra_bandwidth_bps=intra_bandwidth_bps,
+                buckets=buckets,
+                fp16=fp16,
+                transport_efficiency=1.0 if efficiency is None else efficiency,
+            ),
+            table,
+        )
     else:
         raise ValueError(f"unknown model {model!r}: use 'paper' or 'ringscope'")
-    return what_if(prof, t, chosen, n_list, b_list, c_list, measured=measured,
-                   single_worker_measured=single_iteration_time_s is not None, profile_measured=profile is not None,
-                   assumptions=notes)
+    return what_if(
+        prof,
+        t,
+        chosen,
+        n_list,
+        b_list,
+        c_list,
+        measured=measured,
+        single_worker_measured=single_iteration_time_s is not None,
+        profile_measured=profile is not None,
+        assumptions=notes,
+    )

@@ -13,6 +13,7 @@ method. ``make_input(batch_size)`` returns a tensor or a tuple of tensors (posit
 
 torch is imported inside the functions: the rest of ringscope must not pay for it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -67,8 +68,9 @@ def _unpack(made: Any) -> tuple[Any, Callable[[int], Any], Optional[Callable[[An
     if isinstance(made, torch.nn.Module):
         make_input = getattr(made, "example_input", None)
         if not callable(make_input):
-            raise ValueError("the factory returned a module without example_input(batch_size); "
-                             "return (module, make_input) instead")
+            raise ValueError(
+                "the factory returned a module without example_input(batch_size); return (module, make_input) instead"
+            )
         return made, make_input, None
     if isinstance(made, (tuple, list)) and len(made) in (2, 3) and isinstance(made[0], torch.nn.Module):
         return made[0], made[1], made[2] if len(made) == 3 else None
@@ -83,8 +85,9 @@ def _to_device(value: Any, device: Any) -> tuple[Any, ...]:
     return tuple(v.to(device) if isinstance(v, torch.Tensor) else v for v in items)
 
 
-def profile_model(factory: Callable[..., Any], batch_size: int = 32, device: str = "auto", steps: int = 5,
-                  name: str = "") -> BackwardProfile:
+def profile_model(
+    factory: Callable[..., Any], batch_size: int = 32, device: str = "auto", steps: int = 5, name: str = ""
+) -> BackwardProfile:
     """Run ``steps`` (+1 warm-up) forward/backward passes and return the averaged backward profile."""
     import torch
 
@@ -110,6 +113,7 @@ def profile_model(factory: Callable[..., Any], batch_size: int = 32, device: str
         def hook(_param: Any) -> None:
             sync()
             stamps[label] = time.perf_counter_ns()
+
         return hook
 
     handles = [p.register_post_accumulate_grad_hook(stamp(n)) for n, p in params]
@@ -118,7 +122,9 @@ def profile_model(factory: Callable[..., Any], batch_size: int = 32, device: str
     try:
         _run_steps(module, make_input, loss_fn, batch_size, dev, steps, sync, stamps, ready, backward)
     except (RuntimeError, TypeError) as exc:  # shape/dtype mistakes in the user's model or input
-        raise ValueError(f"the model failed on its input: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        raise ValueError(
+            f"the model failed on its input: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from exc
     finally:
         for h in handles:
             h.remove()
@@ -129,22 +135,47 @@ def profile_model(factory: Callable[..., Any], batch_size: int = 32, device: str
     order = np.argsort(mean_ready, kind="stable")
     ready_sorted = mean_ready[order]
     sizes = np.array([used[i][1].numel() * used[i][1].element_size() for i in order], dtype=np.float64)
-    meta = {"model": name, "device": str(dev), "batch_size": batch_size, "steps": steps,
-            "backward_s": float(np.mean(backward)), "backward_s_per_step": backward,
-            "torch": torch.__version__, "unused_parameters": [n for n, _ in params if n not in dict(used)]}
-    return BackwardProfile(np.diff(ready_sorted, prepend=0.0), sizes, names=tuple(used[i][0] for i in order),
-                           source=f"ringscope profile {name}".strip(), meta=meta)
+    meta = {
+        "model": name,
+        "device": str(dev),
+        "batch_size": batch_size,
+        "steps": steps,
+        "backward_s": float(np.mean(backward)),
+        "backward_s_per_step": backward,
+        "torch": torch.__version__,
+        "unused_parameters": [n for n, _ in params if n not in dict(used)],
+    }
+    return BackwardProfile(
+        np.diff(ready_sorted, prepend=0.0),
+        sizes,
+        names=tuple(used[i][0] for i in order),
+        source=f"ringscope profile {name}".strip(),
+        meta=meta,
+    )
 
 
-def _run_steps(module: Any, make_input: Callable[[int], Any], loss_fn: Optional[Callable[[Any], Any]], batch_size: int,
-               dev: Any, steps: int, sync: Callable[[], None], stamps: dict[str, int], ready: list[dict[str, float]],
-               backward: list[float]) -> None:
+def _run_steps(
+    module: Any,
+    make_input: Callable[[int], Any],
+    loss_fn: Optional[Callable[[Any], Any]],
+    batch_size: int,
+    dev: Any,
+    steps: int,
+    sync: Callable[[], None],
+    stamps: dict[str, int],
+    ready: list[dict[str, float]],
+    backward: list[float],
+) -> None:
     """One warm-up and ``steps`` measured forward/backward passes; ready times relative to backward start."""
     for step in range(steps + 1):
         module.zero_grad(set_to_none=True)
         stamps.clear()
         output = module(*_to_device(make_input(batch_size), dev))
-        loss = loss_fn(output) if loss_fn is not None else (output[0] if isinstance(output, (tuple, list)) else output).float().sum()
+        loss = (
+            loss_fn(output)
+            if loss_fn is not None
+            else (output[0] if isinstance(output, (tuple, list)) else output).float().sum()
+        )
         sync()
         start = time.perf_counter_ns()
         loss.backward()

@@ -8,6 +8,7 @@ backward, that costs little (a CPU-bound transport on a fast link is not a slow 
 scaling factor it says whether the gap is exposed communication (period − T ≈ communication time) or time
 lost elsewhere.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -38,8 +39,10 @@ def verdict_text(result: "WhatIfResult", replay: "Replay") -> str:
     When the measured inputs are unsure (analyze.doubt) it says so first and states the rest as conditional."""
     text = _verdict(result, replay)
     if result.unsure:
-        return (f"{headline(result.unsure)}. Nothing below is a finding until that is sure; if those inferences are "
-                f"right: {text} To make it sure, give one of: {'; '.join(result.unsure['would_make_sure'])}.")
+        return (
+            f"{headline(result.unsure)}. Nothing below is a finding until that is sure; if those inferences are "
+            f"right: {text} To make it sure, give one of: {'; '.join(result.unsure['would_make_sure'])}."
+        )
     return text
 
 
@@ -54,60 +57,88 @@ def _verdict(result: "WhatIfResult", replay: "Replay") -> str:
     parts: list[str] = []
     if link:
         sf = float(replay.scaling_factor(t, n, link)[0])
-        parts.append(f"With {n} workers and the {format_rate(link)} link fully used, the model ({result.model}) gives "
-                     f"scaling factor {sf:.3f}.")
+        parts.append(
+            f"With {n} workers and the {format_rate(link)} link fully used, the model ({result.model}) gives "
+            f"scaling factor {sf:.3f}."
+        )
         if sf < BOTTLENECK_SF:
-            parts.append(f"The network is the bottleneck: communication hides behind backward only from about "
-                         f"{format_rate(hide)} (scaling factor {sf_hide:.3f}); a faster link helps up to there, or "
-                         f"{_needed(replay, t, n, link, BOTTLENECK_SF)} would reach {BOTTLENECK_SF} on this link.")
+            parts.append(
+                f"The network is the bottleneck: communication hides behind backward only from about "
+                f"{format_rate(hide)} (scaling factor {sf_hide:.3f}); a faster link helps up to there, or "
+                f"{_needed(replay, t, n, link, BOTTLENECK_SF)} would reach {BOTTLENECK_SF} on this link."
+            )
         else:
             how = "already hides" if link >= hide else "is nearly hidden at this speed (fully"
-            parts.append(f"The link's capacity is not the bottleneck: communication {how} behind backward from about "
-                         f"{format_rate(hide)}{')' if link < hide else ''}, so a faster link would gain at most "
-                         f"{sf_inf - sf:.3f}.")
+            parts.append(
+                f"The link's capacity is not the bottleneck: communication {how} behind backward from about "
+                f"{format_rate(hide)}{')' if link < hide else ''}, so a faster link would gain at most "
+                f"{sf_inf - sf:.3f}."
+            )
         eff = m.get("transport_efficiency")
         sf_eff = m.get("scaling_factor_at_measured_efficiency")
         if eff and sf < BOTTLENECK_SF:
-            parts.append(f"The transport filled {eff:.0%} of line rate while communicating: it uses the link it has; "
-                         f"the link itself is too slow." if eff >= FILLS_LINK else
-                         f"The transport also reached only {eff:.0%} of line rate while communicating "
-                         f"(scaling factor {sf_eff:.3f} at that efficiency): filling the link it has comes first.")
+            parts.append(
+                f"The transport filled {eff:.0%} of line rate while communicating: it uses the link it has; "
+                f"the link itself is too slow."
+                if eff >= FILLS_LINK
+                else f"The transport also reached only {eff:.0%} of line rate while communicating "
+                f"(scaling factor {sf_eff:.3f} at that efficiency): filling the link it has comes first."
+            )
         elif eff and sf_eff is not None and sf_eff < sf - _NOTABLE_GAP:
-            parts.append(f"But while communicating the transport reached only {eff:.0%} of line rate, which costs "
-                         f"scaling factor {sf - sf_eff:.3f} ({sf_eff:.3f} at the measured efficiency): the transport needs to use the "
-                         f"link it has (more sockets/threads per peer, larger buckets, fewer stalls) before a faster "
-                         f"link would pay off.")
+            parts.append(
+                f"But while communicating the transport reached only {eff:.0%} of line rate, which costs "
+                f"scaling factor {sf - sf_eff:.3f} ({sf_eff:.3f} at the measured efficiency): "
+                f"the transport needs to use the "
+                f"link it has (more sockets/threads per peer, larger buckets, fewer stalls) before a faster "
+                f"link would pay off."
+            )
         elif eff and eff < FILLS_LINK:
             cost = max(sf - (sf_eff if sf_eff is not None else sf), 0.0)
-            parts.append(f"The transport used only {eff:.0%} of line rate while communicating "
-                         f"({format_rate(eff * link)}): it does not fill the link (the transport or the CPU sets the pace, not the network), but "
-                         f"with communication overlapping backward that costs scaling factor only {cost:.3f} here.")
+            parts.append(
+                f"The transport used only {eff:.0%} of line rate while communicating "
+                f"({format_rate(eff * link)}): it does not fill the link (the transport or the CPU sets the pace, "
+                f"not the network), but "
+                f"with communication overlapping backward that costs scaling factor only {cost:.3f} here."
+            )
         elif eff:
-            parts.append(f"The transport used {eff:.0%} of line rate while communicating, close enough that it is not "
-                         f"what limits scaling.")
+            parts.append(
+                f"The transport used {eff:.0%} of line rate while communicating, close enough that it is not "
+                f"what limits scaling."
+            )
         msf = m.get("measured_scaling_factor")
         if msf is not None and msf < min(sf, sf_eff if sf_eff is not None else sf) - 0.05:
             parts.append(_measured_gap(msf, t, m))
     else:
-        rows = sorted((p for p in result.points if p.workers == n and p.compression == 1.0), key=lambda p: p.bandwidth_bps)
+        rows = sorted(
+            (p for p in result.points if p.workers == n and p.compression == 1.0), key=lambda p: p.bandwidth_bps
+        )
         if rows:
-            parts.append(f"With {n} workers and full use of the link, the model ({result.model}) gives scaling factor "
-                         + ", ".join(f"{p.scaling_factor:.3f} at {format_rate(p.bandwidth_bps)}" for p in rows) + ".")
+            parts.append(
+                f"With {n} workers and full use of the link, the model ({result.model}) gives scaling factor "
+                + ", ".join(f"{p.scaling_factor:.3f} at {format_rate(p.bandwidth_bps)}" for p in rows)
+                + "."
+            )
             slow = [p for p in rows if p.scaling_factor < BOTTLENECK_SF]
             if slow:
-                parts.append(f"The network is the bottleneck at {', '.join(format_rate(p.bandwidth_bps) for p in slow)}: "
-                             f"a faster link helps up to about {format_rate(hide)}, where communication hides behind "
-                             f"backward (scaling factor {sf_hide:.3f}); "
-                             f"{_needed(replay, t, n, slow[0].bandwidth_bps, BOTTLENECK_SF)} would reach "
-                             f"{BOTTLENECK_SF} at {format_rate(slow[0].bandwidth_bps)}.")
+                parts.append(
+                    f"The network is the bottleneck at {', '.join(format_rate(p.bandwidth_bps) for p in slow)}: "
+                    f"a faster link helps up to about {format_rate(hide)}, where communication hides behind "
+                    f"backward (scaling factor {sf_hide:.3f}); "
+                    f"{_needed(replay, t, n, slow[0].bandwidth_bps, BOTTLENECK_SF)} would reach "
+                    f"{BOTTLENECK_SF} at {format_rate(slow[0].bandwidth_bps)}."
+                )
             else:
-                parts.append(f"The network is not the bottleneck at these speeds: communication hides behind backward "
-                             f"from about {format_rate(hide)}, and the transport only needs to use the link it has.")
+                parts.append(
+                    f"The network is not the bottleneck at these speeds: communication hides behind backward "
+                    f"from about {format_rate(hide)}, and the transport only needs to use the link it has."
+                )
         else:
             parts.append(f"Communication hides behind backward from about {format_rate(hide)} for {n} workers.")
     if sf_inf < BOTTLENECK_SF:
-        parts.append(f"Even an infinitely fast link leaves scaling factor {sf_inf:.3f}: what remains is per-step latency, "
-                     f"reduction and the last bucket after backward, not bandwidth.")
+        parts.append(
+            f"Even an infinitely fast link leaves scaling factor {sf_inf:.3f}: what remains is per-step latency, "
+            f"reduction and the last bucket after backward, not bandwidth."
+        )
     return " ".join(parts)
 
 
@@ -117,9 +148,13 @@ def _measured_gap(msf: float, t: float, m: dict) -> str:
     exposed = period - t if period else None
     if exposed and comm and 0 < exposed <= _EXPLAINED * comm:
         how = "most" if exposed >= _MOSTLY * comm else "part"
-        return (f"The measured scaling factor ({msf:.3f}) is well below both: each iteration takes T plus "
-                f"{exposed * 1e3:.4g} ms and the all-reduce takes {comm * 1e3:.4g} ms, so {how} of the communication "
-                f"is exposed rather than overlapping the computation as the model assumes (wait-free backprop, "
-                f"DDP/Horovod buckets).")
-    return (f"The measured scaling factor ({msf:.3f}) is well below both, so time is lost outside the "
-            f"link (stragglers, input pipeline, synchronization) as well.")
+        return (
+            f"The measured scaling factor ({msf:.3f}) is well below both: each iteration takes T plus "
+            f"{exposed * 1e3:.4g} ms and the all-reduce takes {comm * 1e3:.4g} ms, so {how} of the communication "
+            f"is exposed rather than overlapping the computation as the model assumes (wait-free backprop, "
+            f"DDP/Horovod buckets)."
+        )
+    return (
+        f"The measured scaling factor ({msf:.3f}) is well below both, so time is lost outside the "
+        f"link (stragglers, input pipeline, synchronization) as well."
+    )

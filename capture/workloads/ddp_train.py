@@ -7,6 +7,7 @@ the environment), e.g. on one machine:
 
 Each marker carries gradient_bytes (what one all-reduce moves), params and the model name.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,12 @@ from capture.workloads import mlp
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mlp.add_arguments(parser)
-    parser.add_argument("--backend", choices=("auto", "gloo", "nccl"), default="auto",
-                        help="auto: nccl when CUDA is available, else gloo")
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "gloo", "nccl"),
+        default="auto",
+        help="auto: nccl when CUDA is available, else gloo",
+    )
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size")
     args = parser.parse_args(argv)
 
@@ -43,8 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     model = model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
     grad_bytes = mlp.gradient_bytes(model)
-    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None,
-                                  bucket_cap_mb=args.bucket_cap_mb)
+    ddp = DistributedDataParallel(
+        model, device_ids=[local_rank] if device.type == "cuda" else None, bucket_cap_mb=args.bucket_cap_mb
+    )
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
     generator = torch.Generator().manual_seed(args.seed + rank)
     inputs = torch.randn(args.batch_size, width, generator=generator).to(device)
@@ -52,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     for i in range(args.iters):
-        with markers.iteration(i, gradient_bytes=grad_bytes, params=n_params, model="mlp", backend=backend,
-                               world_size=world):
+        with markers.iteration(
+            i, gradient_bytes=grad_bytes, params=n_params, model="mlp", backend=backend, world_size=world
+        ):
             optimizer.zero_grad(set_to_none=True)
             loss = torch.nn.functional.mse_loss(ddp(inputs), targets)
             loss.backward()
@@ -62,9 +69,21 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.synchronize()
     elapsed = time.perf_counter() - started
     if rank == 0:
-        print(json.dumps({"workload": "ddp_train", "backend": backend, "world_size": world, "params": n_params,
-                          "gradient_bytes": grad_bytes, "iters": args.iters, "seconds": round(elapsed, 3),
-                          "loss": loss.item()}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "workload": "ddp_train",
+                    "backend": backend,
+                    "world_size": world,
+                    "params": n_params,
+                    "gradient_bytes": grad_bytes,
+                    "iters": args.iters,
+                    "seconds": round(elapsed, 3),
+                    "loss": loss.item(),
+                }
+            ),
+            flush=True,
+        )
     # every rank reaches the end before any tears down: rank 0 hosts the rendezvous store, and a rank still
     # talking to it when rank 0 exits aborts ("terminate called without an active exception", exit 250)
     dist.barrier()

@@ -10,6 +10,7 @@ the folder of the host horovodrun placed the rank on (HOROVOD_HOSTNAME, the name
 the name `ringscope capture run` reads from -H), not to the machine's own hostname, which may differ (FQDN,
 or network namespaces sharing one hostname).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,8 +33,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import horovod.torch as hvd
     except ImportError as error:
-        print(f"horovod_train: error: horovod.torch is not importable ({error}); install Horovod with "
-              "HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1", file=sys.stderr)
+        print(
+            f"horovod_train: error: horovod.torch is not importable ({error}); install Horovod with "
+            "HOROVOD_WITH_PYTORCH=1 HOROVOD_WITH_GLOO=1",
+            file=sys.stderr,
+        )
         return 2
 
     if os.environ.get("HOROVOD_HOSTNAME"):  # before the first marker: capture.markers reads it once
@@ -48,8 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     model = model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
     grad_bytes = mlp.gradient_bytes(model)
-    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr),
-                                         named_parameters=model.named_parameters())
+    optimizer = hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=args.lr), named_parameters=model.named_parameters()
+    )
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     generator = torch.Generator().manual_seed(args.seed + rank)
     inputs = torch.randn(args.batch_size, width, generator=generator).to(device)
@@ -57,17 +62,29 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     for i in range(args.iters):
-        with markers.iteration(i, gradient_bytes=grad_bytes, params=n_params, model="mlp", backend="horovod",
-                               world_size=world):
+        with markers.iteration(
+            i, gradient_bytes=grad_bytes, params=n_params, model="mlp", backend="horovod", world_size=world
+        ):
             optimizer.zero_grad()
             loss = torch.nn.functional.mse_loss(model(inputs), targets)
             loss.backward()
             optimizer.step()
     elapsed = time.perf_counter() - started
     if rank == 0:
-        print(json.dumps({"workload": "horovod_train", "world_size": world, "params": n_params,
-                          "gradient_bytes": grad_bytes, "iters": args.iters, "seconds": round(elapsed, 3),
-                          "loss": loss.item()}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "workload": "horovod_train",
+                    "world_size": world,
+                    "params": n_params,
+                    "gradient_bytes": grad_bytes,
+                    "iters": args.iters,
+                    "seconds": round(elapsed, 3),
+                    "loss": loss.item(),
+                }
+            ),
+            flush=True,
+        )
     hvd.shutdown()
     return 0
 

@@ -1,4 +1,5 @@
 """The model and data shared by the DDP and Horovod workloads: an MLP of roughly --params parameters."""
+
 from __future__ import annotations
 
 import math
@@ -16,7 +17,7 @@ def build(params: int):
     import torch.nn as nn
 
     width = width_for(params)
-    layers = []
+    layers: list[nn.Module] = []
     for i in range(DEPTH):
         layers.append(nn.Linear(width, width))
         if i + 1 < DEPTH:

@@ -7,6 +7,7 @@ Each iteration is --steps steps, followed by a --gap-ms pause, and recorded with
 
     RANK=0 python -m capture.workloads.socket_ring --hosts h1,h2,h3 --bytes 1000000 --iters 5
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,9 @@ def _connect(host: str, port: int, timeout_s: float) -> socket.socket:
             time.sleep(0.05)
 
 
-def run(rank: int, hosts: list[str], port: int, nbytes: int, steps: int, iters: int, gap_s: float,
-        timeout_s: float = 60.0) -> dict:
+def run(
+    rank: int, hosts: list[str], port: int, nbytes: int, steps: int, iters: int, gap_s: float, timeout_s: float = 60.0
+) -> dict:
     """Run this rank's part of the ring; returns the bytes it sent and received."""
     world = len(hosts)
     listener = socket.create_server(("", port + rank), family=socket.AF_INET, reuse_port=False)

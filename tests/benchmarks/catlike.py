@@ -1,4 +1,5 @@
 """Reading a file the way `cat` does, the yardstick the read path is measured against."""
+
 from __future__ import annotations
 
 import time

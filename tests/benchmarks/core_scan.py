@@ -10,6 +10,7 @@ Why pairs: this VM's vCPUs change speed by up to 1.5x for seconds at a time (ano
 same physical core), so a median of `cat` runs and a median of scans taken minutes apart can each land
 in a different state; a read and the scan right after it share one.
 """
+
 from __future__ import annotations
 
 import os

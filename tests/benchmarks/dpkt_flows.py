@@ -1,4 +1,5 @@
 """The dpkt baseline users write by hand: a per-packet decode loop summing IP bytes per flow."""
+
 from __future__ import annotations
 
 import socket

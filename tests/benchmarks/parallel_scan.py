@@ -1,8 +1,9 @@
 """Time the reading phase alone over several hosts' files with 1 and 2 local workers (imports excluded).
 
-    parallel_scan.py REPEAT FILE...   medians of REPEAT runs of each, alternated (one run of each varied
-                                      by a third on this VM)
+parallel_scan.py REPEAT FILE...   medians of REPEAT runs of each, alternated (one run of each varied
+                                  by a third on this VM)
 """
+
 from __future__ import annotations
 
 import os

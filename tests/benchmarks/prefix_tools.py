@@ -2,6 +2,7 @@
 
 Prints seconds, the IP bytes the tool counted, and the IP bytes dpkt counts on the same prefix.
 """
+
 from __future__ import annotations
 
 import sys

@@ -9,6 +9,7 @@ so memory-mapped file pages count only while resident). scapy and pyshark are ti
 the file and extrapolated linearly — said so in the table. Every tool's per-flow IP byte totals are
 checked against the generator's ground truth before any time is printed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,13 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, flo
     fmt_file = tempfile.NamedTemporaryFile(delete=False)
     fmt_file.close()
     t0 = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", fmt_file.name, *cmd], env=env,
-                          stdout=subprocess.DEVNULL if cmd[0] == "cat" else subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        ["/usr/bin/time", "-f", "%M", "-o", fmt_file.name, *cmd],
+        env=env,
+        stdout=subprocess.DEVNULL if cmd[0] == "cat" else subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"benchmark: {' '.join(cmd)} failed: {proc.stderr.strip()[-500:]}")
@@ -109,8 +114,12 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
     rows.append(Timing("cat", wall, rss, packets))
 
     cache = tempfile.mkdtemp(prefix="ringscope-kernel-")  # empty: the first run builds the kernel
-    env = dict(os.environ, RINGSCOPE_CACHE_DIR=cache, NUMBA_CACHE_DIR=str(Path(cache) / "numba"),
-               PYTHONPATH=str(HERE.parent.parent))  # the helper scripts import tests.benchmarks
+    env = dict(
+        os.environ,
+        RINGSCOPE_CACHE_DIR=cache,
+        NUMBA_CACHE_DIR=str(Path(cache) / "numba"),
+        PYTHONPATH=str(HERE.parent.parent),
+    )  # the helper scripts import tests.benchmarks
     env.pop("RINGSCOPE_KERNEL", None)
     out_json = Path(cache) / "r.json"
     cmd = [RINGSCOPE, "analyze", str(path), "--json", str(out_json), "--link-speed", "25G", "--workers", "1"]
@@ -127,23 +136,48 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
     two = cmd[:-1] + ["2"]
     wall, rss, _ = median_run(two, repeat, env)
     cut = path.suffix == ".pcap" and workers_beside(path.stat().st_size, 1, TABLE_IMPORT_BYTES, 2) > 1
-    rows.append(Timing("ringscope analyze --workers 2", wall, rss, packets,
-                       "the file read in pieces" if cut else "read whole, by one worker process"))
+    rows.append(
+        Timing(
+            "ringscope analyze --workers 2",
+            wall,
+            rss,
+            packets,
+            "the file read in pieces" if cut else "read whole, by one worker process",
+        )
+    )
     if json.loads(out_json.read_text())["flows"] != result["flows"]:
         raise SystemExit("benchmark: the file read in pieces gave other flows than read in one")
     for workers in (1, 2):
         _, rss, out = median_run([PY, str(HERE / "core_scan.py"), str(path), str(workers)], repeat, env)
-        rows.append(Timing(f"ringscope read+aggregate core, {workers} worker{'s' if workers > 1 else ''}",
-                           float(out.split()[0]), rss, packets,
-                           "in-process, no imports" if workers == 1 else
-                           "pieces, pool start included" if path.suffix == ".pcap" else "pcapng: one piece"))
+        rows.append(
+            Timing(
+                f"ringscope read+aggregate core, {workers} worker{'s' if workers > 1 else ''}",
+                float(out.split()[0]),
+                rss,
+                packets,
+                "in-process, no imports"
+                if workers == 1
+                else "pieces, pool start included"
+                if path.suffix == ".pcap"
+                else "pcapng: one piece",
+            )
+        )
     _, rss, out = median_run([PY, str(HERE / "page_walk.py"), str(path)], repeat, env)
-    rows.append(Timing("  of which mapping the file's pages", float(out.split()[0]), rss, packets,
-                       "page-table work: 4 KB pages or large folios, as cached"))
+    rows.append(
+        Timing(
+            "  of which mapping the file's pages",
+            float(out.split()[0]),
+            rss,
+            packets,
+            "page-table work: 4 KB pages or large folios, as cached",
+        )
+    )
     _, _, out = timed([PY, str(HERE / "core_scan.py"), str(path), "--paired", str(PAIRS)], env)
     ratio, low, high, read = (float(x) for x in out.split())
-    paired = (f"core against cat, paired (the file read like cat, then scanned, {PAIRS} times in one process): "
-              f"the core takes {ratio:.2f}x as long (median; {low:.2f}-{high:.2f}x), the read {read:.3f} s")
+    paired = (
+        f"core against cat, paired (the file read like cat, then scanned, {PAIRS} times in one process): "
+        f"the core takes {ratio:.2f}x as long (median; {low:.2f}-{high:.2f}x), the read {read:.3f} s"
+    )
     shutil.rmtree(cache, ignore_errors=True)
 
     if not skip_slow:
@@ -165,8 +199,9 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
         if int(counted) != int(expected):
             raise SystemExit(f"benchmark: {tool} counted {counted} IP bytes in the prefix, dpkt {expected}")
         secs = float(secs)
-        rows.append(Timing(f"{tool} (first {n:,} packets, extrapolated)", secs * packets / n, rss, packets,
-                           "extrapolated"))
+        rows.append(
+            Timing(f"{tool} (first {n:,} packets, extrapolated)", secs * packets / n, rss, packets, "extrapolated")
+        )
     return rows, paired
 
 
@@ -176,8 +211,10 @@ def print_table(title: str, rows: list[Timing], size: int) -> None:
     print(f"{'tool':<46} {'seconds':>9} {'Mpkt/s':>8} {'MB/s':>8} {'peak RSS MB':>12} {'x slower than ringscope':>24}")
     for r in rows:
         ratio = r.seconds / ring.seconds
-        print(f"{r.tool:<46} {r.seconds:>9.3f} {r.packets / r.seconds / 1e6:>8.2f} {size / r.seconds / 1e6:>8.0f} "
-              f"{r.rss_mb:>12.0f} {ratio:>24.2f}  {r.note}")
+        print(
+            f"{r.tool:<46} {r.seconds:>9.3f} {r.packets / r.seconds / 1e6:>8.2f} {size / r.seconds / 1e6:>8.0f} "
+            f"{r.rss_mb:>12.0f} {ratio:>24.2f}  {r.note}"
+        )
 
 
 def bench_parallel(tmp: Path, per_file: int, hosts: int, repeat: int) -> None:
@@ -203,12 +240,16 @@ def bench_parallel(tmp: Path, per_file: int, hosts: int, repeat: int) -> None:
     ring = [f"host{i}" for i in (1, *range(hosts, 1, -1))]  # each host sends to its predecessor
     if json.loads((tmp / "w2.json").read_text())["topology"]["order"] != ring:
         raise SystemExit(f"benchmark: the ring was not reconstructed as {ring}")
-    print(f"\nparallel: {hosts} hosts' files x {per_file:,} packets: whole process 1 worker {one:.2f} s, "
-          f"2 workers {two:.2f} s, speed-up {one / two:.2f}x")
+    print(
+        f"\nparallel: {hosts} hosts' files x {per_file:,} packets: whole process 1 worker {one:.2f} s, "
+        f"2 workers {two:.2f} s, speed-up {one / two:.2f}x"
+    )
     top = statistics.median(ceiling)
-    print(f"parallel: this machine's ceiling in the same minutes: two CPU-bound processes ran {top:.2f}x as fast "
-          f"at once as one after the other (median of {repeat}; {min(ceiling):.2f}-{max(ceiling):.2f}x); "
-          f"ringscope's speed-up is {one / two / top:.0%} of it")
+    print(
+        f"parallel: this machine's ceiling in the same minutes: two CPU-bound processes ran {top:.2f}x as fast "
+        f"at once as one after the other (median of {repeat}; {min(ceiling):.2f}-{max(ceiling):.2f}x); "
+        f"ringscope's speed-up is {one / two / top:.0%} of it"
+    )
     _, _, out = timed([PY, str(HERE / "parallel_scan.py"), str(repeat), *files])
     print(f"parallel: reading phase alone (in-process, pool start included): {out.strip()}")
     for f in files:
@@ -239,14 +280,20 @@ def two_at_once() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--packets", type=int, nargs="*", default=[5_000_000],
-                    help="single-file sizes to time (none: only --parallel)")
+    ap.add_argument(
+        "--packets", type=int, nargs="*", default=[5_000_000], help="single-file sizes to time (none: only --parallel)"
+    )
     ap.add_argument("--format", choices=["pcap", "pcapng"], nargs="+", default=["pcap"])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--prefix", type=int, default=20_000, help="packets given to scapy (pyshark gets 1/20)")
     ap.add_argument("--skip-slow", action="store_true", help="skip dpkt and tshark (minutes on 5 M packets)")
-    ap.add_argument("--parallel", type=int, default=0, metavar="PACKETS",
-                    help="also measure 1 vs 2 local workers on a ring's files of PACKETS packets each")
+    ap.add_argument(
+        "--parallel",
+        type=int,
+        default=0,
+        metavar="PACKETS",
+        help="also measure 1 vs 2 local workers on a ring's files of PACKETS packets each",
+    )
     ap.add_argument("--hosts", type=int, default=8, help="hosts in the --parallel ring, one file each")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the generated captures")
     args = ap.parse_args()
@@ -257,7 +304,9 @@ def main() -> None:
             path = tmp / f"ring{n}.{fmt}"
             truth = ring_capture(path, packets=n, fmt=fmt)
             rows, paired = bench_file(path, truth, args.repeat, args.skip_slow, args.prefix)
-            print_table(f"{n:,} packets, {fmt}, {path.stat().st_size / 1e6:.0f} MB, 32 flows", rows, path.stat().st_size)
+            print_table(
+                f"{n:,} packets, {fmt}, {path.stat().st_size / 1e6:.0f} MB, 32 flows", rows, path.stat().st_size
+            )
             print(paired)
             path.unlink()
     if args.parallel:

@@ -5,6 +5,7 @@ connections to its ring predecessor carrying its sends (TSO-sized and MTU-sized 
 successor carrying what it receives, and the ACKs of both, in bursts once per iteration separated by
 compute gaps. The ground truth (per-flow packets and IP bytes) comes from the generator's own arrays.
 """
+
 from __future__ import annotations
 
 import struct
@@ -34,12 +35,24 @@ class Truth:
 
     def as_dict(self) -> dict[tuple[str, str, int, int], tuple[int, int]]:
         """(src, dst, sport, dport) -> (packets, ip bytes)."""
-        return {(s, d, int(a), int(b)): (int(p), int(y))
-                for s, d, a, b, p, y in zip(self.src, self.dst, self.sport, self.dport, self.packets, self.ip_bytes)}
+        return {
+            (s, d, int(a), int(b)): (int(p), int(y))
+            for s, d, a, b, p, y in zip(self.src, self.dst, self.sport, self.dport, self.packets, self.ip_bytes)
+        }
 
 
-def ring_capture(path: Path, *, packets: int, hosts: int = 4, me: int = 1, conns: int = 8, iterations: int = 50,
-                 fmt: str = "pcap", seed: int = 0, start_ns: int = 1_763_000_000_000_000_000) -> Truth:
+def ring_capture(
+    path: Path,
+    *,
+    packets: int,
+    hosts: int = 4,
+    me: int = 1,
+    conns: int = 8,
+    iterations: int = 50,
+    fmt: str = "pcap",
+    seed: int = 0,
+    start_ns: int = 1_763_000_000_000_000_000,
+) -> Truth:
     """Write host `me`'s capture (1..hosts) of a ring all-reduce with `packets` records; returns the ground truth.
 
     Host 10.77.0.<me> sends to its ring predecessor and receives from its successor, so the captures
@@ -87,8 +100,16 @@ def ring_capture(path: Path, *, packets: int, hosts: int = 4, me: int = 1, conns
     _write(path, fmt, ts, caplen, ip_len, src[flow], dst[flow], sport[flow], dport[flow], seq, ack)
     pk = np.bincount(flow, minlength=nflows)
     by = np.bincount(flow, weights=ip_len, minlength=nflows).astype(np.int64)
-    return Truth(src=[f"10.77.0.{a}" for a in src], dst=[f"10.77.0.{a}" for a in dst], sport=sport, dport=dport,
-                 packets=pk, ip_bytes=by, first_ns=int(ts[0]), last_ns=int(ts[-1]))
+    return Truth(
+        src=[f"10.77.0.{a}" for a in src],
+        dst=[f"10.77.0.{a}" for a in dst],
+        sport=sport,
+        dport=dport,
+        packets=pk,
+        ip_bytes=by,
+        first_ns=int(ts[0]),
+        last_ns=int(ts[-1]),
+    )
 
 
 def _sequence_numbers(flow: np.ndarray, payload: np.ndarray, nflows: int) -> np.ndarray:
@@ -117,8 +138,16 @@ def _ack_numbers(flow: np.ndarray, seq: np.ndarray, payload: np.ndarray, conns: 
     return np.where(is_ack, acked, 1_000_000)
 
 
-def _headers(caplen: np.ndarray, ip_len: np.ndarray, src: np.ndarray, dst: np.ndarray, sport: np.ndarray,
-             dport: np.ndarray, seq: np.ndarray, ack: np.ndarray) -> np.ndarray:
+def _headers(
+    caplen: np.ndarray,
+    ip_len: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    sport: np.ndarray,
+    dport: np.ndarray,
+    seq: np.ndarray,
+    ack: np.ndarray,
+) -> np.ndarray:
     """Frame bytes (Ethernet/IPv4/TCP, payload zeros) as an n x 96 matrix; each record uses its caplen."""
     n = len(caplen)
     h = np.zeros((n, DATA_CAPLEN), dtype=np.uint8)
@@ -144,8 +173,19 @@ def _headers(caplen: np.ndarray, ip_len: np.ndarray, src: np.ndarray, dst: np.nd
     return h
 
 
-def _write(path: Path, fmt: str, ts: np.ndarray, caplen: np.ndarray, ip_len: np.ndarray, src: np.ndarray,
-           dst: np.ndarray, sport: np.ndarray, dport: np.ndarray, seq: np.ndarray, ack: np.ndarray) -> None:
+def _write(
+    path: Path,
+    fmt: str,
+    ts: np.ndarray,
+    caplen: np.ndarray,
+    ip_len: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    sport: np.ndarray,
+    dport: np.ndarray,
+    seq: np.ndarray,
+    ack: np.ndarray,
+) -> None:
     with open(path, "wb") as out:
         if fmt == "pcap":
             out.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, DATA_CAPLEN, 1))
@@ -189,7 +229,9 @@ def _records(fmt: str, ts: np.ndarray, caplen: np.ndarray, wirelen: np.ndarray, 
         buf[(starts[rows, None] + lead + np.arange(cl)).ravel()] = frames[rows, :cl].ravel()
     if fmt == "pcapng":
         tail = starts + size - 4
-        buf[(tail[:, None] + np.arange(4)).ravel()] = np.asarray(size, dtype="<u4").view(np.uint8).reshape(-1, 4).ravel()
+        buf[(tail[:, None] + np.arange(4)).ravel()] = (
+            np.asarray(size, dtype="<u4").view(np.uint8).reshape(-1, 4).ravel()
+        )
     return buf.tobytes()
 
 
