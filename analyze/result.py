@@ -153,6 +153,24 @@ class Result:
         out.update(self.extra)
         return out
 
+    @property
+    def topology(self) -> Topology | None:
+        """The collective's shape, typed (None when no collective was looked for)."""
+        d = self.extra.get("topology")
+        return Topology.from_json(d) if d else None
+
+    @property
+    def iterations(self) -> Iterations | None:
+        """The iterations, typed (None when none were looked for)."""
+        d = self.extra.get("iterations")
+        return Iterations.from_json(d) if d else None
+
+    @property
+    def whatif(self) -> WhatIf | None:
+        """The what-if at the run's own N and link, typed (None when the run does not allow one)."""
+        d = self.extra.get("scaling")
+        return WhatIf.from_json(d) if d else None
+
     def write_json(self, path: Path) -> None:
         """Write the JSON form; '-' means stdout."""
         text = json_text(self.to_json())
@@ -176,3 +194,142 @@ def json_text(doc: Any, depth: int = 0) -> str:
             return "[\n" + ",\n".join(inner + i for i in items) + f"\n{pad}]"
         return "[" + ", ".join(items) + "]"
     return json.dumps(doc, allow_nan=False)
+
+
+# ---- typed views of the analyses' keys --------------------------------------------------------------
+# topology, iterations and the what-if are written into Result.extra as their JSON form (that is what
+# `--json` writes, byte for byte); these frozen dataclasses are the same data typed, for code that reads it:
+# r.topology.order, r.iterations.per_iteration[0].bytes_by_host, r.whatif.scaling_factor.
+
+
+@dataclass(frozen=True)
+class TopologyEdge:
+    """A heavy directed host pair of the collective."""
+
+    src: str
+    dst: str
+    bytes: int
+    payload_bytes: int
+    flows: int
+    share: float  # of all inter-host bytes
+    inferred: bool  # an end was not captured: seen from one side only
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The collective's shape: `order` is the direction data flows (ring kinds), `confidence` how sure."""
+
+    kind: str
+    order: list[str]
+    direction: str | None
+    edges: list[TopologyEdge]
+    launch_order: list[str]
+    matches_launch_order: bool | None
+    confidence: float
+    notes: list[str]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Topology":
+        return cls(
+            kind=d["kind"],
+            order=list(d["order"]),
+            direction=d.get("direction"),
+            edges=[TopologyEdge(**{k: e[k] for k in _EDGE_KEYS}) for e in d["edges"]],
+            launch_order=list(d.get("launch_order") or []),
+            matches_launch_order=d.get("matches_launch_order"),
+            confidence=float(d["confidence"]),
+            notes=list(d.get("notes") or []),
+        )
+
+
+_EDGE_KEYS = ("src", "dst", "bytes", "payload_bytes", "flows", "share", "inferred")
+
+
+@dataclass(frozen=True)
+class IterationRecord:
+    """One iteration: its window, what each host sent and received, and each edge's bytes."""
+
+    index: int
+    start_ns: int
+    end_ns: int
+    bytes_by_host: dict[str, int]
+    rx_bytes_by_host: dict[str, int]
+    bytes_by_edge: dict[str, int]
+    comm_start_ns: int
+    comm_ns: int
+    rate_bps: float
+
+
+@dataclass(frozen=True)
+class Iterations:
+    """The iterations: found from markers or inferred, how sure (`confident`: stated as fact), the per-host
+    bytes per iteration and the ring theory check."""
+
+    source: str | None
+    method: str | None
+    count: int
+    confidence: float
+    confident: bool
+    period_ns: float | None
+    per_iteration: list[IterationRecord]
+    bytes_per_iteration_per_host: dict[str, float | None]
+    implied_gradient_bytes: float | None
+    theory_ratio: float | None
+    notes: list[str]
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Iterations":
+        return cls(
+            source=d.get("source"),
+            method=d.get("method"),
+            count=int(d.get("count") or 0),
+            confidence=float(d.get("confidence") or 0.0),
+            confident=bool(d.get("confident", d.get("source") == "markers")),
+            period_ns=d.get("period_ns"),
+            per_iteration=[IterationRecord(**{k: it[k] for k in _ITERATION_KEYS}) for it in d["per_iteration"]],
+            bytes_per_iteration_per_host=dict(d.get("bytes_per_iteration_per_host") or {}),
+            implied_gradient_bytes=d.get("implied_gradient_bytes"),
+            theory_ratio=d.get("theory_ratio"),
+            notes=list(d.get("notes") or []),
+        )
+
+
+_ITERATION_KEYS = (
+    "index",
+    "start_ns",
+    "end_ns",
+    "bytes_by_host",
+    "rx_bytes_by_host",
+    "bytes_by_edge",
+    "comm_start_ns",
+    "comm_ns",
+    "rate_bps",
+)
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    """The what-if at the run's own N and link: scaling factors, the verdict, and whether it is sure."""
+
+    model: str
+    single_iteration_time_s: float
+    scaling_factor: float | None  # T / (T + overhead) with the link fully used
+    scaling_factor_at_measured_efficiency: float | None
+    measured_scaling_factor: float | None
+    verdict: str
+    unsure: dict[str, Any] | None  # why it is not sure, and what would make it so (analyze.doubt)
+    replay: dict[str, Any] | None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "WhatIf":
+        m = d.get("measured") or {}
+        return cls(
+            model=d["model"],
+            single_iteration_time_s=float(d["single_iteration_time_s"]),
+            scaling_factor=m.get("full_utilization_scaling_factor"),
+            scaling_factor_at_measured_efficiency=m.get("scaling_factor_at_measured_efficiency"),
+            measured_scaling_factor=m.get("measured_scaling_factor"),
+            verdict=str(d.get("verdict") or ""),
+            unsure=d.get("unsure"),
+            replay=d.get("replay"),
+        )
