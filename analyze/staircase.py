@@ -24,7 +24,7 @@ How sure it is (`confidence`, 0..1) is the product of checks that a wrong answer
 sub-multiple of the period as good, every edge agreeing on the count, equal bytes between teeth, teeth on
 real pauses, teeth keeping a steady time offset between edges (the same iteration seen on different
 clocks), little busy traffic outside the teeth, at least three iterations of at least six bins.
-tests/test_staircase.py checks on randomized series that every answer at >= CONFIDENT is right.
+tests/collective/test_staircase.py checks on randomized series that every answer at >= CONFIDENT is right.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 
 Both sides name files and keys through these constants, so a rename is one edit and a reader never spells a
 key the writer does not. Standard library only, and only `os` at import: capture.markers, which training
-scripts import, must not pull in json or typing (tests/test_markers.py), so json loads inside the helpers.
+scripts import, must not pull in json or typing (tests/capture/test_markers.py), so json loads inside the helpers.
 """
 
 from __future__ import annotations

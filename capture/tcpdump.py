@@ -52,7 +52,7 @@ def command(
     half-filled kernel block. As root, -Z root keeps tcpdump from switching to the `tcpdump` user,
     which could not create files in OUT_DIR. -B gives the kernel ring 32 MiB instead of libpcap's 2 MiB:
     beside a training job that keeps every core busy tcpdump is starved for a while, and 2 MiB dropped
-    thousands of packets (Horovod on 2 cores, tests/test_horovod_e2e.py).
+    thousands of packets (Horovod on 2 cores, tests/collective/test_horovod_e2e.py).
     """
     pcap = out_dir / f"{iface}.pcap"
     argv = [

@@ -1,0 +1,277 @@
+"""The capture agent on loopback: known bytes in, the same bytes in the pcap, clean stops, no orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from capture import tcpdump
+from capture.units import parse_rate, parse_size
+from pcap_bytes import tcp_bytes
+from requirements import require, require_capture
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = [sys.executable, "-m", "capture", "agent"]
+
+
+# ---- pure parts ---------------------------------------------------------------------------------
+
+
+def test_parse_counters_reads_tcpdump_exit_report():
+    text = (
+        "tcpdump: listening on eth0, link-type EN10MB (Ethernet), snapshot length 128 bytes\n"
+        "1234 packets captured\n1300 packets received by filter\n7 packets dropped by kernel\n"
+        "1 packet dropped by interface\n"
+    )
+    assert tcpdump.parse_counters(text) == {
+        "captured": 1234,
+        "received_by_filter": 1300,
+        "dropped_by_kernel": 7,
+        "dropped_by_interface": 1,
+    }
+    without_interface_line = text.rsplit("1 packet", 1)[0]
+    assert tcpdump.parse_counters(without_interface_line)["dropped_by_interface"] == 0
+    assert tcpdump.parse_counters("tcpdump: listening on eth0\n") is None
+
+
+def test_command_is_headers_only_nanosecond_and_packet_buffered(tmp_path):
+    argv = tcpdump.command(
+        "/usr/bin/tcpdump", "eth0", tmp_path, 128, "tcp", rotate_bytes=int(parse_size("1.5G")), keep=4
+    )
+    assert argv[:3] == ["/usr/bin/tcpdump", "-i", "eth0"]
+    for flag in ("-n", "-U", "--time-stamp-precision=nano"):
+        assert flag in argv
+    assert argv[argv.index("-s") + 1] == "128"
+    assert argv[argv.index("-C") + 1] == "1500" and argv[argv.index("-W") + 1] == "4"
+    assert argv[-3:] == ["-w", str(tmp_path / "eth0.pcap"), "tcp"]
+    timed = tcpdump.command("tcpdump", "lo", tmp_path, rotate_seconds=60)
+    assert timed[timed.index("-G") + 1] == "60" and timed[timed.index("-w") + 1].endswith("lo.pcap%s")
+
+
+def test_units():
+    assert parse_rate("25Gbit") == 25_000_000_000
+    assert parse_rate("100G") == 100_000_000_000
+    assert parse_rate("1e9") == 1_000_000_000
+    assert parse_size("2GiB") == 2 * 1024**3
+    with pytest.raises(ValueError):
+        parse_rate("fast")
+
+
+def test_missing_tcpdump_is_one_clear_line(tmp_path):
+    env = dict(os.environ, PATH=str(tmp_path), PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        [*AGENT, "--out", str(tmp_path / "cap"), "--iface", "lo"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "tcpdump is not installed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_option_conflicts_are_one_clear_line(tmp_path):
+    done = subprocess.run(
+        [*AGENT, "--out", str(tmp_path), "--keep", "3"], cwd=ROOT, capture_output=True, text=True, timeout=30
+    )
+    assert (
+        done.returncode == 2 and done.stderr.startswith("ringscope: error: --keep") and "Traceback" not in done.stderr
+    )
+
+
+# ---- real captures ------------------------------------------------------------------------------
+
+
+class Agent:
+    """An agent subprocess on loopback; knows tcpdump's pid from the ready line."""
+
+    def __init__(self, out: Path, *args: str) -> None:
+        self.out = out
+        self.proc = subprocess.Popen(
+            [*AGENT, "--out", str(out), "--iface", "lo", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.ready_line = self.proc.stdout.readline()
+        assert self.ready_line.startswith("ringscope-agent: ready"), self.proc.stderr.read()
+        self.tcpdump_pid = int(self.ready_line.split("tcpdump_pid=")[1].split()[0])
+        assert (out / ".ready").exists()
+
+    def finish(self, timeout_s: float = 30) -> dict:
+        out, err = self.proc.communicate(timeout=timeout_s)
+        assert self.proc.returncode == 0, err
+        assert "ringscope-agent: stopped" in out
+        return json.loads((self.out / "meta.json").read_text())
+
+
+def send_known_bytes(nbytes: int) -> int:
+    """Send NBYTES over a fresh loopback TCP connection; returns the server port."""
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    received = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        total = 0
+        while chunk := conn.recv(1 << 16):
+            total += len(chunk)
+        received.append(total)
+        conn.close()
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    with socket.create_connection(("127.0.0.1", port)) as client:
+        client.sendall(os.urandom(nbytes))
+    thread.join(timeout=30)
+    server.close()
+    assert received == [nbytes]
+    return port
+
+
+def tcpdump_read_count(pcap: Path) -> int:
+    done = subprocess.run(["tcpdump", "-r", str(pcap), "-n", "-q"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return len(done.stdout.splitlines())
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_sigterm_stop_records_known_bytes_and_meta(tmp_path):
+    require_capture()
+    nbytes = 3_000_000
+    agent = Agent(tmp_path / "cap", "--link-speed", "10Gbit", "--filter", "tcp")
+    started = time.time_ns()
+    port = send_known_bytes(nbytes)
+    agent.proc.send_signal(signal.SIGTERM)
+    meta = agent.finish()
+
+    assert meta["schema"] == 1 and meta["status"] == "complete" and meta["stop_reason"] == "SIGTERM"
+    assert meta["interface"] == "lo" and "127.0.0.1/8" in meta["addresses"] and meta["mtu"] == 65536
+    assert meta["link_speed_bps"] == 10_000_000_000 and meta["link_speed_source"] == "cli"
+    assert meta["tcpdump_command"][0].endswith("tcpdump") and "-U" in meta["tcpdump_command"]
+    assert meta["tcpdump_version"] and meta["snaplen"] == 128 and meta["filter"] == "tcp"
+    assert meta["start_ns"] < started < meta["end_ns"]
+    assert meta["clock"]["clock"] == "CLOCK_REALTIME"
+    assert isinstance(meta["offloads"], dict)
+    counters = meta["counters"]
+    assert counters["dropped_by_kernel"] == 0 and counters["dropped_by_interface"] == 0
+    assert meta["files"] == ["lo.pcap"]
+    pcap = tmp_path / "cap" / "lo.pcap"
+    assert tcpdump_read_count(pcap) == counters["captured"]
+    stream, wire = tcp_bytes(pcap, dport=port)
+    assert stream == nbytes <= wire
+    assert not (tmp_path / "cap" / ".ready").exists()
+    assert not alive(agent.tcpdump_pid)
+
+
+def test_duration_stops_by_itself(tmp_path):
+    require_capture()
+    started = time.monotonic()
+    agent = Agent(tmp_path / "cap", "--duration", "1")
+    meta = agent.finish(timeout_s=20)
+    assert meta["stop_reason"] == "duration" and meta["counters"]["dropped_by_kernel"] == 0
+    assert 1 <= time.monotonic() - started < 15
+
+
+def test_until_pid_stops_when_the_job_exits(tmp_path):
+    require_capture()
+    job = subprocess.Popen(["sleep", "1.5"])
+    agent = Agent(tmp_path / "cap", "--until-pid", str(job.pid))
+    job.wait()
+    meta = agent.finish(timeout_s=20)
+    assert meta["stop_reason"] == f"pid {job.pid} exited" and meta["status"] == "complete"
+
+
+def test_sigkilled_agent_leaves_no_tcpdump(tmp_path):
+    require_capture()
+    agent = Agent(tmp_path / "cap")
+    assert alive(agent.tcpdump_pid)
+    agent.proc.kill()
+    agent.proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while alive(agent.tcpdump_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(agent.tcpdump_pid), "tcpdump outlived its SIGKILLed agent"
+    assert tcpdump.parse_counters((tmp_path / "cap" / "tcpdump.log").read_text()) is not None  # it stopped cleanly
+    assert json.loads((tmp_path / "cap" / "meta.json").read_text())["status"] == "capturing"
+
+
+def test_no_permission_is_one_clear_line_naming_the_fix():
+    require_capture()
+    require(subprocess.run(["id", "nobody"], capture_output=True).returncode == 0, "needs the 'nobody' user")
+    base = Path(tempfile.mkdtemp(prefix="ringscope-perm-"))
+    try:
+        base.chmod(0o777)
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all"]
+        usable = subprocess.run(
+            [*as_nobody, sys.executable, "-c", "import capture.agent"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            timeout=30,
+        )
+        require(usable.returncode == 0, "user nobody cannot run this Python checkout")
+        done = subprocess.run(
+            [*as_nobody, *AGENT, "--out", str(base / "cap"), "--iface", "lo"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+        assert "permission" in done.stderr.lower() and "setcap cap_net_raw" in done.stderr
+        # an --out it may not create is one clear line too
+        done = subprocess.run(
+            [*as_nobody, *AGENT, "--out", "/root/ringscope-cap", "--iface", "lo"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 2 and "cannot create the capture folder" in done.stderr, done.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_rotation_keeps_the_last_files(tmp_path):
+    require_capture()
+    agent = Agent(tmp_path / "cap", "--rotate-size", "1M", "--keep", "3", "--filter", "tcp")
+    server = socket.create_server(("127.0.0.1", 0))
+    with socket.create_connection(server.getsockname()) as client:
+        conn, _ = server.accept()
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(12000):  # ~12000 small segments plus acks: > 2 MB of 128-byte records
+            client.send(b"x" * 64)
+            conn.recv(4096)
+        conn.close()
+    server.close()
+    agent.proc.send_signal(signal.SIGINT)
+    meta = agent.finish()
+    assert 2 <= len(meta["files"]) <= 3 and all(name.startswith("lo.pcap") for name in meta["files"])
+    for name in meta["files"]:
+        assert tcpdump_read_count(tmp_path / "cap" / name) > 0

@@ -1,0 +1,321 @@
+"""Iterations found in real, continuous training traffic, with no markers: the shipped DDP and Horovod
+workloads training without pauses, captured with tcpdump in network namespaces (tests/support/training_capture.py).
+
+Ground truth comes from the job, not the analyzer: each rank wrote its own step start/end times and its
+gradient bytes to a file outside the capture (truth.json), and the launch order was fixed before the run.
+Two kinds of case:
+- committed captures (fixtures/real-training/, made once by the commands in its README.md): Horovod with its
+  rendezvous and continuous negotiation, a 100 Mbit link where communication fills the step, 8 hosts (and a
+  partial capture of them), a lossy link with TSO off;
+- live captures made here in every CI run: DDP on 4 hosts at 1 Gbit with TSO, and on 3 hosts at 500 Mbit with
+  MTU 9000 and offloads off, each launched in an order that is not address order.
+Each is also analyzed with its hosts' clocks moved apart (offsets up to +-100 ms, drift up to +-50 ppm,
+rewritten into the pcaps): the answer must not change.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from netns import netns_cluster  # noqa: F401  (pytest fixture)
+from pcap_clock import reclock
+from requirements import have, require
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "fixtures" / "real-training"
+CLOCKS = [
+    (-100_000_000, 50.0),
+    (37_000_000, -50.0),
+    (100_000_000, -20.0),
+    (-61_000_000, 35.0),
+    (0, 0.0),
+    (83_000_000, 12.0),
+    (-9_000_000, -45.0),
+    (55_000_000, 50.0),
+]  # per host: offset ns, drift ppm
+
+
+def analyze_run(run: Path, **options):
+    from analyze.api import analyze
+
+    return analyze([run], workers=1, **options)
+
+
+def steady_period(starts: list[int]) -> float:
+    """The job's mean step from the second iteration on (the first carries the warm-up): the slope of a
+    least-squares line through the ranks' own step starts, the definition the analyzer's period follows."""
+    s = np.array(starts[1:], dtype=np.float64)
+    return float(np.polyfit(np.arange(len(s)), s - s[0], 1)[0])
+
+
+def check_against_truth(run: Path, truth: dict, *, confident: bool = True, boundary_misses: int = 0) -> dict:
+    """The analyzer's iterations (payload bytes) against the ranks' own record; returns the iterations key.
+    boundary_misses: boundaries allowed further than a bin from the ranks' step ends (a lossy link: a
+    retransmission timeout just before an iteration's last segments is a pause as long as its end's)."""
+    res = analyze_run(run, byte_mode="payload")
+    its, topo = res.extra["iterations"], res.extra["topology"]
+    n, s, steps = truth["world_size"], truth["gradient_bytes"], truth["iterations"]
+    assert topo["kind"] == "ring", topo
+    assert its["source"] == "inferred" and its["count"] == len(steps), (its["count"], its["notes"])
+    if confident:
+        assert its["confident"] and its["confidence"] >= 0.8, its["evidence"]
+        assert "unsure" not in res.extra.get("scaling", {})
+    # the period within 2 % of the ranks' mean step
+    truth_period = steady_period([it["start_ns"] for it in steps])
+    assert abs(its["period_ns"] / truth_period - 1) <= 0.02, (its["period_ns"], truth_period)
+    # bytes per iteration per host: the ring's 2(N-1)/N x S plus what rides on it, measured here: gloo's
+    # message framing and Horovod's negotiation (0.1-0.4 %), and on a lossy link the payload re-sent
+    theory = 2 * (n - 1) / n * s
+    flows = res.tables.flows
+    resent = flows["retransmitted_bytes"].sum() / len(res.hosts) / len(steps)
+    median = its["bytes_per_iteration_per_host"]["median"]
+    assert theory <= median <= 1.015 * theory + resent, (median / theory, resent / theory)
+    # boundaries: iteration k starts when iteration k-1's communication ended, i.e. between the first and the
+    # last rank's own end of step k-1 (the ranks share the test machine's clock), within one bin: the
+    # boundary is a bin edge, so the span of the ranks' ends is taken out to its bins' edges first
+    bin_ns = res.bin_ns
+    ends: dict[int, list[int]] = {}
+    for st in truth["steps"]:
+        ends.setdefault(st["iteration"], []).append(st["end_ns"])
+
+    def near_ends(k: int, t: int) -> bool:
+        lo, hi = min(ends[k]) // bin_ns * bin_ns, -(-max(ends[k]) // bin_ns) * bin_ns
+        return lo - bin_ns <= t <= hi + bin_ns
+
+    missed = [
+        (it["index"], it["start_ns"], ends[it["index"] - 1])
+        for it in its["per_iteration"][1:]
+        if not near_ends(it["index"] - 1, it["start_ns"])
+    ]
+    if not near_ends(len(steps) - 1, its["per_iteration"][-1]["end_ns"]):
+        missed.append(("end", its["per_iteration"][-1]["end_ns"], ends[len(steps) - 1]))
+    assert len(missed) <= boundary_misses, missed
+    return its
+
+
+def reclocked(run: Path, dest: Path) -> Path:
+    """A copy of RUN whose hosts' pcaps carry the clocks in CLOCKS."""
+    shutil.copytree(run, dest)
+    for (offset, ppm), host in zip(CLOCKS, sorted(p for p in dest.iterdir() if p.is_dir())):
+        for pcap in host.glob("eth0.pcap*"):
+            reclock(pcap, pcap, offset, ppm)
+    return dest
+
+
+def check_clock_independence(run: Path, tmp_path: Path) -> None:
+    """Ring, count, bytes per iteration per host and communication time per iteration: the same when every
+    host's clock is offset and drifts. The packets land in other bins when the clock moves (37 ms is not a
+    whole number of 10 ms bins), so bytes at a boundary can change sides: the median bytes per iteration per
+    host must agree within 0.1 %, each iteration's within 1 % (iteration 0, which borders the set-up
+    traffic, within 2 %), and the communication times within one bin."""
+    a = analyze_run(run)
+    b = analyze_run(reclocked(run, tmp_path / "reclocked"))
+    ia, ib = a.extra["iterations"], b.extra["iterations"]
+    assert a.extra["topology"]["order"] == b.extra["topology"]["order"]
+    assert ia["count"] == ib["count"] and ib["confident"] == ia["confident"]
+    median = ia["bytes_per_iteration_per_host"]["median"]
+    assert ib["bytes_per_iteration_per_host"]["median"] == pytest.approx(median, rel=0.001)
+    for x, y in zip(ia["per_iteration"], ib["per_iteration"]):
+        for host, nbytes in x["bytes_by_host"].items():
+            rel = 0.02 if x["index"] == 0 else 0.01
+            assert y["bytes_by_host"][host] == pytest.approx(nbytes, rel=rel), (x["index"], host)
+        assert abs(x["comm_ns"] - y["comm_ns"]) <= a.bin_ns
+    assert abs(ia["comm_ns_median"] - ib["comm_ns_median"]) <= a.bin_ns
+
+
+CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "truth.json").is_file()) if FIXTURES.is_dir() else []
+# the analyzer must not be sure of these, and say so (their README says why)
+UNSURE = {"ddp-lossy-rto": "retransmission timeouts as long as the forward pass inside most steps"}
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in UNSURE])
+def test_committed_capture(case):
+    truth = json.loads((FIXTURES / case / "truth.json").read_text())
+    check_against_truth(FIXTURES / case / "run", truth)
+
+
+@pytest.mark.parametrize("case", sorted(UNSURE))
+def test_committed_capture_it_cannot_be_sure_of(case):
+    res = analyze_run(FIXTURES / case / "run")
+    its = res.extra["iterations"]
+    assert not its["confident"] and its["confidence"] < 0.8, its["evidence"]
+    assert res.extra["scaling"]["unsure"]["because"] and res.extra["scaling"]["verdict"].startswith("UNSURE")
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c not in UNSURE])
+def test_committed_capture_with_other_clocks(case, tmp_path):
+    check_clock_independence(FIXTURES / case / "run", tmp_path)
+
+
+@pytest.mark.parametrize("case", sorted(UNSURE))
+def test_unsure_capture_stays_unsure_with_other_clocks(case, tmp_path):
+    its = analyze_run(reclocked(FIXTURES / case / "run", tmp_path / "reclocked")).extra["iterations"]
+    assert not its["confident"], its["evidence"]
+
+
+def test_the_fixtures_are_there():
+    assert {"horovod-3h", "ddp-100mbit", "ddp-8h", "ddp-lossy-rto"} <= set(CASES)
+
+
+def test_partial_capture_of_eight_hosts(tmp_path):
+    """One host's capture missing: its edges are seen from the other side only; the count still holds."""
+    truth = json.loads((FIXTURES / "ddp-8h" / "truth.json").read_text())
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "ddp-8h" / "run", run)
+    shutil.rmtree(run / truth["launch_order"][3])
+    its = analyze_run(run).extra["iterations"]
+    assert its["count"] == len(truth["iterations"]) and its["confident"], its["notes"]
+
+
+def test_anchors_are_checked_not_obeyed():
+    truth = json.loads((FIXTURES / "ddp-100mbit" / "truth.json").read_text())
+    run, count, s = FIXTURES / "ddp-100mbit" / "run", len(truth["iterations"]), truth["gradient_bytes"]
+    agree = analyze_run(run, iterations=count, gradient_bytes=s).extra["iterations"]
+    assert agree["count"] == count and agree["confidence"] >= 0.95
+    wrong = analyze_run(run, iterations=count + 3)
+    its = wrong.extra["iterations"]
+    assert its["count"] == count and its["confidence"] <= 0.5
+    assert any(n.startswith("DISAGREEMENT: --iterations") for n in its["notes"])
+    assert wrong.extra["scaling"]["unsure"]["because"]
+    # twice the gradient: every other step would fit it, and the traffic's own count disagrees
+    bad_s = analyze_run(run, gradient_bytes=2 * s).extra["iterations"]
+    assert any(n.startswith("DISAGREEMENT") for n in bad_s["notes"]) and not bad_s["confident"]
+    assert bad_s["count"] == count
+
+
+def test_unsure_summary_says_so_first(tmp_path):
+    """The terminal summary of an unsure case: the what-if's first line says UNSURE and why, no conclusion
+    follows as fact, and what would make it sure is named."""
+    from clirun import ringscope
+
+    run = FIXTURES / "ddp-100mbit" / "run"
+    done = ringscope("analyze", run, "--iterations", "11", "--workers", "1")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("what-if"))
+    assert "UNSURE" in lines[start] and "confidence" in lines[start]
+    block = "\n".join(lines[start : start + 3])
+    assert "network is the bottleneck" not in block and "compression would reach" not in block
+    assert "--iterations N" in block and "--gradient-bytes S" in block and "markers" in block
+    assert "UNSURE, a guess" in next(line for line in lines if line.startswith("iterations:"))
+
+
+def test_whatif_on_an_unsure_result_says_so_first(tmp_path):
+    """`ringscope whatif RESULT.json` obeys the same doubt as analyze: UNSURE on the line after its header."""
+    from clirun import ringscope
+
+    out = tmp_path / "unsure.json"
+    assert ringscope("analyze", FIXTURES / "ddp-lossy-rto" / "run", "--json", out, "--workers", "1").returncode == 0
+    done = ringscope("whatif", out)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("UNSURE: the ") and "confidence" in lines[1]
+    assert lines[-1].startswith("UNSURE: ") and "--iterations N" in lines[-1]
+
+
+# ---- live: real DDP training in namespaces, in every CI run ------------------------------------------
+
+
+def _live(tmp_path: Path, netns_cluster, job) -> tuple[Path, dict]:  # noqa: F811
+    """Train `job` on hosts built with the job's own network (rate, queue, MTU, offloads); its capture and truth."""
+    from training_capture import record
+
+    require(shutil.which("tcpdump") is not None, "needs tcpdump")
+    require(job.offloads or have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
+    pytest.importorskip("torch")
+    cluster = netns_cluster(
+        job.hosts, job.rate, job.qdisc, latency=job.latency, burst=job.burst, mtu=job.mtu, offloads=job.offloads
+    )
+    truth = record(job, tmp_path / "cap", cluster, port=29800 + int(time.time()) % 150)
+    return tmp_path / "cap" / "run", truth
+
+
+# a tbf queue of 0.5 ms with a 16 kB burst, offloads off: it overflows under the ring's bursts
+LOSSY = {"rate": "1gbit", "qdisc": "tbf", "latency": "0.5ms", "burst": "16kb", "offloads": False}
+
+
+def test_live_ddp_four_hosts_gigabit(tmp_path, netns_cluster):  # noqa: F811
+    from training_capture import Job
+
+    job = Job(workload="ddp", hosts=4, rate="1gbit", iters=15, batch=128, order=[3, 1, 4, 2])
+    run, truth = _live(tmp_path, netns_cluster, job)
+    its = check_against_truth(run, truth, confident=False)
+    print(json.dumps({"count": its["count"], "confidence": its["confidence"], "evidence": its["evidence"]}))
+    check_clock_independence(run, tmp_path)
+
+
+def test_live_ddp_lossy_link(tmp_path, netns_cluster):  # noqa: F811
+    """A tbf queue of 0.5 ms with a 16 kB burst overflows under the ring's bursts: segments are dropped and
+    re-sent (a few % of the bytes); the count must still be the job's."""
+    from training_capture import Job
+
+    job = Job(
+        workload="ddp",
+        hosts=4,
+        **LOSSY,
+        iters=10,
+        batch=256,
+        order=[1, 3, 2, 4],
+    )
+    run, truth = _live(tmp_path, netns_cluster, job)
+    res = analyze_run(run)
+    its = res.extra["iterations"]
+    print(
+        json.dumps(
+            {
+                "count": its["count"],
+                "truth": len(truth["iterations"]),
+                "confidence": its["confidence"],
+                "evidence": its["evidence"],
+                "resent": int(res.tables.flows["retransmitted_bytes"].sum()),
+            }
+        )
+    )
+    # how often the link stalls for a retransmission timeout differs run to run; when stalls as long as the
+    # forward pass come in most steps the answer is unsure (seen: 2 runs of 3), and then it must say so
+    if its["confident"]:
+        check_against_truth(run, truth, boundary_misses=2)
+    else:
+        assert res.extra["scaling"]["unsure"]["because"]
+
+
+def test_live_gloo_loop_on_a_lossy_link(tmp_path, netns_cluster):  # noqa: F811
+    """The issue's lossy case: a gloo all_reduce loop with 0.2 s pauses (as long as a retransmission timeout)
+    over a tbf queue of 0.5 ms that overflows under ring bursts (5-8 % of bytes re-sent)."""
+    from training_capture import Job
+
+    job = Job(
+        workload="gloo",
+        hosts=4,
+        **LOSSY,
+        iters=10,
+        params=1_000_000,
+        pause_s=0.2,
+        order=[3, 1, 4, 2],
+    )
+    run, truth = _live(tmp_path, netns_cluster, job)
+    its = check_against_truth(run, truth, confident=False, boundary_misses=2)  # seen: 0 and 1 in 10
+    print(json.dumps({"count": its["count"], "confidence": its["confidence"], "evidence": its["evidence"]}))
+
+
+def test_live_ddp_three_hosts_jumbo_no_offloads(tmp_path, netns_cluster):  # noqa: F811
+    from training_capture import Job
+
+    job = Job(workload="ddp", hosts=3, rate="500mbit", mtu=9000, offloads=False, iters=12, batch=256, order=[2, 3, 1])
+    run, truth = _live(tmp_path, netns_cluster, job)
+    its = check_against_truth(run, truth, confident=False)
+    print(json.dumps({"count": its["count"], "confidence": its["confidence"], "evidence": its["evidence"]}))
+
+
+if __name__ == "__main__":  # print how the analyzer does on captures made by tests/support/training_capture.py
+    for folder in sys.argv[1:]:
+        t = json.loads((Path(folder) / "truth.json").read_text())
+        i = analyze_run(Path(folder) / "run").extra["iterations"]
+        print(folder, len(t["iterations"]), i["count"], i["confidence"], np.round(i["period_ns"] / 1e6, 1))

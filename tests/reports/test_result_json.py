@@ -1,0 +1,70 @@
+"""The JSON form: dataclasses converted as asdict would, and the file layout parses back to the same document
+with one flow, host or iteration per line."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from analyze.api import analyze
+from analyze.result import json_text, plain
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def result():  # noqa: ANN201 - analyze.result.Result
+    return analyze([REPO / "fixtures" / "example"], workers=1, link_speed_bps=25e9)
+
+
+def test_plain_gives_what_asdict_gives(result) -> None:  # noqa: ANN001
+    for items in (result.hosts, result.flows, result.captures):
+        assert json.dumps(plain(items)) == json.dumps([asdict(x) for x in items])
+    assert plain(result.hosts)[0]["tx_utilization"] == asdict(result.hosts[0].tx_utilization)
+
+
+def test_written_json_parses_back_one_record_per_line(result, tmp_path: Path) -> None:  # noqa: ANN001
+    path = tmp_path / "r.json"
+    result.write_json(path)
+    text = path.read_text()
+    assert json.loads(text) == json.loads(json.dumps(result.to_json()))
+    lines = text.splitlines()
+    flows = [json.loads(line.strip().rstrip(",")) for line in lines if line.startswith('    {"src": ')]
+    assert [(f["src"], f["dst"], f["bytes"]) for f in flows] == [(f.src, f.dst, f.bytes) for f in result.flows]
+    iterations = [line for line in lines if line.startswith('      {"index": ')]
+    assert len(iterations) == result.extra["iterations"]["count"] == 10
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        [],
+        {"a": {}, "b": [], "c": [[]], "d": {"e": {"f": [1, {"g": None}]}}},
+        {"long": ["x" * 60, "y" * 60], "short": [1, 2], "nested": {"rows": [{"k": i} for i in range(30)]}},
+        [{"a": 1}] * 40,
+        "text",
+        3.5,
+        None,
+    ],
+)
+def test_layout_parses_back_to_the_document(doc) -> None:  # noqa: ANN001
+    assert json.loads(json_text(doc)) == doc
+
+
+def test_keys_that_are_not_strings_are_written_as_json_writes_them() -> None:
+    doc = {"by_rank": {0: "h1", 1: "h2"}, "flags": {True: 1, None: 2}}
+    assert (
+        json.loads(json_text(doc))
+        == json.loads(json.dumps(doc))
+        == {"by_rank": {"0": "h1", "1": "h2"}, "flags": {"true": 1, "null": 2}}
+    )
+
+
+def test_nan_is_refused_as_before() -> None:
+    with pytest.raises(ValueError):
+        json_text({"a": [{"x": math.nan}] * 5})

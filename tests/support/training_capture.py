@@ -1,0 +1,273 @@
+"""Capture real, continuous training in network namespaces, with ground truth from the ranks themselves.
+
+The shipped workloads (capture/workloads/ddp_train.py, horovod_train.py) train without pauses: DDP overlaps
+its bucket all-reduces with the backward pass, Horovod sends its negotiation traffic all the time. tcpdump
+(headers only) runs on every host; no markers.jsonl is written into the capture. Each rank instead records its
+own step start/end times and the gradient bytes to a truth folder beside the capture (capture.markers pointed
+there), so the analyzer never sees them and a test compares its inference with what the job did.
+
+Used by tests/collective/test_real_training.py (live captures) and, as a command, to make the committed captures under
+fixtures/real-training/ (see its README.md):
+
+    python tests/support/training_capture.py OUT --workload ddp --hosts 4 --rate 1gbit --iters 12 --order 3,1,4,2
+
+Writes OUT/run/<host>/{meta.json, eth0.pcap}, OUT/run/run.json (hosts in launch order, as `capture run`
+writes it) and OUT/truth.json (launch order, gradient bytes, each rank's steps). With --fixture DEST the
+capture is also packed for the repository: pcaps gzip-compressed, hosts renamed h1..hN by address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from netns import Cluster, build, capturing, destroy, launch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+HOROVODRUN = Path(PY).with_name("horovodrun")
+FAKE_SSH = ROOT / "tests" / "fake_ssh"
+SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; the analyzer needs no payload
+
+
+@dataclass
+class Job:
+    """What to train and on which network. order: 1-based host indices in launch order (rank r on order[r])."""
+
+    workload: str = "ddp"  # ddp | horovod | gloo (fixtures/collective/gloo_allreduce.py: pause_s, then params floats)
+    hosts: int = 4
+    rate: Optional[str] = "1gbit"
+    qdisc: str = "htb"
+    latency: str = "50ms"  # tbf queue: 0.5ms with a 16kb burst overflows under ring bursts (a lossy link)
+    burst: str = "256kb"
+    mtu: int = 1500
+    offloads: bool = True
+    iters: int = 12
+    params: int = 2_500_000
+    batch: int = 64
+    bucket_cap_mb: float = 4.0
+    pause_s: float = 0.2  # gloo only: the sleep before each all-reduce
+    order: list[int] = field(default_factory=list)
+    timeout_s: float = 240.0
+
+    def launch_order(self, cluster: Cluster) -> list[str]:
+        order = self.order or list(range(1, self.hosts + 1))
+        return [cluster.hosts[i - 1].name for i in order]
+
+
+def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str, Any]:
+    """Train `job` on `cluster` under tcpdump; returns (and writes to OUT/truth.json) the ground truth."""
+    run, truth_dir = out / "run", out / "truth"
+    hosts = job.launch_order(cluster)
+    address = {h.name: h.address for h in cluster.hosts}
+    for host in hosts:
+        (run / host).mkdir(parents=True)
+        (truth_dir / host).mkdir(parents=True)
+        rate_bps = _rate_bps(job.rate)
+        meta = {"schema": 1, "host": host, "interface": "eth0", "addresses": [address[host]], "mtu": job.mtu}
+        if rate_bps:
+            meta.update(link_speed_bps=rate_bps, link_speed_source="tc")
+        (run / host / "meta.json").write_text(json.dumps(meta))
+    with capturing({h: run / h / "eth0.pcap" for h in hosts}, SNAPLEN):
+        started_ns = time.time_ns()
+        code, stdout = {"ddp": _ddp, "horovod": _horovod, "gloo": _gloo}[job.workload](job, hosts, truth_dir, port)
+        ended_ns = time.time_ns()
+    if code != 0:
+        raise RuntimeError(f"{job.workload} job failed with exit code {code}: {stdout[-2000:]}")
+    (run / "run.json").write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "hosts": hosts,
+                "start_ns": started_ns,
+                "end_ns": ended_ns,
+                "exit_code": 0,
+                "status": "complete",
+            }
+        )
+    )
+    truth = _truth(job, hosts, truth_dir)
+    (out / "truth.json").write_text(json.dumps(truth, indent=1))
+    return truth
+
+
+def _train_args(job: Job) -> list[str]:
+    return ["--params", str(job.params), "--batch-size", str(job.batch), "--iters", str(job.iters)]
+
+
+def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
+    argv = [
+        PY,
+        "-m",
+        "capture.workloads.ddp_train",
+        *_train_args(job),
+        "--backend",
+        "gloo",
+        "--bucket-cap-mb",
+        str(job.bucket_cap_mb),
+    ]
+    env = {
+        h: {"RINGSCOPE_MARKERS": str(truth_dir / h / "steps.jsonl"), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+        for h in hosts
+    }
+    return launch(hosts, argv, port, timeout_s=job.timeout_s, extra_env=env), ""
+
+
+def _gloo(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
+    argv = [
+        PY,
+        str(ROOT / "fixtures" / "collective" / "gloo_allreduce.py"),
+        str(job.params),
+        str(job.iters),
+        str(job.pause_s),
+    ]
+    env = {h: {"RINGSCOPE_MARKERS": str(truth_dir / h / "steps.jsonl"), "PYTHONPATH": str(ROOT)} for h in hosts}
+    return launch(hosts, argv, port, timeout_s=job.timeout_s, extra_env=env), ""
+
+
+def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
+    argv = [
+        "ip",
+        "netns",
+        "exec",
+        hosts[0],
+        "env",
+        f"PATH={FAKE_SSH}:{os.environ['PATH']}",
+        "OMP_NUM_THREADS=1",
+        f"RINGSCOPE_MARKERS_DIR={truth_dir}/{{host}}",
+        f"PYTHONPATH={ROOT}",
+        str(HOROVODRUN),
+        "--gloo",
+        "-np",
+        str(len(hosts)),
+        "-H",
+        ",".join(f"{h}:1" for h in hosts),
+        "--network-interface",
+        "eth0",
+        "--start-timeout",
+        "60",
+        "-p",
+        str(port),
+        PY,
+        "-m",
+        "capture.workloads.horovod_train",
+        *_train_args(job),
+    ]
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=job.timeout_s)
+    return done.returncode, done.stdout + done.stderr
+
+
+def _rate_bps(rate: Optional[str]) -> Optional[float]:
+    if not rate:
+        return None
+    units = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
+    for unit, scale in units.items():
+        if rate.lower().endswith(unit):
+            return float(rate[: -len(unit)]) * scale
+    return float(rate)
+
+
+def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
+    """Each rank's steps (its own clock), and per iteration the earliest start and latest end over ranks."""
+    steps = []
+    for host in hosts:
+        folder = truth_dir / host
+        for f in sorted(folder.glob("*.jsonl")):
+            steps += [dict(json.loads(line), host=host) for line in f.read_text().splitlines() if line.strip()]
+    by_it: dict[int, list[dict[str, Any]]] = {}
+    for s in steps:
+        by_it.setdefault(int(s["iteration"]), []).append(s)
+    iterations = [
+        {"iteration": i, "start_ns": min(s["start_ns"] for s in v), "end_ns": max(s["end_ns"] for s in v)}
+        for i, v in sorted(by_it.items())
+    ]
+    grad = {int(s["gradient_bytes"]) for s in steps}
+    return {
+        "job": asdict(job),
+        "launch_order": hosts,
+        "world_size": len(hosts),
+        "gradient_bytes": grad.pop() if len(grad) == 1 else None,
+        "iterations": iterations,
+        "steps": [{k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns")} for s in steps],
+    }
+
+
+def pack(out: Path, dest: Path) -> None:
+    """Copy OUT's capture and truth to DEST with gzip-compressed pcaps and hosts named h<i> (i: the address's
+    last octet), so a committed capture reads the same whatever namespace prefix made it."""
+    truth = json.loads((out / "truth.json").read_text())
+    rename = {}
+    for host in truth["launch_order"]:
+        meta = json.loads((out / "run" / host / "meta.json").read_text())
+        rename[host] = "h" + meta["addresses"][0].rsplit(".", 1)[1]
+    dest.mkdir(parents=True)
+    for host, name in rename.items():
+        (dest / "run" / name).mkdir(parents=True)
+        meta = json.loads((out / "run" / host / "meta.json").read_text())
+        (dest / "run" / name / "meta.json").write_text(json.dumps({**meta, "host": name}))
+        packed = dest / "run" / name / "eth0.pcap.gz"
+        with open(out / "run" / host / "eth0.pcap", "rb") as src, gzip.open(packed, "wb", 9) as dst:
+            shutil.copyfileobj(src, dst)
+    run = json.loads((out / "run" / "run.json").read_text())
+    (dest / "run" / "run.json").write_text(json.dumps({**run, "hosts": [rename[h] for h in run["hosts"]]}))
+    truth["launch_order"] = [rename[h] for h in truth["launch_order"]]
+    truth["steps"] = [{**s, "host": rename[s["host"]]} for s in truth["steps"]]
+    (dest / "truth.json").write_text(json.dumps(truth, indent=1))
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("out", type=Path)
+    defaults = Job()
+    for name, value in asdict(defaults).items():
+        if name == "order":
+            parser.add_argument("--order", default="", help="launch order as 1-based host indices, e.g. 3,1,4,2")
+        elif isinstance(value, bool):
+            parser.add_argument(f"--no-{name}", dest=name, action="store_false")
+        else:
+            parser.add_argument(
+                f"--{name.replace('_', '-')}", type=type(value) if value is not None else str, default=value
+            )
+    parser.add_argument("--port", type=int, default=29600)
+    parser.add_argument("--fixture", type=Path, help="also pack the capture for the repository into DEST")
+    args = vars(parser.parse_args(argv))
+    out, port, fixture = args.pop("out"), args.pop("port"), args.pop("fixture")
+    args["order"] = [int(x) for x in args["order"].split(",")] if args["order"] else []
+    job = Job(**args)
+    cluster = build(
+        job.hosts, job.rate, job.qdisc, latency=job.latency, mtu=job.mtu, offloads=job.offloads, burst=job.burst
+    )
+    try:
+        truth = record(job, out, cluster, port)
+    finally:
+        destroy(cluster)
+    if fixture:
+        pack(out, fixture)
+    its = truth["iterations"]
+    period = (its[-1]["start_ns"] - its[0]["start_ns"]) / max(len(its) - 1, 1) / 1e6
+    print(
+        json.dumps(
+            {
+                "iterations": len(its),
+                "period_ms": round(period, 1),
+                "gradient_bytes": truth["gradient_bytes"],
+                "launch_order": truth["launch_order"],
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
