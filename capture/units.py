@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_rate", "parse_size", "parse_duration", "format_rate", "format_duration"]
+__all__ = ["parse_rate", "parse_size", "parse_duration", "format_rate"]
 
 _PREFIX: dict[str, float] = {
     "": 1.0,
@@ -143,11 +143,3 @@ def format_rate(bps: float) -> str:
         if abs(bps) >= factor:
             return f"{bps / factor:.3g} {name}"
     return f"{bps:.3g} bit/s"
-
-
-def format_duration(ns: float) -> str:
-    """Render nanoseconds with a readable unit: '12.3 ms', '850 us'."""
-    for factor, name in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
-        if abs(ns) >= factor:
-            return f"{ns / factor:.3g} {name}"
-    return f"{ns:.3g} ns"
