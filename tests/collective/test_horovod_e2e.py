@@ -25,11 +25,10 @@ import pandas as pd
 from clirun import ringscope
 from netns import netns_cluster  # noqa: F401  (pytest fixture)
 from requirements import require
+from training_capture import FAKE_SSH, HOROVODRUN, horovodrun_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
-HOROVODRUN = Path(PY).with_name("horovodrun")
-FAKE_SSH = ROOT / "tests" / "fake_ssh"
 N, ITERS, PARAMS, BATCH = 4, 12, 2_500_000, 8
 TC_RATE_BPS = 1_000_000_000
 BIN_S = 0.010  # the analyzer's default series bin
@@ -162,28 +161,8 @@ def test_horovod_gloo_ring_four_hosts(tmp_path, netns_cluster):  # noqa: F811
         "--iters",
         str(ITERS),
     ]
-    # horovodrun runs on the first host (the launcher must reach the others' network); one thread per rank:
-    # 4 ranks share this machine's cores
-    horovodrun = [
-        "ip",
-        "netns",
-        "exec",
-        hosts[0],
-        "env",
-        f"PATH={FAKE_SSH}:{os.environ['PATH']}",
-        "OMP_NUM_THREADS=1",
-        str(HOROVODRUN),
-        "--gloo",
-        "-np",
-        str(N),
-        "-H",
-        ",".join(f"{h}:1" for h in hosts),
-        "--network-interface",
-        "eth0",
-        "--start-timeout",
-        "60",
-        *train,
-    ]
+    # horovodrun runs on the first host (the launcher must reach the others' network)
+    horovodrun = horovodrun_argv(hosts, train)
     done = subprocess.run(
         [
             PY,

@@ -136,8 +136,12 @@ def _gloo(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, 
     return launch(hosts, argv, port, timeout_s=job.timeout_s, extra_env=env), ""
 
 
-def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
-    argv = [
+def horovodrun_argv(
+    hosts: list[str], command: list[str], env: tuple[str, ...] = (), port: int | None = None
+) -> list[str]:
+    """horovodrun --gloo started in hosts[0]'s namespace with rank r on hosts[r]: it reaches the others through
+    tests/fake_ssh (first on PATH), and every rank runs one thread (the ranks share this machine's cores)."""
+    return [
         "ip",
         "netns",
         "exec",
@@ -145,8 +149,7 @@ def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[in
         "env",
         f"PATH={FAKE_SSH}:{os.environ['PATH']}",
         "OMP_NUM_THREADS=1",
-        f"RINGSCOPE_MARKERS_DIR={truth_dir}/{{host}}",
-        f"PYTHONPATH={ROOT}",
+        *env,
         str(HOROVODRUN),
         "--gloo",
         "-np",
@@ -157,13 +160,14 @@ def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[in
         "eth0",
         "--start-timeout",
         "60",
-        "-p",
-        str(port),
-        PY,
-        "-m",
-        "capture.workloads.horovod_train",
-        *_train_args(job),
+        *(["-p", str(port)] if port else []),
+        *command,
     ]
+
+
+def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
+    env = (f"RINGSCOPE_MARKERS_DIR={truth_dir}/{{host}}", f"PYTHONPATH={ROOT}")
+    argv = horovodrun_argv(hosts, [PY, "-m", "capture.workloads.horovod_train", *_train_args(job)], env, port)
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=job.timeout_s)
     return done.returncode, done.stdout + done.stderr
 
