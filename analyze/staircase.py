@@ -43,6 +43,7 @@ ANCHORS = 6  # the heaviest pauses tried as the lattice's pin, beside the comb's
 ANCHOR_STEPS = 40  # teeth each way on which a pin is judged
 HARMONIC_EDGES = 4  # edges (the most paused) that judge the harmonics: every edge carries the same steps
 COMB_EDGES = 8  # and that the comb lines up
+COMB_BLOCK = 256  # candidate periods scored at once (x up to MAX_PAUSES pauses: 16 MB of phases)
 HARMONIC_TEETH = 400  # and only the first periods of each, so a long run costs no more than a short one
 SURE_CLASSES = 0.99  # classes of teeth this surely different make the period m times longer
 CONFIDENT = 0.8  # at or above: the count is stated as fact; below, the summary and verdict say it is unsure
@@ -74,8 +75,9 @@ class Pauses:
     first_ns: int  # start of the first busy bin, end of the last one
     last_ns: int
     bin_ns: int
-    cum: np.ndarray  # cumulative bytes at the end of each bin from first_bin_ns on
-    first_bin_ns: int
+    cum: np.ndarray  # cumulative bytes at the end of each bin that holds bytes (sparse: the dense series is
+    cum_bin: np.ndarray  # dropped after pauses(), so a long capture keeps no per-bin array per edge)
+    first_bin_ns: int  # cum_bin counts bins from here
 
 
 @dataclass
@@ -123,6 +125,7 @@ def pauses(edge: EdgeSeries, bin_ns: int) -> Optional[Pauses]:
     busy = np.nonzero(~low)[0]
     lo, hi = int(busy[0]), int(busy[-1]) + 1  # the busy span: trickles before and after are no pause
     before = np.concatenate([[0.0], np.cumsum(dense)])
+    filled = np.flatnonzero(dense > 0)
     runs = np.diff(np.concatenate([[0], low[lo:hi].astype(np.int8), [0]]))
     starts, ends = np.nonzero(runs == 1)[0] + lo, np.nonzero(runs == -1)[0] + lo
     deficit = np.concatenate([[0.0], np.cumsum(1.0 - np.minimum(dense, ref) / ref)])
@@ -141,7 +144,8 @@ def pauses(edge: EdgeSeries, bin_ns: int) -> Optional[Pauses]:
         first_ns=(first + head) * bin_ns,
         last_ns=(first + tail) * bin_ns,
         bin_ns=bin_ns,
-        cum=before[1:],
+        cum=before[filled + 1],
+        cum_bin=filled,
         first_bin_ns=first * bin_ns,
     )
 
@@ -165,8 +169,9 @@ def comb_score(parts: list[tuple[np.ndarray, np.ndarray]], period: np.ndarray) -
     for pos, w in parts:
         if not len(pos):
             continue
-        phase = np.exp(2j * np.pi * pos[None, :] / period[:, None])
-        num += np.abs(phase @ w)
+        for a in range(0, len(period), COMB_BLOCK):  # a block of periods x pauses at a time: bounded memory
+            phase = np.exp(2j * np.pi * pos[None, :] / period[a : a + COMB_BLOCK, None])
+            num[a : a + COMB_BLOCK] += np.abs(phase @ w)
         den += float(w.sum())
     return num / den if den else num
 
@@ -289,8 +294,8 @@ def _walk(
 
 def _crossing(p: Pauses, at: float) -> int:
     """When the edge's cumulative bytes reached `at` (the end of the bin they reached it in)."""
-    k = int(np.searchsorted(p.cum, at, side="left"))
-    return p.first_bin_ns + min(k + 1, len(p.cum)) * p.bin_ns
+    k = min(int(np.searchsorted(p.cum, at, side="left")), len(p.cum) - 1)
+    return p.first_bin_ns + (int(p.cum_bin[k]) + 1) * p.bin_ns
 
 
 def _separation(pauses_: list[Pauses], period: float, m: int) -> tuple[float, float]:
@@ -334,19 +339,20 @@ def _head(p: Pauses, nbytes: float) -> Pauses:
         return p
     end = p.first_pos + nbytes
     keep = p.pos <= end
-    k = int(np.searchsorted(p.cum, end, side="left"))
+    k = min(int(np.searchsorted(p.cum, end, side="left")), len(p.cum) - 1)
     return Pauses(
         pos=p.pos[keep],
         weight=p.weight[keep],
         start_ns=p.start_ns[keep],
         end_ns=p.end_ns[keep],
-        total=float(p.cum[min(k, len(p.cum) - 1)]),
+        total=float(p.cum[k]),
         first_pos=p.first_pos,
         last_pos=end,
         first_ns=p.first_ns,
-        last_ns=p.first_bin_ns + (k + 1) * p.bin_ns,
+        last_ns=p.first_bin_ns + (int(p.cum_bin[k]) + 1) * p.bin_ns,
         bin_ns=p.bin_ns,
         cum=p.cum,
+        cum_bin=p.cum_bin,
         first_bin_ns=p.first_bin_ns,
     )
 
