@@ -376,15 +376,9 @@ def load_result(path: Path) -> dict[str, Any]:
             return analyze_run([path]).to_json()
         except FileError as exc:
             raise ValueError(str(exc)) from None
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a result JSON (from `ringscope analyze --json`): {exc}") from exc
-    if not isinstance(doc, dict):
-        raise ValueError(f"{path}: expected a JSON object (from `ringscope analyze --json`)")
-    return doc
+    from reports.inputs import load_json
+
+    return load_json(path)
 
 
 def run_whatif(

@@ -22,7 +22,7 @@ from analyze.read.inputs import HostInput, RunInput
 from analyze.markers_table import load_markers
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
 from analyze.read.reading import Reading, start_reading
-from analyze.scaling_result import add_scaling
+from analyze.result_whatif import add_whatif
 from analyze.read.scan import FileHealth, StreamScan
 from analyze.utilization import utilization
 
@@ -101,7 +101,7 @@ def finish(
         nccl_log=Path(nccl_log) if nccl_log else None,
         iterations=iterations,
     )
-    add_scaling(result, single_iteration_time_s=single_iteration_time_s)
+    add_whatif(result, single_iteration_time_s=single_iteration_time_s)
     return result
 
 

@@ -23,10 +23,14 @@ def is_json(path: Path) -> bool:
 
 
 def load_json(path: Path) -> dict[str, Any]:
+    """A JSON object written by ringscope (a result, or `whatif --json`'s document); a result saved inside
+    {"result": ...} is unwrapped. Every failure is one ValueError line naming the file."""
     try:
         doc = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not readable JSON ({exc})") from None
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a result JSON (from `ringscope analyze --json`): {exc}") from None
     if not isinstance(doc, dict):
         raise ValueError(
             f"{path}: expected a JSON object (a result from `ringscope analyze --json` or `ringscope whatif --json`)"

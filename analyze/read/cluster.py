@@ -1,6 +1,6 @@
 """Scale-out: run the per-host stream scans on a Dask distributed cluster (`--scheduler tcp://HOST:PORT`).
 
-`fold.read_stream` is pure (paths and options in, a small picklable StreamScan out), so each host's stream
+`fold.scan_host` is pure (paths and options in, a small picklable StreamScan out), so each host's stream
 becomes one Dask task. Workers open the files themselves: the paths sent are absolute and must name the
 same files on every worker (a shared filesystem). Dask is imported here only, and only when a scheduler
 is given, so `ringscope --help` and local runs never pay for it. Whatever goes wrong with the cluster
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 from analyze.read.engine import Progress, biggest_first
-from analyze.read.fold import read_stream
+from analyze.read.fold import scan_host
 from analyze.read.scan import StreamScan
 
 TIMEOUT_ENV = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"  # Dask's own name for the connect timeout
@@ -29,7 +29,7 @@ class ClusterError(Exception):
     """The cluster cannot do the work (Dask missing, scheduler unreachable, no workers, a worker died)."""
 
 
-def scan_on_cluster(
+def scan_hosts_on_cluster(
     address: str,
     streams: list[list[Path]],
     sizes: list[int],
@@ -114,7 +114,7 @@ def _run(
     for rank, i in enumerate(order):
         files = [Path(f).absolute() for f in streams[i]]
         key = f"{KEY_PREFIX}-{i}-{run}"
-        futures[client.submit(read_stream, files, key=key, priority=len(order) - rank, **kwargs)] = i
+        futures[client.submit(scan_host, files, key=key, priority=len(order) - rank, **kwargs)] = i
     out: list[Optional[StreamScan]] = [None] * len(streams)
     for fut in distributed.as_completed(futures, loop=client.loop):
         i = futures[fut]

@@ -1,6 +1,6 @@
 """Run the stream scans (one per host) in this process, in a local process pool, or on a Dask cluster.
 
-The unit of work is one host's capture stream (`analyze.read.fold.read_stream`): a pure function from
+The unit of work is one host's capture stream (`analyze.read.fold.scan_host`): a pure function from
 paths and options to a small StreamScan, so the same call can be shipped to any executor
 (`analyze.read.cluster` ships it to Dask). A host's rotated files are read in time order so TCP state
 carries across rotation points; hosts are read in parallel. When there are fewer hosts than a local
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from analyze.read.kernels import kernels
+from analyze.read.compiled import kernels
 from analyze.read import pieces
-from analyze.read.fold import read_stream
+from analyze.read.fold import scan_host
 from analyze.read.scan import StreamScan, scan_range
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
@@ -47,7 +47,7 @@ def default_workers() -> int:
         return os.cpu_count() or 1
 
 
-def scan_streams(
+def scan_hosts(
     streams: list[list[Path]],
     opts: ScanOptions,
     workers: Optional[int] = None,
@@ -59,10 +59,10 @@ def scan_streams(
     With `scheduler` (a Dask address) the cluster's workers scan and `workers` does not apply;
     analyze.read.cluster.ClusterError says why the cluster could not.
     """
-    return start_scans(streams, opts, workers, progress, scheduler)()
+    return start_host_scans(streams, opts, workers, progress, scheduler)()
 
 
-def start_scans(
+def start_host_scans(
     streams: list[list[Path]],
     opts: ScanOptions,
     workers: Optional[int] = None,
@@ -70,7 +70,7 @@ def start_scans(
     scheduler: Optional[str] = None,
     busy_bytes: int = 0,
 ) -> Callable[[], list[StreamScan]]:
-    """Set the scans going and return the call that collects them, as scan_streams would return them.
+    """Set the scans going and return the call that collects them, as scan_hosts would return them.
 
     A local pool starts reading at once, so the caller can do other serial work meanwhile (the CLI
     imports pandas and the table code); in-process and Dask scans run when collected. `busy_bytes`: about
@@ -81,9 +81,9 @@ def start_scans(
     sizes = [sum(_size(f) for f in s) for s in streams]
     kwargs = dict(bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
     if scheduler is not None:
-        from analyze.read.cluster import scan_on_cluster
+        from analyze.read.cluster import scan_hosts_on_cluster
 
-        return lambda: scan_on_cluster(scheduler, streams, sizes, kwargs, progress)
+        return lambda: scan_hosts_on_cluster(scheduler, streams, sizes, kwargs, progress)
     n = max(1, workers if workers is not None else default_workers())
     if n == 1 or sum(sizes) < POOL_MIN_BYTES:
         return lambda: _scan_here(streams, sizes, kwargs, progress)
@@ -100,7 +100,7 @@ def start_scans(
     for t in biggest_first([t[3] for t in tasks]):
         i, j, path, size = tasks[t]
         if j < 0:
-            futures[pool.submit(read_stream, streams[i], **kwargs)] = tasks[t]
+            futures[pool.submit(scan_host, streams[i], **kwargs)] = tasks[t]
         else:
             piece = plans[i][j]  # type: ignore[index]
             futures[pool.submit(scan_range, piece.path, piece.start, piece.end, **kwargs)] = tasks[t]
@@ -125,7 +125,7 @@ def start_scans(
                         continue
                     out[i] = pieces.join(plans[i], parts[i])  # type: ignore[arg-type]
                     if out[i] is None:  # a seam does not hold: read the stream again, whole
-                        again = pool.submit(read_stream, streams[i], **kwargs)
+                        again = pool.submit(scan_host, streams[i], **kwargs)
                         futures[again] = (i, -1, path, 0)
                         pending.add(again)
         finally:
@@ -160,7 +160,7 @@ def _scan_here(
 ) -> list[StreamScan]:
     out = []
     for files, size in zip(streams, sizes):
-        out.append(read_stream(files, **kwargs))
+        out.append(scan_host(files, **kwargs))
         if progress:
             progress(files[0], size)
     return out

@@ -62,7 +62,7 @@ def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:
     return HostFlows(host=host, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes)
 
 
-def read_stream(paths: list[Path], **kwargs: Any) -> StreamScan:
+def scan_host(paths: list[Path], **kwargs: Any) -> StreamScan:
     """A host's whole stream read (analyze.read.scan.scan_stream) and folded as merge_host would fold it.
 
     Why fold where it is read: in a pool worker or on a Dask worker the fold runs beside the other

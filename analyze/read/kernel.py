@@ -6,7 +6,7 @@ decoded from link layer to TCP/UDP in registers, and folded into a flow hash tab
 caller; when one fills up the kernel returns a status and the caller grows it and calls again
 (re-binding arrays inside the loop would make numba reference-count every packet).
 
-This module imports numba. Callers do not import it: analyze.read.kernels hands out these walkers compiled
+This module imports numba. Callers do not import it: analyze.read.compiled hands out these walkers compiled
 ahead of time into a cached extension (no numba at run time), or through numba's JIT as a fallback.
 """
 

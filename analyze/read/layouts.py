@@ -124,7 +124,7 @@ MAX_BLOCK_BYTES = MAX_RECORD_BYTES + 64  # a pcapng block: the record plus its b
 SHB_TYPE = 0x0A0D0D0A  # Section Header Block: the same bytes in either byte order
 BOM_LITTLE, BOM_BIG = 0x1A2B3C4D, 0x4D3C2B1A  # the SHB's byte-order magic, read little-endian
 
-# The compiled entry points' arguments, (numpy dtype, ndim) for arrays or a scalar kind: analyze.read.kernels
+# The compiled entry points' arguments, (numpy dtype, ndim) for arrays or a scalar kind: analyze.read.compiled
 # makes both the numba signatures and the ahead-of-time extension's argument check from this one table.
 _KERNEL_TABLES = (
     ("uint64", 2),

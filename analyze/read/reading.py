@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from analyze.read import layouts as L
-from analyze.read.engine import Progress, ScanOptions, start_scans
+from analyze.read.engine import Progress, ScanOptions, start_host_scans
 from analyze.read.inputs import RunInput, discover
 from analyze.read.scan import StreamScan
 
@@ -38,7 +38,7 @@ def start_reading(
 ) -> Reading:
     """Check the options, find the captures under `paths` and start scanning them (see analyze.api.analyze).
 
-    busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_scans).
+    busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_host_scans).
 
     Raises ValueError for bad options and analyze.read.formats.FileError when the input cannot be found.
     """
@@ -50,7 +50,7 @@ def start_reading(
         raise ValueError("workers are local processes; with a Dask scheduler the cluster's workers read the files")
     run_input = discover([Path(p) for p in paths])
     opts = ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=_common_mtu(run_input))
-    collect = start_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler, busy_bytes)
+    collect = start_host_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler, busy_bytes)
     return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode)
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from analyze.read import layouts as L
 from analyze.read.formats import CaptureFormat, first_timestamp_ns, open_capture
-from analyze.read.kernels import kernels
+from analyze.read.compiled import kernels
 from analyze.read.resync import next_valid_record
 
 RECORDS_PER_CALL = 1 << 19  # ~50 MB of headers-only records: the most file pages held at once
@@ -55,7 +55,7 @@ class StreamScan:
     cell_bin: np.ndarray  # int64, absolute bin index (ts // bin_ns)
     cell_bytes: np.ndarray  # int64
     joinable: bool = True  # a piece read as carried state would have read it, seams aside (see scan_range)
-    folded: bool = False  # flows and cells already as analyze.read.fold.merge_host folds them (fold.read_stream)
+    folded: bool = False  # flows and cells already as analyze.read.fold.merge_host folds them (fold.scan_host)
 
     @property
     def records(self) -> int:

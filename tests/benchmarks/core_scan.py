@@ -21,19 +21,19 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads, as `ringscope analyze` does
 
-from analyze.read.engine import ScanOptions, scan_streams  # noqa: E402
+from analyze.read.engine import ScanOptions, scan_hosts  # noqa: E402
 from tests.benchmarks.catlike import CAT_BLOCK, read_like_cat  # noqa: E402
 
 
 def scan_once(path: Path, opts: ScanOptions, workers: int) -> float:
     t0 = time.perf_counter()
-    scan_streams([[path]], opts, workers=workers)
+    scan_hosts([[path]], opts, workers=workers)
     return time.perf_counter() - t0
 
 
 if __name__ == "__main__":
     path, opts = Path(sys.argv[1]), ScanOptions(bin_ns=10_000_000, byte_mode=0)
-    scan_streams([[path]], opts, workers=1)  # load the compiled kernel and warm the page cache
+    scan_hosts([[path]], opts, workers=1)  # load the compiled kernel and warm the page cache
     if len(sys.argv) > 3 and sys.argv[2] == "--paired":
         block = bytearray(CAT_BLOCK)
         pairs = [(read_like_cat(path, block), scan_once(path, opts, 1)) for _ in range(int(sys.argv[3]))]

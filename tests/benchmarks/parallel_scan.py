@@ -14,17 +14,17 @@ from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before numpy loads, as `ringscope analyze` does
 
-from analyze.read.engine import ScanOptions, scan_streams  # noqa: E402
+from analyze.read.engine import ScanOptions, scan_hosts  # noqa: E402
 
 if __name__ == "__main__":
     repeat, streams = int(sys.argv[1]), [[Path(p)] for p in sys.argv[2:]]
     opts = ScanOptions(bin_ns=10_000_000, byte_mode=0)
-    scan_streams(streams[:1], opts, workers=1)  # load the kernels, warm the page cache
+    scan_hosts(streams[:1], opts, workers=1)  # load the kernels, warm the page cache
     times: dict[int, list[float]] = {1: [], 2: []}
     for _ in range(repeat):
         for workers in (1, 2):
             t0 = time.perf_counter()
-            scan_streams(streams, opts, workers=workers)
+            scan_hosts(streams, opts, workers=workers)
             times[workers].append(time.perf_counter() - t0)
     one, two = statistics.median(times[1]), statistics.median(times[2])
     print(f"1 worker {one:.2f} s, 2 workers {two:.2f} s, speed-up {one / two:.2f}x (medians of {repeat})")

@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from analyze.read.cluster import KEY_PREFIX, TIMEOUT_ENV, ClusterError, scan_on_cluster
+from analyze.read.cluster import KEY_PREFIX, TIMEOUT_ENV, ClusterError, scan_hosts_on_cluster
 from clirun import one_line_error, ringscope
 from expect import FIXTURES
 from requirements import require
@@ -200,4 +200,4 @@ def test_workers_and_scheduler_together_are_rejected() -> None:
 def test_without_dask_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     with pytest.raises(ClusterError, match=r"pip install 'ringscope\[dask\]'"):
-        scan_on_cluster("tcp://127.0.0.1:1", [[EXAMPLE / "h1/eth0.pcap"]], [1], {"bin_ns": 1, "byte_mode": 0})
+        scan_hosts_on_cluster("tcp://127.0.0.1:1", [[EXAMPLE / "h1/eth0.pcap"]], [1], {"bin_ns": 1, "byte_mode": 0})

@@ -164,7 +164,7 @@ def _pooled(paths: list[Path], monkeypatch: pytest.MonkeyPatch, piece_bytes: int
     monkeypatch.setattr(pieces, "MIN_PIECE_BYTES", piece_bytes)
     total = sum(p.stat().st_size for p in paths)
     assert pieces.plan([paths], [total], 2) is not None
-    return engine.scan_streams([paths], engine.ScanOptions(bin_ns=1_000_000, byte_mode=0), workers=2)[0]
+    return engine.scan_hosts([paths], engine.ScanOptions(bin_ns=1_000_000, byte_mode=0), workers=2)[0]
 
 
 def _record_after(data: bytearray, offset: int) -> int:
@@ -200,7 +200,7 @@ def test_the_pool_reads_one_big_file_in_pieces(tmp_path: Path, monkeypatch: pyte
     plans = pieces.plan(streams, sizes, 2)
     assert len(plans[0]) == 3 and [p.path for p in plans[1]] == rot  # pieces of about a quarter of all bytes
     opts = engine.ScanOptions(bin_ns=1_000_000, byte_mode=0)
-    pooled = engine.scan_streams(streams, opts, workers=2)
+    pooled = engine.scan_hosts(streams, opts, workers=2)
     for got, paths in zip(pooled, streams):
         same_scan(got, scan_stream(paths, **OPTS))
     assert merge_host("h", [pooled[0]]).agg[:, L.AGG_IP_BYTES].sum() == truth.ip_bytes.sum()

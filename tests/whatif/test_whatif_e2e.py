@@ -203,14 +203,14 @@ def test_100mbit_link_is_the_bottleneck(tmp_path, netns_cluster):  # noqa: F811
 
     # the API: the same section from analyze(), and the what-if costs well under 50 ms of `ringscope analyze`
     from analyze.api import analyze
-    from analyze.scaling_result import add_scaling
+    from analyze.result_whatif import add_whatif
 
     res = analyze([run], workers=1, single_iteration_time_s=FORWARD_S)
     assert res.extra["scaling"]["verdict"] == verdict
     costs = []
     for _ in range(3):
         start = time.perf_counter()
-        add_scaling(res, single_iteration_time_s=FORWARD_S)
+        add_whatif(res, single_iteration_time_s=FORWARD_S)
         costs.append(time.perf_counter() - start)
     print(
         json.dumps(

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import analyze.read.scan as scan_mod
-from analyze.read import kernels as K
+from analyze.read import compiled as K
 from analyze.read.formats import is_capture
 from expect import FIXTURES, ROOT
 from requirements import require
@@ -78,7 +78,7 @@ def test_the_extension_refuses_arrays_it_was_not_compiled_for(both) -> None:
 def test_a_built_run_never_imports_numba(both) -> None:
     """The point of the extension: analysis without numba's ~0.6 s import and ~100 MB."""
     code = (
-        "import sys; from analyze.api import analyze; from analyze.read.kernels import kernels; "
+        "import sys; from analyze.api import analyze; from analyze.read.compiled import kernels; "
         f"r = analyze([{str(FIXTURES / 'example')!r}], workers=1); "
         "print(kernels().origin, 'numba' in sys.modules, len(r.flows))"
     )

@@ -1,6 +1,6 @@
 """The what-if inside `ringscope analyze`: the result's `scaling` key, whenever the run allows it.
 
-`add_scaling` runs after `add_collective`. It needs N ≥ 2 captured hosts, a link speed that was measured
+`add_whatif` runs after `add_collective`. It needs N ≥ 2 captured hosts, a link speed that was measured
 or given (not the analyzer's 10 Gbit/s stand-in), and iterations with a period and implied gradient bytes.
 It then runs the same calculation as `ringscope whatif RESULT.json [--single-iteration-time T]` with the
 default ringscope model: one point (N, link speed), the sweep, the compression needed and the verdict.
@@ -17,7 +17,7 @@ from analyze.whatif.calculation import what_if
 from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
 from analyze.whatif.model import RingscopeModel
 
-__all__ = ["add_scaling", "scaling_inputs", "single_iteration_time"]
+__all__ = ["add_whatif", "scaling_inputs", "single_iteration_time"]
 
 
 def scaling_inputs(result: Any) -> WhatIfInputs:
@@ -42,7 +42,7 @@ def single_iteration_time(measured: WhatIfInputs, given_s: Optional[float]) -> t
     return measured.iteration_time_s, "single-GPU iteration time not given: taken as the measured iteration period"
 
 
-def add_scaling(result: Any, single_iteration_time_s: Optional[float] = None) -> None:
+def add_whatif(result: Any, single_iteration_time_s: Optional[float] = None) -> None:
     """Store the what-if under result.extra['scaling'] when the inputs allow it; else leave it out.
 
     When only the link speed is missing, the result's assumptions say so (the verdict would otherwise be

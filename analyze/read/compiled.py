@@ -10,7 +10,7 @@ and uses the JIT kernel, which is the same code compiled in-process.
     RINGSCOPE_KERNEL=jit     never build or load the extension (the JIT kernel only)
     RINGSCOPE_CACHE_DIR=...  where compiled kernels live (default: $XDG_CACHE_HOME/ringscope)
 
-`python -m analyze.read.kernels` builds the extension now (setup scripts call it so no run pays for it).
+`python -m analyze.read.compiled` builds the extension now (setup scripts call it so no run pays for it).
 """
 
 from __future__ import annotations
@@ -190,7 +190,7 @@ def _build_in_subprocess(dest: Path) -> bool:
     try:
         with open(log, "w") as out:
             proc = subprocess.run(
-                [sys.executable, "-m", "analyze.read.kernels", str(dest)],
+                [sys.executable, "-m", "analyze.read.compiled", str(dest)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 timeout=BUILD_TIMEOUT_S,
@@ -207,7 +207,7 @@ def _build_in_subprocess(dest: Path) -> bool:
         print(
             f"ringscope: could not compile the packet kernel ahead of time ({cause[:200]}); "
             f"using numba's JIT instead (about 0.6 s more start-up per run). Log: {log}; "
-            f"retry with: {sys.executable} -m analyze.read.kernels",
+            f"retry with: {sys.executable} -m analyze.read.compiled",
             file=sys.stderr,
         )
     return ok
