@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from analyze.read import layouts as L
+from capture import layout
 from analyze.collective import add_collective
 from analyze.read.engine import Progress
 from analyze.read.groupsum import group_sum
@@ -146,6 +147,8 @@ def build_result(
         run_input.hosts, host_flows, locals_, scans, col, bin_ns, link_speed_bps, busy_threshold, warnings, assumptions
     )
     markers = load_markers(run_input.hosts, warnings)
+    if run_input.run:
+        warnings.extend(layout.run_faults(run_input.run))
     # whole columns as Python values, zipped: per-row access to the frame took 0.018 s for 2,000 flows
     columns = [
         [s.split(",") for s in flows_df[f.name].tolist()] if f.name == "seen_by" else flows_df[f.name].tolist()
@@ -387,6 +390,7 @@ def _hosts(
                     f"{h.name}: tcpdump reports {counters[kind]} packets {kind.replace('_', ' ')}; "
                     f"byte counts are a lower bound"
                 )
+        warnings.extend(f"{h.name}: {w}" for w in layout.capture_faults(meta))
     return summaries, _host_series(series, bin_ns)
 
 

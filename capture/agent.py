@@ -9,20 +9,21 @@ stop tcpdump, and rewrite meta.json with its counters (status "complete").
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capture import clock, layout, netinfo, tcpdump
+from capture import clock, hints, layout, netinfo, tcpdump, written
 from capture.errors import CaptureError
 
 READY_LINE = "ringscope-agent: ready"
 DRAIN_S = 0.2  # let the last packets of the job reach tcpdump before it is stopped
+SPACE_CHECK_S = 0.25  # how often the capture folder's free space is looked at (one statvfs)
 
 
 @dataclass
@@ -40,6 +41,7 @@ class AgentOptions:
     until_pid: int | None = None
     link_speed_bps: int | None = None
     peers: list[str] = field(default_factory=list)
+    hints: hints.Hints = field(default_factory=hints.Hints)  # the training's interface/address settings
     host: str | None = None
     stop_on_stdin_eof: bool = False
     ready_timeout_s: float = 15.0
@@ -89,6 +91,8 @@ class _StopWhen:
         self.proc = proc
         self.reason: str | None = None
         self.event = threading.Event()
+        self.low_space_bytes: int | None = None  # the least free space seen, once it fell below LOW_SPACE_BYTES
+        self._space_checked = 0.0
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
         if options.stop_on_stdin_eof:
@@ -98,9 +102,25 @@ class _StopWhen:
         self.stop(signal.Signals(signum).name)
 
     def _watch_stdin(self) -> None:
-        while sys.stdin.buffer.read1(4096):  # type: ignore[union-attr]  # stdin's buffer is a BufferedReader
+        """Stop when `capture run` closes our stdin. os.read, not sys.stdin: a daemon thread blocked inside
+        a buffered reader holds its lock when the interpreter exits, and Python then aborts
+        (`Fatal Python error: _enter_buffered_busy`) instead of printing the agent's own error."""
+        try:
+            while os.read(0, 4096):
+                pass
+        except OSError:
             pass
         self.stop("stdin closed")
+
+    def _watch_space(self) -> None:
+        """Note when the capture folder's filesystem is (nearly) full: tcpdump will not say so."""
+        now = time.monotonic()
+        if now - self._space_checked < SPACE_CHECK_S:
+            return
+        self._space_checked = now
+        free = written.free_bytes(self.options.out)
+        if free is not None and free < written.LOW_SPACE_BYTES:
+            self.low_space_bytes = free if self.low_space_bytes is None else min(free, self.low_space_bytes)
 
     def stop(self, reason: str) -> None:
         if self.reason is None:
@@ -110,6 +130,7 @@ class _StopWhen:
     def wait(self, started: float) -> str:
         options = self.options
         while not self.event.wait(0.05):
+            self._watch_space()
             if options.duration_s is not None and time.monotonic() - started >= options.duration_s:
                 self.stop("duration")
             elif options.until_pid is not None and not _alive(options.until_pid):
@@ -124,7 +145,9 @@ def run_agent(options: AgentOptions, say=print) -> int:
     """Capture until told to stop; returns the exit code (0 when tcpdump stopped cleanly)."""
     _check(options)
     binary = tcpdump.find_tcpdump()
-    iface = netinfo.choose_interface(options.iface, options.peers)
+    iface, reason = netinfo.choose_interface(
+        options.iface, options.peers, options.hints.add(hints.from_environment(dict(os.environ))), options.host
+    )
     out = options.out
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -139,6 +162,7 @@ def run_agent(options: AgentOptions, say=print) -> int:
         "status": "starting",
         "host": options.host or socket.gethostname(),
         **netinfo.interface_info(iface, options.link_speed_bps),
+        "interface_reason": reason,
         "snaplen": options.snaplen,
         "filter": options.bpf,
         **tcpdump.version(binary),
@@ -175,18 +199,52 @@ def run_agent(options: AgentOptions, say=print) -> int:
         proc.kill()
         code = proc.wait()
     (out / layout.READY_FILE).unlink(missing_ok=True)
+    stop._watch_space()
     counters = tcpdump.parse_counters(log_path.read_text(errors="replace"))
-    clean = code == 0 and counters is not None
+    files = tcpdump.pcap_files(out, iface)
+    lost = _lost(out, files, counters, options, stop.low_space_bytes)
+    clean = code == 0 and counters is not None and lost is None
     meta.update(
         status="complete" if clean else "failed",
         end_ns=time.time_ns(),
         stop_reason=reason,
         counters=counters,
         tcpdump_exit_code=code,
-        files=tcpdump.pcap_files(out, iface),
+        files=files,
+        **(lost or {}),
     )
-    layout.write_json(out / layout.META_FILE, meta)
+    try:
+        layout.write_json(out / layout.META_FILE, meta)
+    except OSError as error:  # the full disk that lost packets may have no room for meta.json either
+        why = lost[layout.META_ERROR] + "; " if lost else ""
+        raise CaptureError(f"{why}cannot write {out / layout.META_FILE}: {error.strerror or error}") from None
     say(f"ringscope-agent: stopped ({reason}) host={meta['host']} counters={json.dumps(counters)}", flush=True)
+    if lost is not None:
+        raise CaptureError(lost[layout.META_ERROR])
     if not clean:
         raise CaptureError(tcpdump.explain_failure(log_path.read_text(errors="replace"), iface))
     return 0
+
+
+def _lost(
+    out: Path, files: list[str], counters: dict | None, options: AgentOptions, low_space: int | None
+) -> dict | None:
+    """meta.json's account of packets tcpdump counted but did not write (None when every one was written).
+
+    A --keep ring deletes its oldest files on purpose, so it is checked against free space only."""
+    if counters is None:
+        return None
+    captured = int(counters["captured"])
+    if options.keep:
+        stored = captured
+    else:
+        stored = written.written_records(out, files)
+    missing = captured - stored
+    if missing <= 0:
+        return None
+    cause = f"disk full ({low_space} bytes free in {out})" if low_space is not None else "not written to disk"
+    return {
+        layout.META_WRITTEN_PACKETS: stored,
+        layout.META_LOST_PACKETS: max(missing, 0),
+        layout.META_ERROR: f"lost {max(missing, 0)} of {captured} packets: {cause}",
+    }

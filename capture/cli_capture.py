@@ -31,7 +31,10 @@ def _peers(text: Optional[str]) -> List[str]:
 def agent(
     out: Path = typer.Option(..., "--out", help="Folder for meta.json and the pcaps (created)."),
     iface: str = typer.Option(
-        "auto", "--iface", help="auto (the route to --peers, else the default route), NAME or any."
+        "auto",
+        "--iface",
+        help="auto (the training's interface settings, else the route to MASTER_ADDR or to the other --peers; "
+        "lo only when every peer is this host), NAME or any.",
     ),
     snaplen: int = typer.Option(128, "--snaplen", help="Bytes kept per packet: headers only, no gradient payload."),
     bpf: Optional[str] = typer.Option(None, "--filter", help="BPF filter, e.g. 'tcp and not port 22'."),
@@ -51,6 +54,15 @@ def agent(
         None, "--peers", help="Other hosts of the job, to find the interface that reaches them."
     ),
     host: Optional[str] = typer.Option(None, "--host", help="Host name to record (default: this machine's hostname)."),
+    iface_hint: Optional[List[str]] = typer.Option(
+        None,
+        "--iface-hint",
+        help="The interface the training uses, NCCL_SOCKET_IFNAME style (prefixes, =exact, ^exclude); "
+        "read from NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, HOROVOD_GLOO_IFACE too.",
+    ),
+    address_hint: Optional[List[str]] = typer.Option(
+        None, "--address-hint", help="An address the training connects to (as MASTER_ADDR, which is read too)."
+    ),
     stop_on_stdin_eof: bool = typer.Option(
         False, "--stop-on-stdin-eof", hidden=True, help="Stop when stdin closes (capture run)."
     ),
@@ -64,6 +76,7 @@ def agent(
     """
     from capture.agent import AgentOptions, run_agent
     from capture.errors import CaptureError
+    from capture.hints import Hints, parse_arg
     from capture.units import parse_rate, parse_size
 
     try:
@@ -79,6 +92,7 @@ def agent(
             until_pid=until_pid,
             link_speed_bps=round(parse_rate(link_speed)) if link_speed else None,
             peers=_peers(peers),
+            hints=Hints([parse_arg(t) for t in iface_hint or []], [parse_arg(t) for t in address_hint or []]),
             host=host,
             stop_on_stdin_eof=stop_on_stdin_eof,
             ready_timeout_s=ready_timeout,
@@ -118,13 +132,20 @@ def run(
     keep: Optional[int] = typer.Option(None, "--keep", help="Passed to every agent."),
     rotate_seconds: Optional[int] = typer.Option(None, "--rotate-seconds", help="Passed to every agent."),
     ready_timeout: float = typer.Option(60.0, "--ready-timeout", help="Seconds to wait for every agent to capture."),
+    stage: str = typer.Option(
+        "/tmp", "--stage", help="Absolute folder on every host where agents write until gathered (removed after)."
+    ),
 ) -> None:
     """Start an agent on every host, run the training command, gather RUN/<host>/ and write run.json.
 
-    Exits with the training command's exit code.
+    Exits with the training command's exit code; 2 when a host failed to capture (no packet with the other
+    hosts, packets lost to a full disk, an agent error); 128+N when interrupted by signal N (Ctrl-C, SIGTERM,
+    SIGHUP), which is passed to the training's whole process group, and the captures so far are kept.
     """
+    import os
     import shlex
 
+    from capture import hints
     from capture import hosts as hostlists
     from capture.errors import CaptureError
     from capture.remote import resolve_template
@@ -141,6 +162,8 @@ def run(
         "--rotate-seconds": rotate_seconds,
     }
     agent_args = [word for name, value in passthrough.items() if value is not None for word in (name, str(value))]
+    if iface is None:  # the job's own settings travel to hosts whose environment (ssh) does not have them
+        agent_args += hints.from_environment(dict(os.environ)).add(hints.from_command(list(command))).as_args()
     try:
         if link_speed:
             parse_rate(link_speed)  # a bad value fails here, before any agent or training starts
@@ -160,6 +183,7 @@ def run(
             command=list(command),
             agent_args=agent_args,
             ready_timeout_s=ready_timeout,
+            stage=stage,
             agent_command=shlex.split(agent_command) if agent_command else default_agent_command(),
         )
         raise typer.Exit(code=run_capture(options))

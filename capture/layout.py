@@ -32,6 +32,8 @@ RUN_SCHEMA, RUN_HOSTS, RUN_STATUS = "schema", "hosts", "status"
 # meta.json keys
 META_HOST, META_ADDRESSES, META_LINK_SPEED_BPS, META_COUNTERS = "host", "addresses", "link_speed_bps", "counters"
 META_STATUS = "status"
+META_LOST_PACKETS, META_WRITTEN_PACKETS, META_ERROR = "lost_packets", "written_packets", "error"
+STATUS_COMPLETE, STATUS_CAPTURING, STATUS_INTERRUPTED = "complete", "capturing", "interrupted"
 
 
 class LayoutError(ValueError):
@@ -65,6 +67,37 @@ def is_run(folder: Path) -> bool:
     return (folder / RUN_FILE).is_file()
 
 
+def capture_faults(meta: dict[str, Any]) -> list[str]:
+    """What a host's meta.json says went wrong with its capture, one line each, for the analyzer to warn:
+    an agent that never finished (killed: its counters were never written), packets tcpdump counted but
+    did not write, an agent error."""
+    status = meta.get(META_STATUS)
+    if status in ("starting", STATUS_CAPTURING):
+        return [
+            f"the agent did not stop cleanly (meta.json still says {status!r}): counters unknown, "
+            "drops and packets lost at the end cannot be counted"
+        ]
+    faults = []
+    if meta.get(META_LOST_PACKETS):
+        lost = meta.get(META_ERROR) or f"lost {meta[META_LOST_PACKETS]} packets"
+        faults.append(f"{lost}; byte counts are a lower bound")
+    elif status == "failed" and meta.get(META_ERROR):
+        faults.append(f"the capture failed: {meta[META_ERROR]}")
+    return faults
+
+
+def run_faults(run: dict[str, Any]) -> list[str]:
+    """What run.json says went wrong with the run as a whole (an interrupt, hosts that failed)."""
+    faults = []
+    if run.get(RUN_STATUS) == STATUS_INTERRUPTED:
+        faults.append(f"the run was interrupted ({run.get('interrupted_by') or 'signal'}): the captures end early")
+    agents = run.get("agents") or {}
+    failed = sorted(h for h, a in agents.items() if isinstance(a, dict) and a.get("status") == "failed")
+    if failed:
+        faults.append(f"run.json: capture failed on {', '.join(failed)}: {run.get(META_ERROR) or 'see run.json'}")
+    return faults
+
+
 def launch_order(run: dict[str, Any]) -> list[str]:
     """Host names in launch order from run.json's hosts (names, or {"name": ...} objects)."""
     hosts = run.get(RUN_HOSTS) or []
@@ -86,9 +119,17 @@ __all__ = [
     "META_LINK_SPEED_BPS",
     "META_COUNTERS",
     "META_STATUS",
+    "META_LOST_PACKETS",
+    "META_WRITTEN_PACKETS",
+    "META_ERROR",
+    "STATUS_COMPLETE",
+    "STATUS_CAPTURING",
+    "STATUS_INTERRUPTED",
     "LayoutError",
     "write_json",
     "read_json",
     "is_run",
     "launch_order",
+    "capture_faults",
+    "run_faults",
 ]

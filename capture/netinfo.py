@@ -17,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from capture.errors import CaptureError
+from capture.hints import Hints, matches
 from capture.units import parse_rate
 
 SYS_NET = Path("/sys/class/net")
@@ -47,34 +48,80 @@ def resolve(host: str) -> str | None:
         return None
 
 
-def choose_interface(requested: str, peers: list[str]) -> str:
-    """auto: the device routing to the peers (loopback only if every peer is local), else the
-    default route's device, else the only non-loopback interface that is up."""
+def local_addresses() -> dict[str, str]:
+    """{address: device} for every address of this host (network namespace)."""
+    return {a["local"]: link["ifname"] for link in _ip_json("addr", "show") for a in link.get("addr_info", [])}
+
+
+def _is_up(name: str) -> bool:
+    return _read(SYS_NET / name / "operstate") in ("up", "unknown")
+
+
+def choose_interface(
+    requested: str, peers: list[str], hints: Hints | None = None, me: str | None = None
+) -> tuple[str, str]:
+    """(interface, why it was chosen). For 'auto', in this order:
+
+    1. the training's own interface settings (capture.hints: NCCL_SOCKET_IFNAME, ...), matched against the
+       interfaces that are up;
+    2. the interface holding or routing to the addresses the training connects to (MASTER_ADDR, ...);
+    3. the interface routing to the other hosts; a peer that is this host (its own name, a loopback or local
+       address) never counts, and `lo` is chosen only when every peer is this host;
+    4. with no peers given (a bare sidecar): the default route's device, else the only interface that is up.
+    Peers that resolve nowhere, or no route at all, stop with one line naming the interfaces and --iface:
+    a guess would capture the wrong network in silence.
+    """
     if requested != "auto":
         if requested != "any" and not (SYS_NET / requested).exists():
             raise CaptureError(f"no network interface {requested!r} here (have: {', '.join(list_interfaces())})")
-        return requested
+        return requested, "--iface"
+    hints = hints or Hints()
+    up = [name for name in list_interfaces() if _is_up(name)]
+    for spec, source in hints.ifaces:
+        chosen = [n for n in matches(spec, up) if n != "lo"] or matches(spec, up)
+        if chosen:
+            return chosen[0], f"{source}={spec}"
+    mine = local_addresses()
+    for target, source in hints.addresses:
+        address = resolve(target)
+        device = mine.get(address) if address in mine else route_device(address) if address else None
+        if device and device != "lo":
+            return device, f"{source}={target} ({'held by' if address in mine else 'routed through'} {device})"
     devices: Counter[str] = Counter()
+    unresolved, remote_peers = [], 0
+    names_of_me = {me, socket.gethostname(), socket.getfqdn(), "localhost"} - {None}
     for peer in peers:
         address = resolve(peer)
+        if peer in names_of_me or (address is not None and (_loopback(address) or address in mine)):
+            continue  # this host: never its own peer
+        remote_peers += 1
         device = route_device(address) if address else None
         if device:
             devices[device] += 1
-    remote = [d for d, _ in devices.most_common() if d != "lo"]
-    if remote or devices:
-        return (remote or ["lo"])[0]
-    default = _ip_json("route", "show", "default")
-    if default and default[0].get("dev"):
-        return default[0]["dev"]
-    up = [
-        name for name in list_interfaces() if name != "lo" and _read(SYS_NET / name / "operstate") in ("up", "unknown")
-    ]
-    if len(up) == 1:
-        return up[0]
+        else:
+            unresolved.append(peer)
+    if devices:
+        device, count = devices.most_common(1)[0]
+        return device, f"route to {count} of {remote_peers} other host(s)"
+    if peers and not remote_peers:
+        return "lo", "every host of the run is this host"
+    candidates = [n for n in up if n != "lo"]
+    if not peers:
+        default = _ip_json("route", "show", "default")
+        if default and default[0].get("dev"):
+            return default[0]["dev"], "default route (no peers given)"
+        if len(candidates) == 1:
+            return candidates[0], "the only interface up (no peers given)"
+    unreached = f"the other hosts ({', '.join(unresolved)}) do not resolve or route here" if unresolved else "no route"
     raise CaptureError(
-        "cannot tell which interface carries the training traffic (no route to the peers, no default "
-        "route): pass --iface NAME or --peers HOST,..."
+        f"cannot tell which interface carries the training traffic: {unreached}"
+        f" and no interface setting (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, MASTER_ADDR, ...); "
+        f"interfaces up: {', '.join(candidates) or 'none'}: pass --iface NAME"
     )
+
+
+def _loopback(address: str) -> bool:
+    return address.startswith("127.") or address == "::1"
 
 
 def list_interfaces() -> list[str]:
