@@ -163,6 +163,7 @@ def run_agent(options: AgentOptions, say=print) -> int:
         "host": options.host or socket.gethostname(),
         **netinfo.interface_info(iface, options.link_speed_bps),
         "interface_reason": reason,
+        layout.META_HOST_ADDRESSES: sorted(netinfo.local_addresses()),  # every interface's: whom the host is
         "snaplen": options.snaplen,
         "filter": options.bpf,
         **tcpdump.version(binary),

@@ -25,9 +25,10 @@ NO_TRAFFIC_FIX = (
 
 
 def _plain_addresses(meta: dict[str, Any]) -> set[str]:
-    """A host's addresses without prefix length, leaving out loopback and link-local ones (never a peer's)."""
+    """A host's addresses (every interface's, not only the one captured) without prefix length, leaving out
+    loopback and link-local ones (never a peer's)."""
     found = set()
-    for text in meta.get(layout.META_ADDRESSES) or []:
+    for text in (meta.get(layout.META_HOST_ADDRESSES) or []) + (meta.get(layout.META_ADDRESSES) or []):
         try:
             address = ipaddress.ip_interface(str(text)).ip
         except ValueError:

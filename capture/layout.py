@@ -32,6 +32,7 @@ RUN_SCHEMA, RUN_HOSTS, RUN_STATUS = "schema", "hosts", "status"
 # meta.json keys
 META_HOST, META_ADDRESSES, META_LINK_SPEED_BPS, META_COUNTERS = "host", "addresses", "link_speed_bps", "counters"
 META_STATUS = "status"
+META_HOST_ADDRESSES = "host_addresses"  # all the host's addresses, not only the captured interface's
 META_LOST_PACKETS, META_WRITTEN_PACKETS, META_ERROR = "lost_packets", "written_packets", "error"
 STATUS_COMPLETE, STATUS_CAPTURING, STATUS_INTERRUPTED = "complete", "capturing", "interrupted"
 
@@ -41,11 +42,20 @@ class LayoutError(ValueError):
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write a run.json or meta.json by atomic replace, so a reader never sees half a file."""
+    """Write a run.json or meta.json by atomic replace, so a reader never sees half a file (on a full disk,
+    where the agent must still record what it lost, in place)."""
     import json
 
+    text = json.dumps(data, indent=2) + "\n"
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    try:
+        tmp.write_text(text)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        if error.errno != 28 or not path.exists():  # 28: ENOSPC
+            raise
+        path.write_text(text)  # a full disk has no room for a second copy: rewrite in the blocks the old one frees
+        return
     os.replace(tmp, path)
 
 
@@ -119,6 +129,7 @@ __all__ = [
     "META_LINK_SPEED_BPS",
     "META_COUNTERS",
     "META_STATUS",
+    "META_HOST_ADDRESSES",
     "META_LOST_PACKETS",
     "META_WRITTEN_PACKETS",
     "META_ERROR",

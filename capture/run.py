@@ -236,6 +236,8 @@ def _gather(template: str, host: str, stage: str, dest: Path) -> None:
             archive.extractall(dest, filter="data")
     except tarfile.TarError as error:
         tar.kill()
+        if not any(dest.iterdir()):
+            dest.rmdir()  # no empty host folder for the analyzer to puzzle over
         why = tar.stderr.read().decode(errors="replace").strip() if tar.stderr else ""
         raise CaptureError(f"host {host}: could not copy {stage} back ({why or error})") from None
     finally:

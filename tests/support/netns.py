@@ -11,7 +11,8 @@ a command on every host as ranks of one job:
 
     python tests/support/netns.py launch --hosts NS3,NS1 -- python train.py
     # rank r runs in the r-th namespace with RANK, WORLD_SIZE, LOCAL_RANK=0, MASTER_ADDR=<first host>,
-    # MASTER_PORT, RINGSCOPE_HOST=<its host> and GLOO_SOCKET_IFNAME=eth0 set.
+    # MASTER_PORT, RINGSCOPE_HOST=<its host> and GLOO_SOCKET_IFNAME=eth0 set (MASTER_ADDR and
+    # GLOO_SOCKET_IFNAME as the caller's environment sets them, if it does).
 """
 
 from __future__ import annotations
@@ -37,10 +38,14 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
 
 
+MGMT_IFACE = "mgmt0"  # with two_networks: the management NIC, holding the default route
+
+
 @dataclass
 class Host:
     name: str  # the namespace name, also the host name used by `capture run`
-    address: str
+    address: str  # on the training network (eth0)
+    mgmt_address: str | None = None  # on the management network (mgmt0), with two_networks
 
 
 @dataclass
@@ -93,8 +98,13 @@ def build(
     mtu: int = 1500,
     offloads: bool = True,
     burst: str = "256kb",
+    two_networks: str | None = None,
 ) -> Cluster:
     """Create N hosts; on failure everything already created is removed again.
+
+    two_networks gives every host the usual second network of a cluster node: mgmt0 on a management
+    bridge holding the default route, while the training network (eth0) has none. Host names then resolve
+    to the management addresses ("mgmt") or each host resolves only its own name ("self").
 
     htb (default) shapes TSO/GSO segments whole; tbf lets BURST through above the rate and drops what
     waits longer than LATENCY in its queue (a short queue and a small burst overflow under ring bursts: a
@@ -147,9 +157,16 @@ def build(
             if rate:
                 _limit(host.name, IFACE, rate, qdisc, latency, burst)  # host tx
                 _limit(bridge, f"h{i}", rate, qdisc, latency, burst)  # host rx
+        if two_networks:
+            _management_network(cluster)
         for host in cluster.hosts:
             lines = ["127.0.0.1 localhost", f"{host.address} {socket.gethostname()}"]
-            lines += [f"{other.address} {other.name}" for other in cluster.hosts]
+            if two_networks == "self":
+                lines.append(f"{host.mgmt_address} {host.name}")
+            elif two_networks == "mgmt":
+                lines += [f"{other.mgmt_address} {other.name}" for other in cluster.hosts]
+            else:
+                lines += [f"{other.address} {other.name}" for other in cluster.hosts]
             (NETNS_ETC / host.name).mkdir(parents=True, exist_ok=True)
             (NETNS_ETC / host.name / "hosts").write_text("\n".join(lines) + "\n")
             # no DNS inside: lookups /etc/hosts cannot answer (torch's reverse lookups) fail at once
@@ -158,6 +175,22 @@ def build(
         destroy(cluster)
         raise
     return cluster
+
+
+def _management_network(cluster: Cluster) -> None:
+    """mgmt0 on every host, bridged in PREFIX-mg, 10.78.K.i/24, default route via 10.78.K.254."""
+    bridge, subnet = f"{cluster.prefix}-mg", cluster.subnet.replace("10.77.", "10.78.", 1)
+    _ip("netns", "add", bridge)
+    cluster.namespaces.append(bridge)
+    _ip("-n", bridge, "link", "add", "br0", "type", "bridge")
+    _ip("-n", bridge, "link", "set", "br0", "up")
+    for i, host in enumerate(cluster.hosts, start=1):
+        host.mgmt_address = f"{subnet}.{i}"
+        _ip("-n", host.name, "link", "add", MGMT_IFACE, "type", "veth", "peer", "name", f"m{i}", "netns", bridge)
+        _ip("-n", host.name, "addr", "add", f"{host.mgmt_address}/24", "dev", MGMT_IFACE)
+        _ip("-n", host.name, "link", "set", MGMT_IFACE, "up")
+        _ip("-n", bridge, "link", "set", f"m{i}", "master", "br0", "up")
+        _ip("-n", host.name, "route", "add", "default", "via", f"{subnet}.254", "dev", MGMT_IFACE)
 
 
 def destroy(cluster: Cluster) -> None:
@@ -232,10 +265,10 @@ def launch(
             "WORLD_SIZE": str(len(hosts)),
             "LOCAL_RANK": "0",
             "LOCAL_WORLD_SIZE": "1",
-            "MASTER_ADDR": hosts[0],
+            "MASTER_ADDR": os.environ.get("MASTER_ADDR", hosts[0]),
             "MASTER_PORT": str(master_port),
             "RINGSCOPE_HOST": host,
-            "GLOO_SOCKET_IFNAME": IFACE,
+            "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", IFACE),
             **(extra_env or {}).get(host, {}),
         }
         argv = ["ip", "netns", "exec", host, "env", *(f"{k}={v}" for k, v in env.items()), *command]
