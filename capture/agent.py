@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capture import clock, hints, layout, netinfo, tcpdump, written
+from capture import clock, headers_only, hints, layout, netinfo, tcpdump, written
 from capture.errors import CaptureError
 
 READY_LINE = "ringscope-agent: ready"
@@ -32,7 +32,8 @@ class AgentOptions:
 
     out: Path
     iface: str = "auto"
-    snaplen: int = tcpdump.DEFAULT_SNAPLEN
+    snaplen: int | None = None  # None: each packet cut at the end of its headers (capture.headers_only)
+    payload_bytes: int = 0  # payload bytes kept after the headers, on purpose
     bpf: str | None = None
     rotate_bytes: int | None = None
     keep: int | None = None
@@ -44,6 +45,7 @@ class AgentOptions:
     hints: hints.Hints = field(default_factory=hints.Hints)  # the training's interface/address settings
     host: str | None = None
     stop_on_stdin_eof: bool = False
+    markers_template: str | None = None  # capture run's RINGSCOPE_MARKERS_DIR, with {host}
     ready_timeout_s: float = 15.0
 
 
@@ -56,8 +58,10 @@ def _check(options: AgentOptions) -> None:
         raise CaptureError("choose one of --duration and --until-pid")
     if options.until_pid is not None and not _alive(options.until_pid):
         raise CaptureError(f"--until-pid {options.until_pid}: no such process")
-    if options.snaplen < 0:
+    if options.snaplen is not None and options.snaplen < 0:
         raise CaptureError("--snaplen must be >= 0")
+    if options.payload_bytes < 0:
+        raise CaptureError("--payload-bytes must be >= 0")
 
 
 def _alive(pid: int) -> bool:
@@ -154,9 +158,16 @@ def run_agent(options: AgentOptions, say=print) -> int:
     except OSError as error:
         raise CaptureError(f"cannot create the capture folder {out}: {error.strerror}") from None
     (out / layout.READY_FILE).unlink(missing_ok=True)
-    argv = tcpdump.command(
-        binary, iface, out, options.snaplen, options.bpf, options.rotate_bytes, options.keep, options.rotate_seconds
-    )
+    program, cut_note = _header_cut(binary, iface, options)
+    snaplen = options.snaplen or headers_only.LONGEST_HEADERS + options.payload_bytes
+    user = tcpdump.drop_user(out, rotating=bool(options.rotate_bytes or options.rotate_seconds))
+
+    def command(bpf: str | None) -> list[str]:
+        return tcpdump.command(
+            binary, iface, out, snaplen, bpf, options.rotate_bytes, options.keep, options.rotate_seconds, user
+        )
+
+    argv = command(headers_only.NOTHING if program else options.bpf)
     meta = {
         "schema": layout.SCHEMA,
         "status": "starting",
@@ -164,10 +175,13 @@ def run_agent(options: AgentOptions, say=print) -> int:
         **netinfo.interface_info(iface, options.link_speed_bps),
         "interface_reason": reason,
         layout.META_HOST_ADDRESSES: sorted(netinfo.local_addresses()),  # every interface's: whom the host is
-        "snaplen": options.snaplen,
+        "snaplen": snaplen,
+        "payload_bytes": options.payload_bytes,
+        "payload_cut": None,
         "filter": options.bpf,
         **tcpdump.version(binary),
         "tcpdump_command": argv,
+        "tcpdump_user": user,
         "start_ns": None,
         "end_ns": None,
         "stop_reason": None,
@@ -178,27 +192,43 @@ def run_agent(options: AgentOptions, say=print) -> int:
     }
     log_path = out / "tcpdump.log"
     proc = tcpdump.start(argv, log_path)
+    watchers = [tcpdump.guard(proc.pid)] if user not in (None, "root") else []
     stop = _StopWhen(options, proc)
     try:
         _wait_listening(proc, log_path, iface, options.ready_timeout_s)
+        if program is not None:
+            try:
+                headers_only.attach(proc.pid, program)
+                meta["payload_cut"] = f"kernel filter: headers + {options.payload_bytes} payload bytes"
+            except OSError as error:  # not allowed here: tcpdump again, with the user's filter and a snaplen
+                _end(proc)
+                cut_note = f"the header cut could not be attached ({error}): payload bytes may be kept"
+                argv = meta["tcpdump_command"] = command(options.bpf)
+                proc = stop.proc = tcpdump.start(argv, log_path)
+                watchers += [tcpdump.guard(proc.pid)] if watchers else []
+                _wait_listening(proc, log_path, iface, options.ready_timeout_s)
+        if meta["payload_cut"] is None:
+            meta["payload_cut"] = f"snaplen {snaplen}" + (f" ({cut_note})" if cut_note else "")
     except CaptureError:
+        for watcher in watchers:
+            tcpdump.stop_guard(watcher)
         meta.update(status="failed", end_ns=time.time_ns(), tcpdump_exit_code=proc.poll())
         layout.write_json(out / layout.META_FILE, meta)
         raise
     meta.update(status="capturing", start_ns=time.time_ns())
     layout.write_json(out / layout.META_FILE, meta)
+    alias = _markers_alias(options)
     (out / layout.READY_FILE).write_text(f"{proc.pid}\n")
     say(f"{READY_LINE} host={meta['host']} iface={iface} tcpdump_pid={proc.pid} out={out}", flush=True)
 
     reason = stop.wait(time.monotonic())
     if proc.poll() is None:
         time.sleep(DRAIN_S)
-        proc.send_signal(signal.SIGTERM)
-    try:
-        code = proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        code = proc.wait()
+    code = _end(proc)
+    for watcher in watchers:
+        tcpdump.stop_guard(watcher)
+    if alias is not None and alias.is_symlink():
+        alias.unlink()
     (out / layout.READY_FILE).unlink(missing_ok=True)
     stop._watch_space()
     counters = tcpdump.parse_counters(log_path.read_text(errors="replace"))
@@ -225,6 +255,47 @@ def run_agent(options: AgentOptions, say=print) -> int:
     if not clean:
         raise CaptureError(tcpdump.explain_failure(log_path.read_text(errors="replace"), iface))
     return 0
+
+
+def _markers_alias(options: AgentOptions) -> Path | None:
+    """Under `capture run`: a link from the markers folder named after this machine's own host name to ours.
+
+    Why: ranks write markers to RINGSCOPE_MARKERS_DIR with {host} = RINGSCOPE_HOST or their host name, and
+    the launcher rarely sets RINGSCOPE_HOST, so where the --hosts name (node7) is not the host name
+    (node7.cluster, or an ssh alias) the markers would land in a folder nobody gathers. The first agent
+    on a machine takes the name; the link is removed when the agent stops."""
+    node = os.uname().nodename
+    if not options.markers_template or not options.host or node == options.host:
+        return None
+    alias = Path(options.markers_template.replace("{host}", node))
+    try:
+        alias.symlink_to(options.out.resolve(), target_is_directory=True)
+    except OSError:  # another agent on this machine has it, or the folder cannot hold it
+        return None
+    return alias
+
+
+def _end(proc: subprocess.Popen) -> int:
+    """Stop tcpdump (SIGTERM: it writes its counters and closes the file) and return its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()
+
+
+def _header_cut(binary: str, iface: str, options: AgentOptions) -> tuple[list | None, str | None]:
+    """(the kernel program cutting each packet after its headers, or None; why not). A --snaplen given by
+    hand is taken as asked."""
+    if options.snaplen is not None:
+        return None, "--snaplen given"
+    try:
+        linktype, user = headers_only.user_program(binary, iface, options.bpf)
+        return headers_only.combined(user, headers_only.header_program(linktype, options.payload_bytes)), None
+    except ValueError as error:  # a link type without a program, or a filter tcpdump refuses (it says so next)
+        return None, str(error)
 
 
 def _lost(

@@ -36,7 +36,15 @@ def agent(
         help="auto (the training's interface settings, else the route to MASTER_ADDR or to the other --peers; "
         "lo only when every peer is this host), NAME or any.",
     ),
-    snaplen: int = typer.Option(128, "--snaplen", help="Bytes kept per packet: headers only, no gradient payload."),
+    snaplen: Optional[int] = typer.Option(
+        None,
+        "--snaplen",
+        help="Bytes kept per packet, fixed (default: each packet cut at the end of its TCP/UDP header in the "
+        "kernel, no payload byte kept).",
+    ),
+    payload_bytes: int = typer.Option(
+        0, "--payload-bytes", help="Payload bytes kept after each packet's headers, on purpose (default 0)."
+    ),
     bpf: Optional[str] = typer.Option(None, "--filter", help="BPF filter, e.g. 'tcp and not port 22'."),
     rotate_size: Optional[str] = typer.Option(
         None, "--rotate-size", help="Start a new file after SIZE (e.g. 1G; whole MB)."
@@ -63,6 +71,9 @@ def agent(
     address_hint: Optional[List[str]] = typer.Option(
         None, "--address-hint", help="An address the training connects to (as MASTER_ADDR, which is read too)."
     ),
+    markers_template: Optional[str] = typer.Option(
+        None, "--markers-template", hidden=True, help="capture run's markers folder template ({host})."
+    ),
     stop_on_stdin_eof: bool = typer.Option(
         False, "--stop-on-stdin-eof", hidden=True, help="Stop when stdin closes (capture run)."
     ),
@@ -84,6 +95,7 @@ def agent(
             out=out,
             iface=iface,
             snaplen=snaplen,
+            payload_bytes=payload_bytes,
             bpf=bpf,
             rotate_bytes=int(parse_size(rotate_size)) if rotate_size else None,
             keep=keep,
@@ -95,6 +107,7 @@ def agent(
             hints=Hints([parse_arg(t) for t in iface_hint or []], [parse_arg(t) for t in address_hint or []]),
             host=host,
             stop_on_stdin_eof=stop_on_stdin_eof,
+            markers_template=markers_template,
             ready_timeout_s=ready_timeout,
         )
         raise typer.Exit(code=run_agent(options))
@@ -126,6 +139,7 @@ def run(
     ),
     iface: Optional[str] = typer.Option(None, "--iface", help="Passed to every agent."),
     snaplen: Optional[int] = typer.Option(None, "--snaplen", help="Passed to every agent."),
+    payload_bytes: Optional[int] = typer.Option(None, "--payload-bytes", help="Passed to every agent."),
     bpf: Optional[str] = typer.Option(None, "--filter", help="Passed to every agent."),
     link_speed: Optional[str] = typer.Option(None, "--link-speed", help="Passed to every agent."),
     rotate_size: Optional[str] = typer.Option(None, "--rotate-size", help="Passed to every agent."),
@@ -155,6 +169,7 @@ def run(
     passthrough = {
         "--iface": iface,
         "--snaplen": snaplen,
+        "--payload-bytes": payload_bytes,
         "--filter": bpf,
         "--link-speed": link_speed,
         "--rotate-size": rotate_size,

@@ -352,6 +352,8 @@ def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stder
                 "--peers",
                 ",".join(options.hosts),
                 "--stop-on-stdin-eof",
+                "--markers-template",
+                stage_template,
                 *options.agent_args,
             ]
             try:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from capture.errors import CaptureError
 
-DEFAULT_SNAPLEN = 128  # Ethernet + IPv6 + TCP with options fit; no gradient payload is stored
 PERMISSION_FIX = (
     'run as root, or grant the capability once: sudo setcap cap_net_raw,cap_net_admin=eip "$(command -v tcpdump)"'
 )
@@ -40,17 +39,18 @@ def command(
     tcpdump: str,
     iface: str,
     out_dir: Path,
-    snaplen: int = DEFAULT_SNAPLEN,
+    snaplen: int,
     bpf: str | None = None,
     rotate_bytes: int | None = None,
     keep: int | None = None,
     rotate_seconds: int | None = None,
+    user: str | None = None,
 ) -> list[str]:
     """tcpdump argv writing headers-only, nanosecond, packet-buffered pcaps to OUT_DIR/IFACE.pcap[N].
 
     --immediate-mode hands each packet over at once, so stopping loses nothing still waiting in a
-    half-filled kernel block. As root, -Z root keeps tcpdump from switching to the `tcpdump` user,
-    which could not create files in OUT_DIR. -B gives the kernel ring 32 MiB instead of libpcap's 2 MiB:
+    half-filled kernel block. -Z USER: as root, tcpdump drops to USER once the device and the first file
+    are open (drop_user). -B gives the kernel ring 32 MiB instead of libpcap's 2 MiB:
     beside a training job that keeps every core busy tcpdump is starved for a while, and 2 MiB dropped
     thousands of packets (Horovod on 2 cores, tests/collective/test_horovod_e2e.py).
     """
@@ -68,8 +68,8 @@ def command(
         str(snaplen),
         "--time-stamp-precision=nano",
     ]
-    if os.geteuid() == 0:
-        argv += ["-Z", "root"]
+    if user:
+        argv += ["-Z", user]
     if rotate_bytes:
         argv += ["-C", str(max(1, -(-rotate_bytes // 1_000_000)))]  # tcpdump counts millions of bytes
         if keep:
@@ -81,6 +81,54 @@ def command(
     if bpf:
         argv.append(bpf)
     return argv
+
+
+DROP_USERS = ("tcpdump", "nobody")
+
+
+def drop_user(out_dir: Path, rotating: bool) -> str | None:
+    """The user tcpdump runs as once capturing: None when not root (tcpdump keeps ours); else the first of
+    DROP_USERS that exists, OUT_DIR given to it (rotation opens new files there after the drop). It stays
+    root when a rotating capture's folder is out of that user's reach (a parent it may not enter), and
+    without CAP_SYS_PTRACE (a container granted only NET_RAW and NET_ADMIN): the agent could not reach a
+    process of another user to attach the header cut (capture.headers_only), and no payload kept matters
+    more than a dropped privilege."""
+    if os.geteuid() != 0:
+        return None
+    if not _may_trace_other_users():
+        return "root"  # the header cut is attached to tcpdump's socket from here: it must stay within reach
+    import pwd
+
+    for name in DROP_USERS:
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            continue
+        if rotating and not _reachable(out_dir, entry.pw_uid, entry.pw_gid):
+            return "root"
+        os.chown(out_dir, entry.pw_uid, entry.pw_gid)
+        return name
+    return "root"
+
+
+def _may_trace_other_users() -> bool:
+    """Whether this process holds CAP_SYS_PTRACE (bit 19 of its effective capabilities)."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return False
+    effective = next((line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), "0")
+    return bool(int(effective, 16) >> 19 & 1)
+
+
+def _reachable(folder: Path, uid: int, gid: int) -> bool:
+    """Whether UID/GID may enter every parent of FOLDER (the permission bits only)."""
+    for parent in folder.resolve().parents:
+        st = parent.stat()
+        bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+        if not st.st_mode & bit:
+            return False
+    return True
 
 
 def pcap_files(out_dir: Path, iface: str) -> list[str]:
@@ -137,6 +185,39 @@ def start(argv: list[str], log_path: Path) -> subprocess.Popen:
             preexec_fn=_die_with_parent(os.getpid()),
             start_new_session=True,
         )
+
+
+_GUARD = "; ".join(
+    [
+        """trap 'kill -TERM "$1" 2>/dev/null; kill "$!" 2>/dev/null; exit 0' TERM""",  # the agent died
+        'while :; do sleep 3600 & wait "$!"; done',  # wait in `wait`, which a trap interrupts
+    ]
+)
+
+
+def guard(pid: int) -> subprocess.Popen:
+    """A watcher that ends tcpdump PID when the agent dies, even by SIGKILL.
+
+    Why: tcpdump's own parent-death signal (start) is cleared by the kernel when it drops to another user
+    (-Z), so a killed agent would leave it capturing for ever. This small shell keeps root's credentials and
+    so its parent-death signal; the agent ends it (stop_guard) once tcpdump has stopped."""
+    return subprocess.Popen(
+        ["sh", "-c", _GUARD, "ringscope-guard", str(pid)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=_die_with_parent(os.getpid()),
+        start_new_session=True,
+    )
+
+
+def stop_guard(watcher: subprocess.Popen) -> None:
+    """End the watcher and its sleeping child without touching tcpdump."""
+    try:
+        os.killpg(watcher.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    watcher.wait()
 
 
 def explain_failure(log_text: str, iface: str) -> str:

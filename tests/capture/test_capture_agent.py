@@ -18,7 +18,7 @@ import pytest
 
 from capture import tcpdump
 from capture.units import parse_rate, parse_size
-from pcap_bytes import tcp_bytes
+from pcap_bytes import payload_kept, tcp_bytes
 from requirements import require, require_capture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,7 +55,8 @@ def test_command_is_headers_only_nanosecond_and_packet_buffered(tmp_path):
     assert argv[argv.index("-s") + 1] == "128"
     assert argv[argv.index("-C") + 1] == "1500" and argv[argv.index("-W") + 1] == "4"
     assert argv[-3:] == ["-w", str(tmp_path / "eth0.pcap"), "tcp"]
-    timed = tcpdump.command("tcpdump", "lo", tmp_path, rotate_seconds=60)
+    timed = tcpdump.command("tcpdump", "lo", tmp_path, 142, rotate_seconds=60, user="tcpdump")
+    assert timed[timed.index("-Z") + 1] == "tcpdump"
     assert timed[timed.index("-G") + 1] == "60" and timed[timed.index("-w") + 1].endswith("lo.pcap%s")
 
 
@@ -170,7 +171,8 @@ def test_sigterm_stop_records_known_bytes_and_meta(tmp_path):
     assert meta["interface"] == "lo" and "127.0.0.1/8" in meta["addresses"] and meta["mtu"] == 65536
     assert meta["link_speed_bps"] == 10_000_000_000 and meta["link_speed_source"] == "cli"
     assert meta["tcpdump_command"][0].endswith("tcpdump") and "-U" in meta["tcpdump_command"]
-    assert meta["tcpdump_version"] and meta["snaplen"] == 128 and meta["filter"] == "tcp"
+    assert meta["tcpdump_version"] and meta["filter"] == "tcp"
+    assert meta["payload_cut"] == "kernel filter: headers + 0 payload bytes" and meta["payload_bytes"] == 0
     assert meta["start_ns"] < started < meta["end_ns"]
     assert meta["clock"]["clock"] == "CLOCK_REALTIME"
     assert isinstance(meta["offloads"], dict)
@@ -183,6 +185,74 @@ def test_sigterm_stop_records_known_bytes_and_meta(tmp_path):
     assert stream == nbytes <= wire
     assert not (tmp_path / "cap" / ".ready").exists()
     assert not alive(agent.tcpdump_pid)
+
+
+def mixed_traffic() -> None:
+    """TCP over IPv4 and IPv6 with payloads of several sizes, UDP datagrams (and the ICMP they draw)."""
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        server = socket.create_server((host, 0), family=family)
+        with socket.create_connection(server.getsockname()[:2]) as client:
+            conn, _ = server.accept()
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for size in (1, 7, 100, 1400, 5000, 60000):
+                client.sendall(b"g" * size)
+                got = 0
+                while got < size:
+                    got += len(conn.recv(65536))
+            conn.close()
+        server.close()
+        with socket.socket(family, socket.SOCK_DGRAM) as udp:
+            for size in (1, 300, 1200):
+                udp.sendto(b"u" * size, (host, 9))
+
+
+@pytest.mark.parametrize("keep", [0, 16])
+def test_no_payload_byte_is_stored_unless_asked(tmp_path, keep):
+    """Each packet is cut in the kernel at the end of its own TCP/UDP/ICMP header (lengths read back from the
+    stored headers, record by record), or KEEP payload bytes after it with --payload-bytes; tcpdump runs as an
+    unprivileged user once capturing."""
+    require_capture()
+    args = ("--payload-bytes", str(keep)) if keep else ()
+    agent = Agent(tmp_path / "cap", *args)
+    mixed_traffic()
+    time.sleep(0.2)
+    agent.proc.send_signal(signal.SIGTERM)
+    meta = agent.finish()
+    assert meta["payload_cut"] == f"kernel filter: headers + {keep} payload bytes", meta["payload_cut"]
+    assert meta["tcpdump_user"] == "tcpdump" and meta["tcpdump_command"][meta["tcpdump_command"].index("-Z") + 1]
+    kept = payload_kept(tmp_path / "cap" / "lo.pcap")
+    assert {"tcp4", "udp4", "icmp4", "tcp6", "udp6"} <= kept.keys(), kept.keys()
+    for kind, sizes in kept.items():
+        assert max(sizes) == keep and min(sizes) >= 0, (kind, sorted(set(sizes)))
+    assert tcpdump_read_count(tmp_path / "cap" / "lo.pcap") == meta["counters"]["captured"]
+
+
+# A container's capabilities (Docker's and containerd's default set) plus NET_ADMIN, as the README's Kubernetes
+# recipe grants: no CAP_SYS_PTRACE.
+CONTAINER_CAPS = (
+    "-all,+chown,+dac_override,+fowner,+fsetid,+kill,+setgid,+setuid,+setpcap,+net_bind_service,+net_raw,"
+    "+sys_chroot,+mknod,+audit_write,+setfcap,+net_admin"
+)
+
+
+def test_kubernetes_capabilities_still_cut_the_payload(tmp_path):
+    """Without CAP_SYS_PTRACE the agent cannot reach a tcpdump that dropped to another user, so tcpdump stays
+    root and the header cut is attached all the same: no payload byte kept."""
+    require_capture()
+    require(shutil.which("setpriv") is not None, "needs setpriv (util-linux)")
+    out = tmp_path / "cap"
+    argv = ["setpriv", f"--bounding-set={CONTAINER_CAPS}", "--inh-caps=-all", *AGENT, "--out", str(out)]
+    proc = subprocess.Popen(
+        [*argv, "--iface", "lo", "--duration", "2"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout.readline().startswith("ringscope-agent: ready"), proc.stderr.read()
+    mixed_traffic()
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["tcpdump_user"] == "root" and meta["payload_cut"] == "kernel filter: headers + 0 payload bytes"
+    kept = payload_kept(out / "lo.pcap")
+    assert kept and all(max(sizes) == 0 for sizes in kept.values()), kept
 
 
 def test_duration_stops_by_itself(tmp_path):

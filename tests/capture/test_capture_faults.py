@@ -236,3 +236,25 @@ def test_the_wrong_interface_fails_the_health_check(tmp_path, netns_cluster):  #
     # the right interface passes the same check
     done = capture_run(tmp_path / "run2", "--hosts", hosts, "--remote-shell", "ip netns exec {host}", "--", *launch)
     assert done.returncode == 0, done.stderr
+
+
+def test_markers_reach_their_host_when_its_name_is_not_the_host_name(tmp_path, netns_cluster):  # noqa: F811
+    """Each namespace host gets a UTS namespace whose host name (node-...) is not its --hosts name, as an
+    ssh alias or a short name would be; ranks are not told RINGSCOPE_HOST, so they write to the markers
+    folder named after their own host name, which the agent links to its own."""
+    cluster = netns_cluster(2)
+    uts = "ip netns exec {host} unshare --uts sh -c 'hostname node-{host} && exec \"$@\"' sh"
+    ring = [*RING, "--hosts", ",".join(h.address for h in cluster.hosts), "--bytes", "100000", "--iters", "3"]
+    ranks = " & ".join(
+        f"RANK={rank} " + uts.replace("{host}", host) + " " + " ".join([*ring, "--gap-ms", "10"])
+        for rank, host in enumerate(cluster.names)
+    )
+    run = tmp_path / "run"
+    done = capture_run(
+        run, "--hosts", ",".join(cluster.names), "--remote-shell", uts, "--", "sh", "-c", ranks + " & wait"
+    )
+    assert done.returncode == 0, done.stderr
+    for rank, host in enumerate(cluster.names):
+        lines = [json.loads(line) for line in (run / host / "markers.jsonl").read_text().splitlines()]
+        assert [(m["rank"], m["iteration"]) for m in lines] == [(rank, i) for i in range(3)]
+    assert not staged("/tmp", run)

@@ -33,3 +33,35 @@ def tcp_bytes(pcap: Path, src: str | None = None, dport: int | None = None) -> t
             start = first.setdefault(flow, tcp.seq)
             end[flow] = max(end.get(flow, 0), (tcp.seq - start) % 2**32 + payload)
     return sum(end.values()), wire
+
+
+def payload_kept(pcap: Path) -> dict[str, list[int]]:
+    """{kind: [payload bytes stored per record]} for a classic pcap of Ethernet frames, kind one of tcp4, udp4,
+    icmp4, tcp6, udp6: each record's caplen less its own headers' lengths, read from the header bytes with
+    struct (not with the code under test, and not with dpkt, which parses only complete headers)."""
+    import struct
+
+    data = Path(pcap).read_bytes()
+    order = "<" if data[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    kept: dict[str, list[int]] = {}
+    pos = 24
+    while pos + 16 <= len(data):
+        caplen = struct.unpack_from(order + "I", data, pos + 8)[0]
+        frame = data[pos + 16 : pos + 16 + caplen]
+        pos += 16 + caplen
+        at, ethertype = 14, struct.unpack_from("!H", frame, 12)[0]
+        while ethertype in (0x8100, 0x88A8):
+            ethertype, at = struct.unpack_from("!H", frame, at + 2)[0], at + 4
+        if ethertype == 0x0800:
+            proto, ihl = frame[at + 9], (frame[at] & 0xF) * 4
+            l4, name = at + ihl, {6: "tcp4", 17: "udp4", 1: "icmp4"}.get(proto)
+        elif ethertype == 0x86DD:
+            proto, l4 = frame[at + 6], at + 40
+            name = {6: "tcp6", 17: "udp6"}.get(proto)
+        else:
+            continue
+        if name is None:
+            continue
+        header = (frame[l4 + 12] >> 4) * 4 if name.startswith("tcp") else 8
+        kept.setdefault(name, []).append(caplen - l4 - header)
+    return kept
