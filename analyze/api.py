@@ -15,6 +15,7 @@ import pandas as pd
 from analyze.read import layouts as L
 from capture import layout
 from analyze.collective import add_collective
+from analyze.coverage import CAPTURE_PROBLEMS, capture_problems
 from analyze.read.engine import Progress
 from analyze.read.groupsum import group_sum
 from analyze.read.fold import HostFlows, merge_host, unique_rows
@@ -102,6 +103,10 @@ def finish(
         nccl_log=Path(nccl_log) if nccl_log else None,
         iterations=iterations,
     )
+    metas = [h.meta for h in reading.run_input.hosts]
+    problems = capture_problems(result.hosts, metas, result.flows, result.extra.get("iterations"))
+    if problems:
+        result.extra[CAPTURE_PROBLEMS] = problems
     add_whatif(result, single_iteration_time_s=single_iteration_time_s)
     return result
 

@@ -1,4 +1,5 @@
-"""What leaves a conclusion unsure: inferred inputs below the confidence at which they are stated as fact.
+"""What leaves a conclusion unsure: captures that missed the job, or inferred inputs below the confidence
+at which they are stated as fact.
 
 The what-if divides by the iteration count (bytes per iteration, the period, the communication time per
 iteration) and assumes the ring the packets showed. When either was inferred from the traffic with a
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from analyze.coverage import CAPTURE_PROBLEMS, FIX
 from analyze.staircase import CONFIDENT
 
 MAKE_SURE = [
@@ -35,6 +37,10 @@ def doubt(doc: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     topo = doc.get("topology")
     if isinstance(topo, Mapping) and topo.get("kind") and float(topo.get("confidence") or 0.0) < CONFIDENT:
         because.append(f"the {topo['kind']} topology was inferred with confidence {float(topo['confidence']):.2f}")
+    missed = [str(p) for p in doc.get(CAPTURE_PROBLEMS) or []]
+    if missed:
+        because = missed + because
+        return {"because": because, "confidence": 0.0, "would_make_sure": [FIX, *MAKE_SURE]}
     if not because:
         return None
     return {"because": because, "confidence": min(_confidences(doc)), "would_make_sure": MAKE_SURE}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from analyze.coverage import CAPTURE_PROBLEMS
 from analyze.whatif.backward_profile import stand_in_profile
 from analyze.result import plain
 from analyze.whatif.calculation import what_if
@@ -22,7 +23,10 @@ __all__ = ["add_whatif", "scaling_inputs", "single_iteration_time"]
 
 def scaling_inputs(result: Any) -> WhatIfInputs:
     """The what-if inputs of a Result, read from the few keys they need (no full JSON round trip)."""
-    doc = {"hosts": plain(result.hosts), "iterations": result.extra.get("iterations")}
+    doc = {
+        "hosts": plain(result.hosts),
+        **{k: result.extra.get(k) for k in ("iterations", "topology", CAPTURE_PROBLEMS)},
+    }
     return inputs_from_result(doc)
 
 

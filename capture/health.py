@@ -10,7 +10,6 @@ match, so a healthy capture costs milliseconds and a wrong one one pass over its
 
 from __future__ import annotations
 
-import ipaddress
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,20 +21,6 @@ NO_TRAFFIC_FIX = (
     "the training's traffic went through another interface: pass --iface NAME "
     "(or set NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME for the job)"
 )
-
-
-def _plain_addresses(meta: dict[str, Any]) -> set[str]:
-    """A host's addresses (every interface's, not only the one captured) without prefix length, leaving out
-    loopback and link-local ones (never a peer's)."""
-    found = set()
-    for text in (meta.get(layout.META_HOST_ADDRESSES) or []) + (meta.get(layout.META_ADDRESSES) or []):
-        try:
-            address = ipaddress.ip_interface(str(text)).ip
-        except ValueError:
-            continue
-        if not (address.is_loopback or address.is_link_local):
-            found.add(str(address))
-    return found
 
 
 def _any_packet(tcpdump: str, path: Path, bpf: str) -> bool | None:
@@ -65,7 +50,7 @@ def health_check(out: Path, hosts: list[str], agents: dict[str, dict[str, Any]])
                 metas[host] = layout.read_json(path)
             except layout.LayoutError:
                 continue
-    addresses = {host: _plain_addresses(meta) for host, meta in metas.items()}
+    addresses = {host: layout.peer_addresses(meta) for host, meta in metas.items()}
     failures = []
     for host, meta in metas.items():
         others = sorted(set().union(*(addresses[o] for o in metas if o != host)) - addresses[host])

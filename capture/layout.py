@@ -108,6 +108,22 @@ def run_faults(run: dict[str, Any]) -> list[str]:
     return faults
 
 
+def peer_addresses(meta: dict[str, Any], more: list[str] | None = None) -> set[str]:
+    """The addresses by which other hosts reach a host: every interface's (host_addresses), the captured
+    interface's and MORE, without prefix length, never loopback or link-local (every host has those)."""
+    import ipaddress
+
+    found = set()
+    for text in [*(meta.get(META_HOST_ADDRESSES) or []), *(meta.get(META_ADDRESSES) or []), *(more or [])]:
+        try:
+            address = ipaddress.ip_interface(str(text)).ip
+        except ValueError:
+            continue
+        if not (address.is_loopback or address.is_link_local):
+            found.add(str(address))
+    return found
+
+
 def launch_order(run: dict[str, Any]) -> list[str]:
     """Host names in launch order from run.json's hosts (names, or {"name": ...} objects)."""
     hosts = run.get(RUN_HOSTS) or []
@@ -142,5 +158,6 @@ __all__ = [
     "is_run",
     "launch_order",
     "capture_faults",
+    "peer_addresses",
     "run_faults",
 ]

@@ -221,6 +221,9 @@ def _run_training(command: list[str], env: dict, signals: _Signals) -> int:
             _end_group(proc.pid)
 
 
+_CLEAN_STAGE = 'rm -rf -- "$1"; find "$2" -maxdepth 1 -type l -lname "$1" -delete'
+
+
 def _gather(template: str, host: str, stage: str, dest: Path) -> None:
     """Stream the host's staging folder back as a tar, then remove it there (also when the copy failed)."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -242,8 +245,8 @@ def _gather(template: str, host: str, stage: str, dest: Path) -> None:
         raise CaptureError(f"host {host}: could not copy {stage} back ({why or error})") from None
     finally:
         tar.wait()
-        subprocess.run(
-            remote_argv(template, host, ["rm", "-rf", "--", stage]),
+        subprocess.run(  # the folder, and a markers link to it a killed agent left (agent._markers_alias)
+            remote_argv(template, host, ["sh", "-c", _CLEAN_STAGE, "sh", stage, os.path.dirname(stage)]),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=60,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from analyze.collective import RING_KINDS
+from analyze.coverage import CAPTURE_PROBLEMS
 from analyze.doubt import headline
 from analyze.staircase import CONFIDENT
 from capture.units import format_rate
@@ -24,6 +25,8 @@ def summary_text(result: Any) -> str:
         f"{len(result.captures)} capture file(s), {packets:,} packets, {len(result.hosts)} host(s), "
         f"{len(result.flows):,} flow(s); bytes counted as {result.byte_mode}, bins of {result.bin_ns / 1e6:g} ms"
     )
+    for problem in result.extra.get(CAPTURE_PROBLEMS) or []:
+        lines.append(f"CAPTURE PROBLEM: {problem}")
     lines.append("")
     lines.append(
         f"{'host':<20} {'link':>12} {'tx bytes':>15} {'rx bytes':>15}  {'tx util mean/busy/while-busy/p99':>34}"

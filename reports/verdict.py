@@ -6,7 +6,8 @@ costs. Without one the report can only judge from utilization, and says so: a li
 while the job
 communicates and is busy most of the time points at the network; a transport that fills a small share of
 the link while busy points at the transport, not the link's capacity. A what-if resting on an inferred
-iteration count or ring below the confidence stated as fact (its `unsure` key) answers "unclear" and says why.
+iteration count or ring below the confidence stated as fact (its `unsure` key), or captures that missed the job
+(`capture_problems`), answers "unclear" and says why.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from analyze.coverage import CAPTURE_PROBLEMS  # hosts whose capture missed the job: no answer from them
 from analyze.staircase import CONFIDENT  # an inferred count below it is a guess
 from analyze.whatif.verdict import BOTTLENECK_SF  # one threshold for the summary's verdict and the report's
 
@@ -195,7 +197,12 @@ def verdict(doc: Mapping[str, Any]) -> Verdict:
         )
 
     unsure = (scaling or {}).get("unsure")
-    if scaling is not None and sf_full is not None and unsure:
+    missed = [str(p) for p in doc.get(CAPTURE_PROBLEMS) or []]
+    if missed:
+        answer = "unclear"
+        head = f"Unsure — the captures of {len(missed)} host(s) missed the job's traffic."
+        text = " ".join(missed) + " Every number below rests on those captures."
+    elif scaling is not None and sf_full is not None and unsure:
         answer = "unclear"
         head = (
             f"Unsure — the what-if rests on an inferred iteration count or ring "

@@ -233,6 +233,14 @@ def test_the_wrong_interface_fails_the_health_check(tmp_path, netns_cluster):  #
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["exit_code"] == 0 and manifest["status"] == "failed"
     assert all("no packet" in manifest["agents"][h]["health"] for h in cluster.names)
+    # the analyzer says it first, and the verdict rests on it
+    summary = subprocess.run([*CLI, "analyze", str(run)], cwd=ROOT, capture_output=True, text=True)
+    assert summary.returncode == 0, summary.stderr
+    head = summary.stdout.splitlines()[1 : 1 + len(cluster.names)]
+    assert [line.split(":")[1].strip() for line in head] == cluster.names, summary.stdout
+    assert all(line.startswith("CAPTURE PROBLEM:") and "missed the job's network" in line for line in head)
+    problems = analyze_json(run)["capture_problems"]
+    assert len(problems) == 2 and all("no traffic with the other captured hosts" in p for p in problems)
     # the right interface passes the same check
     done = capture_run(tmp_path / "run2", "--hosts", hosts, "--remote-shell", "ip netns exec {host}", "--", *launch)
     assert done.returncode == 0, done.stderr

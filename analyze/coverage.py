@@ -1,0 +1,57 @@
+"""Did every host capture the job? Hosts whose capture cannot hold the training's traffic, said first.
+
+Why: an agent on the wrong interface (`lo`, or the management NIC while the job talks over another) leaves a
+capture that reads cleanly and describes the wrong network: ssh chatter summarised as flows, utilization of
+an idle link. Every host of a distributed job exchanges its gradients with the other hosts, so a captured
+host that exchanged no byte with any other captured host, or (with markers) moved no byte in any marked
+iteration, did not capture the job. The summary, the verdict and the what-if's doubt carry it, ahead of
+any number computed from those captures.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from analyze.result import FlowRecord, HostSummary
+from capture import layout
+
+CAPTURE_PROBLEMS = "capture_problems"  # the result's key, present only when there are some
+FIX = "capture on the interface the job uses (--iface NAME, or the job's NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME)"
+
+
+def capture_problems(
+    hosts: Sequence[HostSummary],
+    metas: Sequence[Mapping[str, Any] | None],
+    flows: Sequence[FlowRecord],
+    iterations: Mapping[str, Any] | None,
+) -> list[str]:
+    """One line per captured host that did not capture the job (empty for a single host)."""
+    if len(hosts) < 2:
+        return []
+    own = [layout.peer_addresses(dict(m or {}), h.addresses) for h, m in zip(hosts, metas)]
+    problems = []
+    for i, host in enumerate(hosts):
+        others = set().union(*(own[j] for j in range(len(hosts)) if j != i)) - own[i]
+        if not own[i] or not others:
+            continue  # hosts sharing one machine's addresses, or unknown ones: nothing to tell them apart
+        exchanged = sum(  # in its own capture: the other hosts' captures see its peers' side
+            f.bytes
+            for f in flows
+            if host.name in f.seen_by
+            and ((f.src in own[i] and f.dst in others) or (f.dst in own[i] and f.src in others))
+        )
+        if exchanged == 0:
+            problems.append(
+                f"{host.name}: its capture holds no traffic with the other captured hosts "
+                f"({host.tx_bytes + host.rx_bytes:,} bytes of other traffic): it missed the job's network; {FIX}"
+            )
+    if isinstance(iterations, Mapping) and iterations.get("source") == "markers":
+        per = iterations.get("per_iteration") or []
+        for host in hosts:
+            if per and all(not (it.get("bytes_by_host") or {}).get(host.name) for it in per):
+                if not any(p.startswith(f"{host.name}:") for p in problems):
+                    problems.append(
+                        f"{host.name}: it sent no byte in any of the {len(per)} marked iterations: its capture "
+                        f"missed the job's traffic; {FIX}"
+                    )
+    return problems
