@@ -255,6 +255,18 @@ def test_kubernetes_capabilities_still_cut_the_payload(tmp_path):
     assert kept and all(max(sizes) == 0 for sizes in kept.values()), kept
 
 
+def test_a_link_without_a_header_program_says_payload_may_be_kept(tmp_path):
+    """`--iface any` gives cooked (SLL2) headers the kernel program does not know: a snaplen cuts instead,
+    and meta.json says why, rather than claiming headers only."""
+    require_capture()
+    done = subprocess.run(
+        [*AGENT, "--out", str(tmp_path / "cap"), "--iface", "any", "--duration", "0.3"], cwd=ROOT, capture_output=True
+    )
+    assert done.returncode == 0, done.stderr
+    meta = json.loads((tmp_path / "cap" / "meta.json").read_text())
+    assert meta["payload_cut"].startswith("snaplen 142 (") and "no header-length program" in meta["payload_cut"]
+
+
 def test_duration_stops_by_itself(tmp_path):
     require_capture()
     started = time.monotonic()
