@@ -14,6 +14,7 @@ import pandas as pd
 
 from analyze.read import layouts as L
 from capture import layout
+from analyze.clocks import Clocks, estimate_clocks
 from analyze.collective import add_collective
 from analyze.coverage import CAPTURE_PROBLEMS, capture_problems
 from analyze.read.engine import Progress
@@ -160,7 +161,7 @@ def build_result(
         for f in fields(FlowRecord)
     ]
     flow_records = [FlowRecord(*row) for row in zip(*columns)]
-    return Result(
+    result = Result(
         byte_mode=byte_mode,
         bin_ns=bin_ns,
         busy_threshold=busy_threshold,
@@ -174,6 +175,22 @@ def build_result(
             flows=flows_df, flow_views=views, flow_series=flow_series, host_series=host_series, markers=markers
         ),
     )
+    clock = _clocks(run_input, host_flows, locals_, hosts)
+    if clock is not None:
+        result.extra["clock"] = clock.to_json()
+    return result
+
+
+def _clocks(
+    run_input: RunInput, host_flows: list[HostFlows], locals_: list[list[tuple[int, int]]], hosts: list[HostSummary]
+) -> Optional[Clocks]:
+    """The hosts' clocks against the first host of the launch order (else the first host), at its first packet."""
+    names = [h.name for h in hosts]
+    if len(names) < 2:
+        return None
+    reference = next((n for n in layout.launch_order(run_input.run or {}) if n in names), names[0])
+    t0 = hosts[names.index(reference)].first_ns
+    return estimate_clocks(names, host_flows, locals_, reference, t0)
 
 
 def _capture_summary(host: str, s: FileHealth) -> CaptureSummary:

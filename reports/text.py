@@ -47,6 +47,8 @@ def summary_text(result: Any) -> str:
         )
     if len(result.flows) > 10:
         lines.append(f"  ... and {len(result.flows) - 10:,} more")
+    if result.extra.get("clock"):
+        lines.extend(clock_lines(result.extra["clock"]))
     if "topology" in result.extra:
         lines.extend(collective_lines(result.extra))
     if result.extra.get("scaling"):
@@ -56,6 +58,19 @@ def summary_text(result: Any) -> str:
     for w in result.warnings:
         lines.append(f"warning: {w}")
     return "\n".join(lines)
+
+
+def clock_lines(clock: dict[str, Any]) -> list[str]:
+    """The hosts' clocks against the reference, as the packets show them (one line, notes after)."""
+    shown = [
+        f"{h['name']} {h['offset_ns'] / 1e6:+.3f} ms"
+        + (f" {h['drift_ppm']:+.1f} ppm" if h["drift_ppm"] is not None else "")
+        + f" (±{h['uncertainty_ns'] / 1e3:.0f} µs)"
+        for h in clock["hosts"]
+        if h["name"] != clock["reference"] and h["offset_ns"] is not None
+    ]
+    lines = ["", f"clocks from the packets, against {clock['reference']}: " + ("; ".join(shown) or "none")]
+    return lines + [f"  {note}" for note in clock["notes"]]
 
 
 def collective_lines(extra: dict[str, Any]) -> list[str]:

@@ -30,6 +30,7 @@ class HostFlows:
     cell_flow: np.ndarray
     cell_bin: np.ndarray
     cell_bytes: np.ndarray
+    samples: np.ndarray  # int64[m, N_SAMPLE]: sequence samples, their flow = row in keys (layouts.SAMPLE_*)
 
 
 def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -55,11 +56,8 @@ def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:
     """Fold a host's stream scans into one flow table (several when its streams were scanned apart)."""
     if len(scans) == 1 and scans[0].folded:
         s = scans[0]
-        return HostFlows(
-            host=host, keys=s.keys, agg=s.agg, cell_flow=s.cell_flow, cell_bin=s.cell_bin, cell_bytes=s.cell_bytes
-        )
-    keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans(scans)
-    return HostFlows(host=host, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes)
+        return HostFlows(host, s.keys, s.agg, s.cell_flow, s.cell_bin, s.cell_bytes, s.samples)
+    return HostFlows(host, *fold_scans(scans))
 
 
 def scan_host(paths: list[Path], **kwargs: Any) -> StreamScan:
@@ -70,12 +68,30 @@ def scan_host(paths: list[Path], **kwargs: Any) -> StreamScan:
     A piece is not folded: the join needs the TCP sequence columns that folding drops.
     """
     scan = scan_stream(paths, **kwargs)
-    keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans([scan])
-    return replace(scan, keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes, folded=True)
+    keys, agg, cell_flow, cell_bin, cell_bytes, samples = fold_scans([scan])
+    return replace(
+        scan,
+        keys=keys,
+        agg=agg,
+        cell_flow=cell_flow,
+        cell_bin=cell_bin,
+        cell_bytes=cell_bytes,
+        samples=samples,
+        folded=True,
+    )
 
 
-def fold_scans(scans: list[StreamScan]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Unique flow keys, their summed counters and first/last times, and their cells with twins added up."""
+def _renumber(samples: np.ndarray, flows: np.ndarray) -> None:
+    """Give SAMPLES (in place) the flow rows FLOWS, keeping their positions."""
+    low = samples[:, L.SAMPLE_KEY] & ((1 << L.SAMPLE_FLOW_SHIFT) - 1)
+    samples[:, L.SAMPLE_KEY] = (flows.astype(np.int64) << L.SAMPLE_FLOW_SHIFT) | low
+
+
+def fold_scans(
+    scans: list[StreamScan],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Unique flow keys, their summed counters and first/last times, their cells with twins added up, and
+    their sequence samples (flow column renumbered to the unique keys)."""
     keys = np.concatenate([s.keys for s in scans]) if scans else np.zeros((0, 5), np.uint64)
     agg = np.concatenate([s.agg for s in scans]) if scans else np.zeros((0, L.N_AGG), np.int64)
     ukeys, inv = unique_rows(keys)
@@ -90,11 +106,18 @@ def fold_scans(scans: list[StreamScan]) -> tuple[np.ndarray, np.ndarray, np.ndar
     cf = np.concatenate([inv[o + s.cell_flow] for o, s in zip(offsets, scans)]) if scans else np.zeros(0, np.int64)
     cb = np.concatenate([s.cell_bin for s in scans]) if scans else np.zeros(0, np.int64)
     cv = np.concatenate([s.cell_bytes for s in scans]) if scans else np.zeros(0, np.int64)
+    samples = np.concatenate([s.samples for s in scans]) if scans else np.zeros((0, L.N_SAMPLE), np.int64)
+    if len(samples):
+        starts = np.repeat(offsets, [len(s.samples) for s in scans])
+        _renumber(samples, inv[starts + (samples[:, L.SAMPLE_KEY] >> L.SAMPLE_FLOW_SHIFT)])
     # a flow that only ever held fragments later moved to their datagram's flow is gone
     keep = out[:, L.AGG_PACKETS] > 0
     if not keep.all():
         new_id = np.cumsum(keep) - 1
         ok = keep[cf]
         ukeys, out, cf, cb, cv = ukeys[keep], out[keep], new_id[cf[ok]], cb[ok], cv[ok]
+        flows = samples[:, L.SAMPLE_KEY] >> L.SAMPLE_FLOW_SHIFT
+        samples = samples[keep[flows]]
+        _renumber(samples, new_id[flows[keep[flows]]])
     cf, cb, cv = sum_cells(cf, cb, cv)
-    return ukeys, out, cf, cb, cv
+    return ukeys, out, cf, cb, cv, samples

@@ -18,6 +18,7 @@ import numpy as np
 from numba import njit
 
 from analyze.read.layouts import (
+    AGG_ACK_TOP,
     AGG_CUR_BIN,
     AGG_CUR_BYTES,
     AGG_FIRST_NS,
@@ -64,12 +65,18 @@ from analyze.read.layouts import (
     MAX_IFACES,
     MAX_RECORD_BYTES,
     REORDER_NS,
+    SAMPLE_ACK,
+    SAMPLE_FLOW_SHIFT,
+    SAMPLE_KEY,
+    SAMPLE_NS,
+    SAMPLE_SHIFT,
     SHB_TYPE,
     STATUS_BUDGET,
     STATUS_CELLS_FULL,
     STATUS_CORRUPT,
     STATUS_END,
     STATUS_FLOWS_FULL,
+    STATUS_SAMPLES_FULL,
     STATUS_TOO_MANY_IFACES,
     STATUS_TRUNCATED,
     ST_FIRST_NS,
@@ -79,6 +86,7 @@ from analyze.read.layouts import (
     ST_NCELLS,
     ST_NFLOWS,
     ST_NIFACE,
+    ST_NSAMPLES,
     ST_PACKET_BYTES,
     ST_POS,
     ST_RECORDS,
@@ -192,6 +200,7 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
             agg[row, AGG_GAP_LO] = -1
             agg[row, AGG_GAP2_LO] = -1
             agg[row, AGG_SEQ_FIRST] = -1
+            agg[row, AGG_ACK_TOP] = -1
             return f
         row = np.uint64(f)
         if (
@@ -251,6 +260,40 @@ def _fills_gap(agg, row, seq, n, ts):
 
 
 @njit(inline="always", cache=_CACHE)
+def _sample(samples, st, f, pos, ts):
+    n = st[ST_NSAMPLES]
+    samples[n, SAMPLE_KEY] = (np.int64(f) << SAMPLE_FLOW_SHIFT) | pos
+    samples[n, SAMPLE_NS] = ts
+    st[ST_NSAMPLES] = n + 1
+
+
+@njit(inline="always", cache=_CACHE)
+def _sample_data(samples, st, f, start, end, ts):
+    """A data sample when new bytes [start, end) (mod 2^32) hold a multiple of 2^SAMPLE_SHIFT."""
+    step = np.int64(1) << SAMPLE_SHIFT
+    pos = ((start + step - 1) & ~(step - 1)) & 0xFFFFFFFF
+    if ((pos - start) & 0xFFFFFFFF) < ((end - start) & 0xFFFFFFFF):
+        _sample(samples, st, f, pos, ts)
+
+
+@njit(inline="always", cache=_CACHE)
+def _sample_ack(agg, row, samples, st, f, ack, ts):
+    """An ACK sample when the acknowledgment reaches past a multiple of 2^SAMPLE_SHIFT for the first time."""
+    top = agg[row, AGG_ACK_TOP]
+    if top < 0:
+        agg[row, AGG_ACK_TOP] = ack
+        return
+    advance = (ack - top) & 0xFFFFFFFF
+    if advance == 0 or advance >= 0x80000000:
+        return  # a duplicate or an older ACK
+    agg[row, AGG_ACK_TOP] = ack
+    step = np.int64(1) << SAMPLE_SHIFT
+    pos = ((top + step) & ~(step - 1)) & 0xFFFFFFFF
+    if ((pos - top) & 0xFFFFFFFF) <= advance:
+        _sample(samples, st, f, pos | SAMPLE_ACK, ts)
+
+
+@njit(inline="always", cache=_CACHE)
 def _packet(
     b,
     o,
@@ -267,6 +310,7 @@ def _packet(
     cell_flow,
     cell_bin,
     cell_bytes,
+    samples,
     kinds,
     frag_keys,
     frag_flow,
@@ -378,6 +422,7 @@ def _packet(
     dport = np.int64(0)
     l4hdr = np.int64(0)
     seq = np.int64(-1)
+    ack = np.int64(-1)
     if later_fragment:
         kinds[KIND_FRAGMENT] += 1
     elif proto == 6 or proto == 17:
@@ -389,6 +434,8 @@ def _packet(
         if proto == 6 and l4 + 13 <= end:
             seq = _be32(b, l4 + 4)
             l4hdr = (_byte(b, l4 + 12) >> 4) * 4
+            if l4 + 14 <= end and _byte(b, l4 + 13) & 0x10:  # the ACK flag: its acknowledgment number counts
+                ack = _be32(b, l4 + 8)
     elif proto == 1 or proto == 58:
         kinds[KIND_ICMP] += 1
     else:
@@ -467,6 +514,7 @@ def _packet(
             agg[row, AGG_SEQ_END] = seq_end
             agg[row, AGG_SEQ_FIRST] = seq
             agg[row, AGG_SEQ_FIRST_NS] = ts
+            _sample_data(samples, st, f, seq, seq_end, ts)
         else:
             behind = (top - seq) & 0xFFFFFFFF  # bytes of this segment at or below the highest seen
             if behind < 0x80000000 and behind > 0:
@@ -475,6 +523,7 @@ def _packet(
                     agg[row, AGG_RETRANS_BYTES] += old
             ahead = (seq_end - top) & 0xFFFFFFFF
             if ahead != 0 and ahead < 0x80000000:
+                _sample_data(samples, st, f, top if behind < 0x80000000 and behind > 0 else seq, seq_end, ts)
                 skip = (seq - top) & 0xFFFFFFFF
                 if skip != 0 and skip < 0x80000000:  # [top, seq) not seen (yet): a hole opens
                     agg[row, AGG_GAP2_LO] = agg[row, AGG_GAP_LO]
@@ -484,6 +533,9 @@ def _packet(
                     agg[row, AGG_GAP_HI] = seq
                     agg[row, AGG_GAP_NS] = ts
                 agg[row, AGG_SEQ_END] = seq_end
+
+    if ack >= 0:
+        _sample_ack(agg, row, samples, st, f, ack, ts)
 
     # ---- sparse series: one cell per (flow, bin) run
     if byte_mode == BYTES_IP:
@@ -518,13 +570,15 @@ def _note_time(st, ts):
 
 
 @njit(inline="always", cache=_CACHE)
-def _must_return(st, keys, cell_flow, done, budget):
+def _must_return(st, keys, cell_flow, samples, done, budget):
     """Status code when the walker must hand back before the next packet (a table may not take one
     more, or the budget is spent), else -1."""
     if st[ST_NFLOWS] + 1 >= keys.shape[0]:
         return STATUS_FLOWS_FULL
     if st[ST_NCELLS] + 1 >= cell_flow.shape[0]:
         return STATUS_CELLS_FULL
+    if st[ST_NSAMPLES] + 2 >= samples.shape[0]:  # a packet adds a data and an ACK sample at most
+        return STATUS_SAMPLES_FULL
     if done == budget:
         return STATUS_BUDGET
     return -1
@@ -557,6 +611,7 @@ def scan_pcap(
     cell_flow,
     cell_bin,
     cell_bytes,
+    samples,
     kinds,
     frag_keys,
     frag_flow,
@@ -579,7 +634,7 @@ def scan_pcap(
         if pos + 16 + caplen > end:
             st[ST_STATUS] = STATUS_TRUNCATED
             break
-        stop = _must_return(st, keys, cell_flow, done, budget)
+        stop = _must_return(st, keys, cell_flow, samples, done, budget)
         if stop >= 0:
             st[ST_STATUS] = stop
             break
@@ -605,6 +660,7 @@ def scan_pcap(
             cell_flow,
             cell_bin,
             cell_bytes,
+            samples,
             kinds,
             frag_keys,
             frag_flow,
@@ -677,6 +733,7 @@ def scan_pcapng(
     cell_flow,
     cell_bin,
     cell_bytes,
+    samples,
     kinds,
     frag_keys,
     frag_flow,
@@ -713,7 +770,7 @@ def scan_pcapng(
             st[ST_STATUS] = STATUS_TRUNCATED
             break
         if btype == 6 or btype == 3 or btype == 2:
-            stop = _must_return(st, keys, cell_flow, done, budget)
+            stop = _must_return(st, keys, cell_flow, samples, done, budget)
             if stop >= 0:
                 st[ST_STATUS] = stop
                 break
@@ -759,6 +816,7 @@ def scan_pcapng(
                 cell_flow,
                 cell_bin,
                 cell_bytes,
+                samples,
                 kinds,
                 frag_keys,
                 frag_flow,

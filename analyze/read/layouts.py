@@ -76,7 +76,8 @@ AGG_GAP2_HI = 14
 AGG_GAP2_NS = 15
 AGG_SEQ_FIRST = 16  # sequence number of the first data segment, -1 before it: where a piece's flow picks up
 AGG_SEQ_FIRST_NS = 17  # when that segment was captured
-N_AGG = 18
+AGG_ACK_TOP = 18  # highest TCP acknowledgment number seen (mod 2^32), -1 before the first ACK
+N_AGG = 19
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.
@@ -95,7 +96,8 @@ ST_RECORDS = 8
 ST_FIRST_NS = 9
 ST_MAX_NS = 10
 ST_PACKET_BYTES = 11  # sum of captured lengths, for health reports
-N_ST = 12
+ST_NSAMPLES = 12  # rows of the samples table in use
+N_ST = 13
 
 # Kernel return status.
 STATUS_END = 0
@@ -105,7 +107,17 @@ STATUS_TRUNCATED = 3  # last record cut short (tcpdump killed mid-write)
 STATUS_CORRUPT = 4  # a record header that cannot be right
 STATUS_BUDGET = 5  # processed the records asked for; call again
 STATUS_TOO_MANY_IFACES = 6
+STATUS_SAMPLES_FULL = 7
 
+# Sequence samples: the same bytes and the same ACKs, recognisable in every capture that saw them, whatever
+# the segmentation (TSO, GRO) on each side. A data sample is the first new segment holding a byte at a multiple
+# of 2^SAMPLE_SHIFT of the sequence space; an ACK sample is the first acknowledgment reaching past one. Rows of
+# the int64 samples table: (flow row << SAMPLE_FLOW_SHIFT | position | SAMPLE_ACK for an ACK, capture time ns),
+# 16 bytes per 64 KiB sent. They give one-way delays between two hosts' captures (analyze.clocks).
+SAMPLE_SHIFT = 16
+SAMPLE_ACK = 1 << 32
+SAMPLE_FLOW_SHIFT = 34  # above the position (32 bits) and the ACK bit
+SAMPLE_KEY, SAMPLE_NS, N_SAMPLE = 0, 1, 2
 # Byte accounting modes.
 BYTES_IP = 0
 BYTES_WIRE = 1
@@ -133,6 +145,7 @@ _KERNEL_TABLES = (
     ("int32", 1),
     ("int64", 1),
     ("int64", 1),
+    ("int64", 2),
     ("int64", 1),
     ("uint64", 2),
     ("int64", 1),

@@ -102,9 +102,15 @@ def join(pieces: list[Piece], parts: list[StreamScan]) -> Optional[StreamScan]:
         return None
     if not _seams_hold(parts):
         return None
-    keys, agg, cell_flow, cell_bin, cell_bytes = fold_scans(parts)
+    keys, agg, cell_flow, cell_bin, cell_bytes, samples = fold_scans(parts)
     return StreamScan(
-        files=_files(pieces, parts), keys=keys, agg=agg, cell_flow=cell_flow, cell_bin=cell_bin, cell_bytes=cell_bytes
+        files=_files(pieces, parts),
+        keys=keys,
+        agg=agg,
+        cell_flow=cell_flow,
+        cell_bin=cell_bin,
+        cell_bytes=cell_bytes,
+        samples=samples,
     )
 
 

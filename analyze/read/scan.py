@@ -26,6 +26,7 @@ INITIAL_FLOWS = 1 << 10
 # capture has 20 k cells; with 1 M per stream the zeroed buffers (20 MB) cost more than reading a 20 k-packet
 # file (128 such hosts read in 0.163 s, 0.105 s with 64 k).
 CELLS_PER_FLUSH = 1 << 16
+SAMPLES_PER_FLUSH = 1 << 14
 
 
 @dataclass
@@ -54,6 +55,7 @@ class StreamScan:
     cell_flow: np.ndarray  # int32
     cell_bin: np.ndarray  # int64, absolute bin index (ts // bin_ns)
     cell_bytes: np.ndarray  # int64
+    samples: np.ndarray  # int64[m, N_SAMPLE]: sequence samples (layouts.SAMPLE_*), their flow = row in keys
     joinable: bool = True  # a piece read as carried state would have read it, seams aside (see scan_range)
     folded: bool = False  # flows and cells already as analyze.read.fold.merge_host folds them (fold.scan_host)
 
@@ -72,6 +74,8 @@ class _Tables:
         self.cell_flow = np.zeros(CELLS_PER_FLUSH, dtype=np.int32)
         self.cell_bin = np.zeros(CELLS_PER_FLUSH, dtype=np.int64)
         self.cell_bytes = np.zeros(CELLS_PER_FLUSH, dtype=np.int64)
+        self.samples = np.zeros((SAMPLES_PER_FLUSH, L.N_SAMPLE), dtype=np.int64)
+        self.flushed_samples: list[np.ndarray] = []
         self.kinds = np.zeros(L.N_KINDS, dtype=np.int64)
         self.frag_keys = np.zeros((4096, 3), dtype=np.uint64)
         self.frag_flow = np.full(4096, -1, dtype=np.int64)
@@ -98,6 +102,18 @@ class _Tables:
         if n:
             self.flushed.append((self.cell_flow[:n].copy(), self.cell_bin[:n].copy(), self.cell_bytes[:n].copy()))
         self.st[L.ST_NCELLS] = 0
+
+    def flush_samples(self) -> None:
+        """Move the kernel's sequence samples out so the buffer can be reused."""
+        n = int(self.st[L.ST_NSAMPLES])
+        if n:
+            self.flushed_samples.append(self.samples[:n].copy())
+        self.st[L.ST_NSAMPLES] = 0
+
+    def finish_samples(self) -> np.ndarray:
+        self.flush_samples()
+        parts = self.flushed_samples
+        return np.concatenate(parts) if parts else np.zeros((0, L.N_SAMPLE), dtype=np.int64)
 
     def finish_cells(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Emit each flow's open bin and return all cells."""
@@ -167,6 +183,7 @@ def _stream_scan(t: "_Tables", files: list[FileHealth]) -> StreamScan:
         cell_flow=cell_flow,
         cell_bin=cell_bin,
         cell_bytes=cell_bytes,
+        samples=t.finish_samples(),
     )
 
 
@@ -220,6 +237,7 @@ def _scan_open(
                 t.cell_flow,
                 t.cell_bin,
                 t.cell_bytes,
+                t.samples,
                 t.kinds,
                 t.frag_keys,
                 t.frag_flow,
@@ -243,6 +261,7 @@ def _scan_open(
                 t.cell_flow,
                 t.cell_bin,
                 t.cell_bytes,
+                t.samples,
                 t.kinds,
                 t.frag_keys,
                 t.frag_flow,
@@ -256,6 +275,8 @@ def _scan_open(
             t.grow_flows()
         elif status == L.STATUS_CELLS_FULL:
             t.flush_cells()
+        elif status == L.STATUS_SAMPLES_FULL:
+            t.flush_samples()
         elif status == L.STATUS_CORRUPT and (good := next_valid_record(cap, t.st, pos)) is not None:
             warnings.append(
                 f"{cap.path}: offset {pos}: corrupt record header; skipped {good - pos} bytes "

@@ -1,0 +1,74 @@
+"""Host clocks from the packets, on real training captures whose hosts' timestamps were rewritten with known
+offsets and drifts. The captures were made in network namespaces on one kernel clock, so the truth is exactly
+the rewrite: offset off + (F_ref - F_host) * ppm at the reference's first packet (each host's clock is moved
+from its own first packet F_host), and a drift of ppm against the reference, which keeps its own clock."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from analyze.api import analyze
+from pcap_clock import reclock
+from requirements import require
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real-training"
+OFFSET_NS, DRIFT_PPM = 500_000, 5.0  # what the issue asks: offsets within 0.5 ms, drifts within 5 ppm
+CLOCKS = {  # case -> {host: (offset ns, ppm)}; the reference (first of the launch order) keeps its clock
+    "ddp-100mbit": {"h4": (37_000_000, 42.0), "h1": (-100_000_000, -50.0), "h3": (2_500_000, 17.0)},
+    "horovod-3h": {"h3": (99_000_000, -35.0), "h1": (-61_000_000, 50.0)},
+    "ddp-8h": {f"h{i}": ((-1) ** i * 12_000_000 * i, (-1) ** (i + 1) * 6.0 * i) for i in (1, 3, 4, 6, 7, 8)},
+}
+
+
+def first_ns(pcap: Path) -> int:
+    raw = gzip.decompress(pcap.read_bytes()) if pcap.suffix == ".gz" else pcap.read_bytes()
+    endian, unit = ("<", 1000) if raw[:4] == b"\xd4\xc3\xb2\xa1" else ("<", 1)
+    assert raw[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1"), raw[:4]
+    sec, frac = struct.unpack_from(endian + "II", raw, 24)
+    return sec * 1_000_000_000 + frac * unit
+
+
+@pytest.mark.parametrize("case", sorted(CLOCKS))
+def test_offsets_and_drifts_match_the_rewrite(case, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / case / "run", run)
+    first = {h.name: first_ns(next(h.glob("eth0.pcap*"))) for h in run.iterdir() if h.is_dir()}
+    for host, (offset, ppm) in CLOCKS[case].items():
+        pcap = next((run / host).glob("eth0.pcap*"))
+        reclock(pcap, pcap, offset, ppm)
+    clock = analyze([run]).extra["clock"]
+    ref = clock["reference"]
+    assert ref not in CLOCKS[case] and clock["t0_ns"] == first[ref] and not clock["notes"]
+    for h in clock["hosts"]:
+        offset, ppm = CLOCKS[case].get(h["name"], (0, 0.0))
+        want = offset + (first[ref] - first[h["name"]]) * ppm / 1e6
+        assert abs(h["offset_ns"] - want) <= OFFSET_NS, (h, want)
+        assert h["drift_ppm"] is not None and abs(h["drift_ppm"] - ppm) <= DRIFT_PPM, (h, ppm)
+        assert h["samples"] > 1000 and 0 <= h["uncertainty_ns"] <= OFFSET_NS, h
+
+
+def test_a_host_seen_from_one_side_only_is_not_estimated(tmp_path):
+    """h1 keeps only the packets it sent: its received bytes and the ACKs it got were never captured on its
+    side, so no delay can be measured both ways; the others still are."""
+    require(shutil.which("tcpdump") is not None, "needs tcpdump to cut the capture")
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "horovod-3h" / "run", run)
+    pcap = run / "h1" / "eth0.pcap.gz"
+    plain = tmp_path / "h1.pcap"
+    plain.write_bytes(gzip.decompress(pcap.read_bytes()))
+    pcap.unlink()
+    address = json.loads((run / "h1" / "meta.json").read_text())["addresses"][0].split("/")[0]
+    done = subprocess.run(["tcpdump", "-r", str(plain), "-w", str(run / "h1" / "eth0.pcap"), f"src host {address}"])
+    assert done.returncode == 0
+    clock = analyze([run]).extra["clock"]
+    hosts = {h["name"]: h for h in clock["hosts"]}
+    assert hosts["h1"]["offset_ns"] is None and hosts["h1"]["samples"] == 0
+    assert [n for n in clock["notes"] if n.startswith("h1: clock not estimated")]
+    assert hosts["h3"]["offset_ns"] is not None and abs(hosts["h3"]["offset_ns"]) <= OFFSET_NS
