@@ -316,19 +316,29 @@ def _utilization_html(doc: Mapping[str, Any], tables: Any, hosts: list[Mapping[s
     span = _span(doc, hosts)
     if span is None or len(tables.host_series) == 0:
         return _placeholder("No traffic from the hosts' own addresses was captured: nothing to draw.", "host_series")
+    series, shifts = F.on_reference_clock(tables.host_series, doc.get("clock"), int(doc["bin_ns"]))
+    if shifts:
+        span = (span[0] - max(0, max(shifts.values())), span[1] - min(0, min(shifts.values())))
     spec, resolution = F.utilization_figure(
-        tables.host_series,
+        series,
         hosts,
         int(doc["bin_ns"]),
         float(doc.get("busy_threshold") or 0),
         *span,
         max_points=max_points,
     )
+    moved = "; ".join(f"{e(h)} {-s / 1e6:+g} ms" for h, s in shifts.items())
+    clock_note = (
+        f" Times are on {e(doc['clock']['reference'])}'s clock: the hosts' clocks, measured from the packets, "
+        f"moved {moved}."
+        if shifts
+        else ""
+    )
     return (
         f'<p class="note">Transmit (tx) and receive (rx) rate of each host\'s link as a share of its line rate; '
         f"the dashed line is the line rate; grey shading marks bins where the host was communicating "
-        f"(tx or rx ≥ {float(doc.get('busy_threshold') or 0):.0%} of line rate). Drag to zoom, double-click to reset.</p>"
-        + figure_block("fig-utilization", spec, resolution)
+        f"(tx or rx ≥ {float(doc.get('busy_threshold') or 0):.0%} of line rate). Drag to zoom, double-click to reset."
+        f"{clock_note}</p>" + figure_block("fig-utilization", spec, resolution)
     )
 
 

@@ -18,9 +18,11 @@ import numpy as np
 from numba import njit
 
 from analyze.read.layouts import (
+    AGG_ACK_MARKS,
     AGG_ACK_TOP,
     AGG_CUR_BIN,
     AGG_CUR_BYTES,
+    AGG_DATA_MARKS,
     AGG_FIRST_NS,
     AGG_GAP2_HI,
     AGG_GAP2_LO,
@@ -66,6 +68,7 @@ from analyze.read.layouts import (
     MAX_RECORD_BYTES,
     REORDER_NS,
     SAMPLE_ACK,
+    SAMPLE_BUDGET,
     SAMPLE_FLOW_SHIFT,
     SAMPLE_KEY,
     SAMPLE_NS,
@@ -268,11 +271,22 @@ def _sample(samples, st, f, pos, ts):
 
 
 @njit(inline="always", cache=_CACHE)
-def _sample_data(samples, st, f, start, end, ts):
+def _kept(agg, row, col, pos):
+    """Count a sample position the flow passed; whether it is kept at the flow's level (SAMPLE_BUDGET)."""
+    marks = agg[row, col]
+    agg[row, col] = marks + 1
+    level = 0
+    while marks >= SAMPLE_BUDGET * ((np.int64(2) << level) - 1):
+        level += 1
+    return ((pos >> SAMPLE_SHIFT) & ((np.int64(1) << level) - 1)) == 0
+
+
+@njit(inline="always", cache=_CACHE)
+def _sample_data(agg, row, samples, st, f, start, end, ts):
     """A data sample when new bytes [start, end) (mod 2^32) hold a multiple of 2^SAMPLE_SHIFT."""
     step = np.int64(1) << SAMPLE_SHIFT
     pos = ((start + step - 1) & ~(step - 1)) & 0xFFFFFFFF
-    if ((pos - start) & 0xFFFFFFFF) < ((end - start) & 0xFFFFFFFF):
+    if ((pos - start) & 0xFFFFFFFF) < ((end - start) & 0xFFFFFFFF) and _kept(agg, row, AGG_DATA_MARKS, pos):
         _sample(samples, st, f, pos, ts)
 
 
@@ -289,7 +303,7 @@ def _sample_ack(agg, row, samples, st, f, ack, ts):
     agg[row, AGG_ACK_TOP] = ack
     step = np.int64(1) << SAMPLE_SHIFT
     pos = ((top + step) & ~(step - 1)) & 0xFFFFFFFF
-    if ((pos - top) & 0xFFFFFFFF) <= advance:
+    if ((pos - top) & 0xFFFFFFFF) <= advance and _kept(agg, row, AGG_ACK_MARKS, pos):
         _sample(samples, st, f, pos | SAMPLE_ACK, ts)
 
 
@@ -514,7 +528,7 @@ def _packet(
             agg[row, AGG_SEQ_END] = seq_end
             agg[row, AGG_SEQ_FIRST] = seq
             agg[row, AGG_SEQ_FIRST_NS] = ts
-            _sample_data(samples, st, f, seq, seq_end, ts)
+            _sample_data(agg, row, samples, st, f, seq, seq_end, ts)
         else:
             behind = (top - seq) & 0xFFFFFFFF  # bytes of this segment at or below the highest seen
             if behind < 0x80000000 and behind > 0:
@@ -523,7 +537,7 @@ def _packet(
                     agg[row, AGG_RETRANS_BYTES] += old
             ahead = (seq_end - top) & 0xFFFFFFFF
             if ahead != 0 and ahead < 0x80000000:
-                _sample_data(samples, st, f, top if behind < 0x80000000 and behind > 0 else seq, seq_end, ts)
+                _sample_data(agg, row, samples, st, f, top if behind < 0x80000000 and behind > 0 else seq, seq_end, ts)
                 skip = (seq - top) & 0xFFFFFFFF
                 if skip != 0 and skip < 0x80000000:  # [top, seq) not seen (yet): a hole opens
                     agg[row, AGG_GAP2_LO] = agg[row, AGG_GAP_LO]

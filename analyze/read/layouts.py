@@ -77,7 +77,9 @@ AGG_GAP2_NS = 15
 AGG_SEQ_FIRST = 16  # sequence number of the first data segment, -1 before it: where a piece's flow picks up
 AGG_SEQ_FIRST_NS = 17  # when that segment was captured
 AGG_ACK_TOP = 18  # highest TCP acknowledgment number seen (mod 2^32), -1 before the first ACK
-N_AGG = 19
+AGG_DATA_MARKS = 19  # sample positions this flow's new data has passed (see SAMPLE_BUDGET)
+AGG_ACK_MARKS = 20  # sample positions this flow's ACKs have passed
+N_AGG = 21
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.
@@ -113,8 +115,13 @@ STATUS_SAMPLES_FULL = 7
 # the segmentation (TSO, GRO) on each side. A data sample is the first new segment holding a byte at a multiple
 # of 2^SAMPLE_SHIFT of the sequence space; an ACK sample is the first acknowledgment reaching past one. Rows of
 # the int64 samples table: (flow row << SAMPLE_FLOW_SHIFT | position | SAMPLE_ACK for an ACK, capture time ns),
-# 16 bytes per 64 KiB sent. They give one-way delays between two hosts' captures (analyze.clocks).
+# 16 bytes each. They give one-way delays between two hosts' captures (analyze.clocks).
+# Memory stays flat however long a flow runs: after SAMPLE_BUDGET positions a flow keeps every second one, after
+# 3 x SAMPLE_BUDGET every fourth, and so on (about SAMPLE_BUDGET per doubling). Two captures of one flow that
+# began at different positions may be at different levels; the coarser one keeps a subset of the finer one's
+# positions, so every sample of the coarser side still has its match.
 SAMPLE_SHIFT = 16
+SAMPLE_BUDGET = 1024
 SAMPLE_ACK = 1 << 32
 SAMPLE_FLOW_SHIFT = 34  # above the position (32 bits) and the ACK bit
 SAMPLE_KEY, SAMPLE_NS, N_SAMPLE = 0, 1, 2

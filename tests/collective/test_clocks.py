@@ -72,3 +72,27 @@ def test_a_host_seen_from_one_side_only_is_not_estimated(tmp_path):
     assert hosts["h1"]["offset_ns"] is None and hosts["h1"]["samples"] == 0
     assert [n for n in clock["notes"] if n.startswith("h1: clock not estimated")]
     assert hosts["h3"]["offset_ns"] is not None and abs(hosts["h3"]["offset_ns"]) <= OFFSET_NS
+
+
+def test_the_report_draws_every_host_on_the_reference_clock(tmp_path):
+    """Two hosts' clocks moved by whole 10 ms bins (no drift): on the report's axis their series are the
+    unmoved capture's again, bin for bin."""
+    from reports.figures import on_reference_clock
+    from reports.html import render_html
+
+    moves = {"h1": 50_000_000, "h3": -100_000_000}
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "ddp-100mbit" / "run", run)
+    for host, offset in moves.items():
+        pcap = run / host / "eth0.pcap.gz"
+        reclock(pcap, pcap, offset, 0.0)
+    original, moved = analyze([FIXTURES / "ddp-100mbit" / "run"]), analyze([run])
+    series, shifts = on_reference_clock(moved.tables.host_series, moved.extra["clock"], moved.bin_ns)
+    assert shifts == moves
+    for host in moves:
+        want = original.tables.host_series.query("host == @host").reset_index(drop=True)
+        got = series.query("host == @host").reset_index(drop=True)
+        assert got[["direction", "t_ns", "bytes"]].equals(want[["direction", "t_ns", "bytes"]]), host
+    assert "Times are on h2's clock: the hosts' clocks, measured from the packets, moved h1 -50 ms; h3 +100 ms" in (
+        render_html(moved)
+    )
