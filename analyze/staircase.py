@@ -29,6 +29,7 @@ tests/collective/test_staircase.py checks on randomized series that every answer
 
 from __future__ import annotations
 
+
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Optional
@@ -316,21 +317,82 @@ def _separation(pauses_: list[Pauses], period: float, m: int) -> tuple[float, fl
         if np.ptp(w[:n]) <= 0:
             seps.append(0.0)
             continue
-        observed, top, rest = _class_gap(w[None, :n], m)
-        shuffled, _, _ = _class_gap(rng.permuted(np.tile(w[:n], (200, 1)), axis=1), m)
-        seps.append(float(np.mean(shuffled < observed[0])) if top[0] > 1.5 * rest[0] else 0.0)
+        observed, distinct = _class_gap(w[None, :n], m)
+        shuffled, _ = _class_gap(rng.permuted(np.tile(w[:n], (200, 1)), axis=1), m)
+        seps.append(float(np.mean(shuffled < observed[0])) if distinct[0] else 0.0)
     if not seps:
         return 0.0, 0.0
     return float(np.median(seps)), float(np.median(cover))
 
 
-def _class_gap(w: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row of teeth weights: (top class mean - next class mean) / pooled sd, the top and next means."""
+def _class_gap(w: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of teeth weights: how far the one class that stands out (the heaviest, or the lightest) is from
+    the next class mean, over the pooled sd; and whether it stands out by 1.5x. A forward pass longer than
+    the bucket waits makes one class heavy; shorter, one class light: either way the iteration is m teeth
+    long. (A smaller difference, clear of the noise, leaves the count unsure instead: _untested_longer.)"""
+    ordered = np.sort(_class_means(w, m), axis=1)
     classes = w.reshape(len(w), -1, m)  # [row, round, class]
-    means = classes.mean(axis=1)
     spread = np.sqrt(classes.var(axis=1).mean(axis=1)) + 1e-9
-    ordered = np.sort(means, axis=1)
-    return (ordered[:, -1] - ordered[:, -2]) / spread, ordered[:, -1], ordered[:, -2]
+    heavy, light = ordered[:, -1] - ordered[:, -2], ordered[:, 1] - ordered[:, 0]
+    distinct = (ordered[:, -1] > 1.5 * ordered[:, -2]) | (ordered[:, 1] > 1.5 * ordered[:, 0])
+    return np.maximum(heavy, light) / spread, distinct
+
+
+def _class_means(w: np.ndarray, m: int) -> np.ndarray:
+    """Mean tooth weight of each class (tooth index mod m), per row of whole rounds."""
+    return w.reshape(len(w), -1, m).mean(axis=1)
+
+
+def _repeats(p: Pauses, period: float) -> float:
+    """The share of the edge's pause weight (where a next period exists) that finds a pause one `period` of
+    bytes later, within 2 % of it: how fully the whole pattern of pauses repeats, not only its strongest one.
+    `period` is the bytes between the iterations' cuts, not the comb's lattice step, which may sit a few
+    percent off."""
+    order = np.argsort(p.pos)
+    pos, weight = p.pos[order], p.weight[order]
+    has_next = pos + period <= p.last_pos
+    if not has_next.any() or weight[has_next].sum() <= 0:
+        return 0.0
+    tol = 0.02 * period
+    k = np.searchsorted(pos, pos[has_next] + period - tol)
+    found = (k < len(pos)) & (pos[np.minimum(k, len(pos) - 1)] <= pos[has_next] + period + tol)
+    return float(weight[has_next][found].sum() / weight[has_next].sum())
+
+
+def _longer_repeats(pauses_: list[Pauses], period: float, count: int) -> float:
+    """1 when a period m times longer repeats the whole pattern of pauses clearly better than `period` (by a
+    fifth of the pause weight, on the median edge): pauses that all weigh the same, one of them about half way
+    through the iteration, line up a comb at half the period as well as at the period, but only the period
+    brings every other pause back. Else 0."""
+    edges = sorted(pauses_, key=lambda q: -float(q.weight.sum()))[:HARMONIC_EDGES]
+    here = float(np.median([_repeats(p, period) for p in edges]))
+    for m in range(2, MAX_HARMONIC + 1):
+        if count // m >= 2 and float(np.median([_repeats(p, m * period) for p in edges])) > here + 0.2:
+            return 1.0
+    return 0.0
+
+
+def _untested_longer(pauses_: list[Pauses], period: float, count: int) -> float:
+    """1 when a period m times longer (m dividing the count) is not ruled out: one class of teeth stands out
+    from the next by three times the spread inside classes (at least half a bin), which _fundamental would
+    have taken as the iteration had its class test been sure. It is not when the teeth are few (two
+    iterations of three buckets show six steps) or many tie (three light teeth among twelve: 4 of 220
+    relabellings split them the same way, so the test tops out at 0.98). Only more iterations could tell.
+    Else 0."""
+    for p in sorted(pauses_, key=lambda q: -float(q.weight.sum()))[:HARMONIC_EDGES]:
+        w = _tooth_weights(_head(p, HARMONIC_TEETH * period), period)
+        for m in range(2, MAX_HARMONIC + 1):
+            if count % m or len(w) < m + 1:
+                continue  # m does not divide the count, or no class is seen twice
+            classes = [w[k::m] for k in range(m)]
+            means = np.sort([c.mean() for c in classes])
+            within = [c - c.mean() for c in classes if len(c) > 1]
+            sd = float(np.sqrt(np.mean(np.concatenate(within) ** 2))) if within else 0.0
+            spread = max(sd, 0.5)  # weights are idle bins: half a bin is their grain
+            gap = max(means[-1] - means[-2], means[1] - means[0])
+            if gap > 3 * spread:
+                return 1.0
+    return 0.0
 
 
 def _head(p: Pauses, nbytes: float) -> Pauses:
@@ -457,6 +519,9 @@ def infer(
     out.evidence = {
         "comb_score": round(top, 3),
         "sub_multiple_ambiguity": round(ambiguity, 3),
+        "longer_period_untested": max(
+            _untested_longer(pauses_, period, count), _longer_repeats(pauses_, out.period_bytes, count)
+        ),
         "left_over": round(float(np.median([c.left_over for c in same])), 3),
         "bins_per_iteration": round(step_bins, 1),
         "edges_agreeing": round(agree, 3),
@@ -474,7 +539,8 @@ def infer(
 
 
 def _confidence(ev: dict[str, float], count: int) -> float:
-    """Each check a wrong period fails, mapped to 0..1, multiplied: no sub-multiple as good, every edge
+    """Each check a wrong period fails, mapped to 0..1, multiplied: no sub-multiple as good, no longer period
+    left untested while its classes differ, every edge
     agreeing, bytes per
     iteration equal within 2 % (nothing at 8 %), boundaries on real pauses (90 % and more), clock offsets
     steady, little busy traffic outside the teeth (up to 0.4 of an iteration's bytes; from 0.75 the lattice
@@ -483,6 +549,7 @@ def _confidence(ev: dict[str, float], count: int) -> float:
     bins (a pause and a send a bin or two long cannot be told from a bucket shorter than a bin)."""
     parts = [
         1.0 - ev["sub_multiple_ambiguity"],
+        1.0 - ev.get("longer_period_untested", 0.0),
         ev["edges_agreeing"],
         float(np.clip((0.75 - ev["left_over"]) / 0.35, 0.0, 1.0)),
         float(np.clip((ev["bins_per_iteration"] - 2) / 4, 0.0, 1.0)),

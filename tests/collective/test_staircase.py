@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from analyze.staircase import CONFIDENT, EdgeSeries, infer, pauses
@@ -166,8 +166,32 @@ JOBS = st.builds(
 )
 
 
+def _found(iters: int, buckets: list[float], forward: int, wait: int, nbytes: float = 2e6) -> Job:
+    """A job the property once caught (a confident, wrong count), kept as a fixed example."""
+    return Job(
+        iters=iters,
+        edges=2,
+        bytes_per_iteration=nbytes,
+        buckets=tuple(x / sum(buckets) for x in buckets),
+        forward_bins=forward,
+        bucket_wait_bins=wait,
+        jitter=0.0,
+        resent=0.0,
+        chatter=0.0,
+        rendezvous_bins=0,
+        setup=0.0,
+        teardown_bins=1,
+        seed=0,
+    )
+
+
 @settings(max_examples=200, deadline=None)
 @given(JOBS)
+@example(_found(2, [1, 1, 1], 1, 5))  # a light class of pauses, two rounds: too few to test the classes
+@example(_found(2, [1, 1], 22, 19))  # a heavier class by 3 bins in 3 teeth
+@example(_found(8, [1, 1], 9, 6))  # 9 vs 6 bins: no 1.5x, yet clear
+@example(_found(6, [0.25, 0.25, 1.0, 0.5625, 0.25, 0.4375, 0.25, 0.3125, 0.875], 1, 1, 37947195.0))  # a pause half way
+@example(_found(2, [4, 7, 11], 4, 4))  # pauses at 0.18, 0.5 and 1 of the iteration: a comb at half fits two
 def test_every_confident_answer_is_right(job):
     """Random jobs, harmonics and pathologies included (bucket waits longer than the forward pass, a setup
     broadcast of exactly one iteration's bytes, few iterations): a confident count is the true count. Left
