@@ -105,7 +105,8 @@ def finish(
         iterations=iterations,
     )
     metas = [h.meta for h in reading.run_input.hosts]
-    problems = capture_problems(result.hosts, metas, result.flows, result.extra.get("iterations"))
+    views = result.tables.flow_views if result.tables is not None else pd.DataFrame()
+    problems = capture_problems(result.hosts, metas, views, result.extra.get("iterations"))
     if problems:
         result.extra[CAPTURE_PROBLEMS] = problems
     add_whatif(result, single_iteration_time_s=single_iteration_time_s)

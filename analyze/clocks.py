@@ -181,7 +181,8 @@ def _solve(pairs: list[PairClock], n: int, ref: int, value: str) -> np.ndarray:
     return out
 
 
-def _connected(pairs: list[PairClock], n: int, ref: int) -> set[int]:
+def _connected(pairs: list[PairClock], ref: int) -> set[int]:
+    """The hosts the pairs link to the reference."""
     reach, frontier = {ref}, [ref]
     while frontier:
         h = frontier.pop()
@@ -212,9 +213,10 @@ def estimate_clocks(
             p = pair_clock(a, b, delays[(a, b)], delays[(b, a)], t0_ns)
             if p is not None:
                 pairs.append(p)
-    reach = _connected(pairs, n, ref)
+    reach = _connected(pairs, ref)
     usable = [p for p in pairs if p.a in reach and p.b in reach]
     offsets, drifts = _solve(usable, n, ref, "offset_ns"), _solve(usable, n, ref, "drift_ppm")
+    drift_reach = _connected([p for p in usable if p.drift_ppm is not None], ref)
     out = Clocks(reference=reference, t0_ns=int(t0_ns))
     for h, name in enumerate(names):
         mine = [p for p in usable if h in (p.a, p.b)]
@@ -226,7 +228,7 @@ def estimate_clocks(
             )
             continue
         uncertainty = 0.0 if h == ref else min(p.uncertainty_ns for p in mine)
-        drift_known = h == ref or h in _connected([p for p in usable if p.drift_ppm is not None], n, ref)
+        drift_known = h in drift_reach
         out.hosts.append(
             {
                 "name": name,

@@ -10,10 +10,13 @@ any number computed from those captures.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from analyze.result import FlowRecord, HostSummary
+from analyze.result import HostSummary
 from capture import layout
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 CAPTURE_PROBLEMS = "capture_problems"  # the result's key, present only when there are some
 FIX = "capture on the interface the job uses (--iface NAME, or the job's NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME)"
@@ -22,29 +25,32 @@ FIX = "capture on the interface the job uses (--iface NAME, or the job's NCCL_SO
 def capture_problems(
     hosts: Sequence[HostSummary],
     metas: Sequence[Mapping[str, Any] | None],
-    flows: Sequence[FlowRecord],
+    views: "pd.DataFrame",
     iterations: Mapping[str, Any] | None,
 ) -> list[str]:
-    """One line per captured host that did not capture the job (empty for a single host)."""
+    """One line per captured host that did not capture the job (empty for a single host). VIEWS: the flows
+    as each host's capture saw them (Tables.flow_views), so a host is judged by its own capture only (the
+    other hosts' captures see its peers' side)."""
     if len(hosts) < 2:
         return []
     own = [layout.peer_addresses(dict(m or {}), h.addresses) for h, m in zip(hosts, metas)]
+    everyone = set().union(*own)
+    seen = dict(tuple(views.groupby("host", sort=False))) if len(views) else {}
     problems = []
     for i, host in enumerate(hosts):
-        others = set().union(*(own[j] for j in range(len(hosts)) if j != i)) - own[i]
+        others = everyone - own[i]
         if not own[i] or not others:
             continue  # hosts sharing one machine's addresses, or unknown ones: nothing to tell them apart
-        exchanged = sum(  # in its own capture: the other hosts' captures see its peers' side
-            f.bytes
-            for f in flows
-            if host.name in f.seen_by
-            and ((f.src in own[i] and f.dst in others) or (f.dst in own[i] and f.src in others))
+        v = seen.get(host.name)
+        if v is not None:
+            src, dst = v["src"], v["dst"]
+            mine = (src.isin(own[i]) & dst.isin(others)) | (dst.isin(own[i]) & src.isin(others))
+            if int(v["bytes"][mine].sum()):
+                continue
+        problems.append(
+            f"{host.name}: its capture holds no traffic with the other captured hosts "
+            f"({host.tx_bytes + host.rx_bytes:,} bytes of other traffic): it missed the job's network; {FIX}"
         )
-        if exchanged == 0:
-            problems.append(
-                f"{host.name}: its capture holds no traffic with the other captured hosts "
-                f"({host.tx_bytes + host.rx_bytes:,} bytes of other traffic): it missed the job's network; {FIX}"
-            )
     if isinstance(iterations, Mapping) and iterations.get("source") == "markers":
         per = iterations.get("per_iteration") or []
         for host in hosts:

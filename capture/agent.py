@@ -295,7 +295,7 @@ def _header_cut(binary: str, iface: str, options: AgentOptions) -> tuple[list | 
         linktype, user = headers_only.user_program(binary, iface, options.bpf)
         return headers_only.combined(user, headers_only.header_program(linktype, options.payload_bytes)), None
     except ValueError as error:  # a link type without a program, or a filter tcpdump refuses (it says so next)
-        return None, str(error)
+        return None, f"{error}: payload bytes may be kept"
 
 
 def _lost(

@@ -153,7 +153,10 @@ def _linktype(tcpdump: str, iface: str) -> int:
     text = done.stdout + done.stderr  # tcpdump 4.99 prints the list on stderr
     names = [line.split()[0] for line in text.splitlines() if line.startswith(" ") and line.strip()]
     first = names[0] if names else ""  # the default: the one tcpdump opens without -y
-    return {"EN10MB": LINKTYPE_ETHERNET, "RAW": 12, "IPV4": 228, "IPV6": 229}.get(first, -1)
+    known = {"EN10MB": LINKTYPE_ETHERNET, "RAW": 12, "IPV4": 228, "IPV6": 229}
+    if first not in known:
+        raise ValueError(f"{iface} has link type {first or 'unknown'}, which the header cut does not decode")
+    return known[first]
 
 
 def combined(user: list[tuple[int, int, int, int]], headers: list[tuple[int, int, int, int]]) -> list[tuple]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from capture import layout
 
@@ -36,11 +36,20 @@ def _any_packet(tcpdump: str, path: Path, bpf: str) -> bool | None:
     return False if done.returncode == 0 else None
 
 
-def health_check(out: Path, hosts: list[str], agents: dict[str, dict[str, Any]]) -> list[str]:
+def health_check(
+    out: Path, hosts: list[str], agents: dict[str, dict[str, Any]], warn: Callable[[str], None]
+) -> list[str]:
     """One failure line per gathered host whose capture holds no packet with any other host of the run; the
-    host's run.json entry (AGENTS[host]) says so too. Needs tcpdump on this machine; without it, no check."""
+    host's run.json entry (AGENTS[host]) says so too. Needs tcpdump on this machine; without it, WARN says
+    the check was not made."""
+    if len(hosts) < 2:
+        return []
     tcpdump = shutil.which("tcpdump")
-    if len(hosts) < 2 or tcpdump is None:
+    if tcpdump is None:
+        warn(
+            "no tcpdump on this machine: the captures were not checked for traffic between the hosts "
+            "(`ringscope analyze` checks them)"
+        )
         return []
     metas = {}
     for host in hosts:

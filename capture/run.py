@@ -282,7 +282,10 @@ def _finish_host(
         info[layout.META_LOST_PACKETS] = meta[layout.META_LOST_PACKETS]
     dropped = (counters or {}).get("dropped_by_kernel", 0) + (counters or {}).get("dropped_by_interface", 0)
     if dropped:
-        info["warning"] = f"tcpdump dropped {dropped} packets (see {meta_path})"
+        info.setdefault("warnings", []).append(f"tcpdump dropped {dropped} packets (see {meta_path})")
+    cut = str(meta.get("payload_cut") or "")
+    if "payload bytes may be kept" in cut:
+        info.setdefault("warnings", []).append(f"headers were not cut in the kernel: {cut}")
     return info, failures
 
 
@@ -378,10 +381,12 @@ def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stder
             infos.setdefault(host, {"dir": host, "status": "failed", "error": why})
         manifest["agents"].update(infos)
         if code is not None and signals.first is None:
-            failures += health_check(out, options.hosts, manifest["agents"])
+            failures += health_check(
+                out, options.hosts, manifest["agents"], lambda line: say(f"ringscope: warning: {line}")
+            )
         for host, info in manifest["agents"].items():
-            if info.get("warning"):
-                say(f"ringscope: warning: host {host}: {info['warning']}")
+            for warning in info.get("warnings", []):
+                say(f"ringscope: warning: host {host}: {warning}")
 
     if signals.first is not None:
         manifest.update(status=layout.STATUS_INTERRUPTED, interrupted_by=signals.name)

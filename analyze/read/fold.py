@@ -6,7 +6,7 @@ up the series cells two scans both hold for one (flow, bin). numpy only, like th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -68,17 +68,7 @@ def scan_host(paths: list[Path], **kwargs: Any) -> StreamScan:
     A piece is not folded: the join needs the TCP sequence columns that folding drops.
     """
     scan = scan_stream(paths, **kwargs)
-    keys, agg, cell_flow, cell_bin, cell_bytes, samples = fold_scans([scan])
-    return replace(
-        scan,
-        keys=keys,
-        agg=agg,
-        cell_flow=cell_flow,
-        cell_bin=cell_bin,
-        cell_bytes=cell_bytes,
-        samples=samples,
-        folded=True,
-    )
+    return replace(scan, **fold_scans([scan])._asdict(), folded=True)
 
 
 def _renumber(samples: np.ndarray, flows: np.ndarray) -> None:
@@ -87,11 +77,20 @@ def _renumber(samples: np.ndarray, flows: np.ndarray) -> None:
     samples[:, L.SAMPLE_KEY] = (flows.astype(np.int64) << L.SAMPLE_FLOW_SHIFT) | low
 
 
-def fold_scans(
-    scans: list[StreamScan],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+class Folded(NamedTuple):
+    """A host's flows after folding: the fields HostFlows and StreamScan hold, in their order."""
+
+    keys: np.ndarray
+    agg: np.ndarray
+    cell_flow: np.ndarray
+    cell_bin: np.ndarray
+    cell_bytes: np.ndarray
+    samples: np.ndarray
+
+
+def fold_scans(scans: list[StreamScan]) -> Folded:
     """Unique flow keys, their summed counters and first/last times, their cells with twins added up, and
-    their sequence samples (flow column renumbered to the unique keys)."""
+    their sequence samples (flow renumbered to the unique keys)."""
     keys = np.concatenate([s.keys for s in scans]) if scans else np.zeros((0, 5), np.uint64)
     agg = np.concatenate([s.agg for s in scans]) if scans else np.zeros((0, L.N_AGG), np.int64)
     ukeys, inv = unique_rows(keys)
@@ -120,4 +119,4 @@ def fold_scans(
         samples = samples[keep[flows]]
         _renumber(samples, new_id[flows[keep[flows]]])
     cf, cb, cv = sum_cells(cf, cb, cv)
-    return ukeys, out, cf, cb, cv, samples
+    return Folded(ukeys, out, cf, cb, cv, samples)

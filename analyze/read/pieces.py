@@ -102,16 +102,7 @@ def join(pieces: list[Piece], parts: list[StreamScan]) -> Optional[StreamScan]:
         return None
     if not _seams_hold(parts):
         return None
-    keys, agg, cell_flow, cell_bin, cell_bytes, samples = fold_scans(parts)
-    return StreamScan(
-        files=_files(pieces, parts),
-        keys=keys,
-        agg=agg,
-        cell_flow=cell_flow,
-        cell_bin=cell_bin,
-        cell_bytes=cell_bytes,
-        samples=samples,
-    )
+    return StreamScan(files=_files(pieces, parts), **fold_scans(parts)._asdict())
 
 
 def _seams_hold(parts: list[StreamScan]) -> bool:

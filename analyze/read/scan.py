@@ -84,6 +84,24 @@ class _Tables:
         self.st = np.zeros(L.N_ST, dtype=np.int64)
         self.flushed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
+    def kernel_tables(self) -> tuple[np.ndarray, ...]:
+        """The tables every walker takes after its own arguments, in layouts._KERNEL_TABLES' order (asked
+        anew for each call: growing replaces the flow arrays)."""
+        return (
+            self.keys,
+            self.slots,
+            self.agg,
+            self.cell_flow,
+            self.cell_bin,
+            self.cell_bytes,
+            self.samples,
+            self.kinds,
+            self.frag_keys,
+            self.frag_flow,
+            self.frag_pend,
+            self.st,
+        )
+
     def grow_flows(self) -> None:
         """Quadruple the flow table and rebuild the hash slots."""
         n = int(self.st[L.ST_NFLOWS])
@@ -231,18 +249,7 @@ def _scan_open(
                 if_link,
                 if_resol,
                 if_offset,
-                t.keys,
-                t.slots,
-                t.agg,
-                t.cell_flow,
-                t.cell_bin,
-                t.cell_bytes,
-                t.samples,
-                t.kinds,
-                t.frag_keys,
-                t.frag_flow,
-                t.frag_pend,
-                t.st,
+                *t.kernel_tables(),
             )
         else:
             walkers.scan_pcap(
@@ -255,18 +262,7 @@ def _scan_open(
                 mtu,
                 bin_ns,
                 byte_mode,
-                t.keys,
-                t.slots,
-                t.agg,
-                t.cell_flow,
-                t.cell_bin,
-                t.cell_bytes,
-                t.samples,
-                t.kinds,
-                t.frag_keys,
-                t.frag_flow,
-                t.frag_pend,
-                t.st,
+                *t.kernel_tables(),
             )
         status = int(t.st[L.ST_STATUS])
         pos = int(t.st[L.ST_POS])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from netns import netns_cluster  # noqa: F401  (pytest fixture)
+from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
 from requirements import require, require_capture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,7 +224,7 @@ def test_the_wrong_interface_fails_the_health_check(tmp_path, netns_cluster):  #
         "--gap-ms",
         "20",
     ]
-    launch = [PY, str(ROOT / "tests" / "support" / "netns.py"), "launch", "--hosts", hosts, "--", *ring]
+    launch = launch_argv(cluster.names, ring)
     done = capture_run(run, "--hosts", hosts, "--remote-shell", "ip netns exec {host}", "--iface", "lo", "--", *launch)
     assert done.returncode == 2, done.stderr
     for host in cluster.names:

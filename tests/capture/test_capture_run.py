@@ -18,13 +18,12 @@ import pytest
 from capture.errors import CaptureError
 from capture.hosts import hosts_from_command, read_hostfile
 from capture.remote import remote_argv, resolve_template
-from netns import netns_cluster  # noqa: F401  (pytest fixture)
+from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
 from pcap_bytes import tcp_bytes
 from requirements import require, require_capture
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
-NETNS = str(ROOT / "tests" / "support" / "netns.py")
 RING = ["env", f"PYTHONPATH={ROOT}", PY, "-m", "capture.workloads.socket_ring"]
 DDP = ["env", f"PYTHONPATH={ROOT}", PY, "-m", "capture.workloads.ddp_train"]
 
@@ -174,25 +173,11 @@ def test_netns_socket_ring_four_hosts(tmp_path, netns_cluster):  # noqa: F811
         "--remote-shell",
         "ip netns exec {host}",
         "--",
-        PY,
-        NETNS,
-        "launch",
-        "--hosts",
-        ",".join(hosts),
-        "--",
-        *RING,
-        "--hosts",
-        ",".join(hosts),
-        "--port",
-        str(port),
-        "--bytes",
-        str(nbytes),
-        "--steps",
-        str(steps),
-        "--iters",
-        str(iters),
-        "--gap-ms",
-        "50",
+        *launch_argv(
+            hosts,
+            [*RING, "--hosts", ",".join(hosts), "--port", str(port), "--bytes", str(nbytes), "--steps", str(steps)]
+            + ["--iters", str(iters), "--gap-ms", "50"],
+        ),
     )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((run / "run.json").read_text())
@@ -225,19 +210,7 @@ def test_netns_torch_ddp_gloo_three_hosts(tmp_path, netns_cluster):  # noqa: F81
         "--remote-shell",
         "ip netns exec {host}",
         "--",
-        PY,
-        NETNS,
-        "launch",
-        "--hosts",
-        ",".join(hosts),
-        "--",
-        *DDP,
-        "--params",
-        "500000",
-        "--batch-size",
-        "8",
-        "--iters",
-        str(iters),
+        *launch_argv(hosts, [*DDP, "--params", "500000", "--batch-size", "8", "--iters", str(iters)]),
         timeout_s=100,
     )
     assert done.returncode == 0, done.stderr

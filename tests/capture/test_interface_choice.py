@@ -12,14 +12,13 @@ from pathlib import Path
 import pytest
 
 from capture import hints
-from netns import IFACE, MGMT_IFACE, netns_cluster  # noqa: F401  (pytest fixture)
+from netns import IFACE, MGMT_IFACE, launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
 from pcap_bytes import tcp_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 AGENT = ["env", f"PYTHONPATH={ROOT}", PY, "-m", "capture", "agent"]
 DDP = ["env", f"PYTHONPATH={ROOT}", PY, "-m", "capture.workloads.ddp_train"]
-NETNS = str(ROOT / "tests" / "support" / "netns.py")
 
 
 def test_the_jobs_own_settings_are_read_from_its_environment_and_command():
@@ -104,8 +103,8 @@ def test_real_ddp_on_two_networks_is_captured_on_the_training_nic(tmp_path, netn
         [
             *[PY, str(ROOT / "cli.py"), "capture", "run", "--out", str(run), "--hosts", ",".join(hosts)],
             *["--remote-shell", "ip netns exec {host}", "--"],
-            *["env", f"{setting}={value}", PY, NETNS, "launch", "--hosts", ",".join(hosts), "--"],
-            *[*DDP, "--params", "500000", "--batch-size", "8", "--iters", str(iters)],
+            *["env", f"{setting}={value}"],
+            *launch_argv(hosts, [*DDP, "--params", "500000", "--batch-size", "8", "--iters", str(iters)]),
         ],
         cwd=ROOT,
         capture_output=True,

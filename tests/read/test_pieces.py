@@ -58,7 +58,7 @@ def test_a_naive_join_would_miscount_retransmissions(name: str) -> None:
     """Why the seam check exists: folding fresh-state pieces without it gets the retransmitted bytes wrong."""
     path = FIXTURES / "accounting" / name
     plan, parts = _pieces([path], 100)
-    naive = fold_scans(parts)[1][:, L.AGG_RETRANS_BYTES].sum()
+    naive = fold_scans(parts).agg[:, L.AGG_RETRANS_BYTES].sum()
     truth = merge_host("h", [scan_stream([path], **OPTS)]).agg[:, L.AGG_RETRANS_BYTES].sum()
     assert naive != truth and pieces.join(plan, parts) is None
 
@@ -132,7 +132,7 @@ def test_a_clock_stepping_back_over_a_seam_cannot_fill_an_old_hole_unseen(tmp_pa
     plan = [pieces.Piece(path, 24, cut, cut - 24), pieces.Piece(path, cut, len(data), len(data) - cut)]
     parts = [scan_range(x.path, x.start, x.end, **OPTS) for x in plan]
     assert merge_host("h", [scan_stream([path], **OPTS)]).agg[0, L.AGG_RETRANS_BYTES] == 0
-    assert fold_scans(parts)[1][0, L.AGG_RETRANS_BYTES] == 1000 and pieces.join(plan, parts) is None
+    assert fold_scans(parts).agg[0, L.AGG_RETRANS_BYTES] == 1000 and pieces.join(plan, parts) is None
 
 
 def test_a_file_that_shrank_since_the_plan_is_not_joined(tmp_path: Path) -> None:

@@ -250,6 +250,13 @@ def capturing(pcaps: dict[str, Path], snaplen: int = 96) -> Iterator[None]:
                 p.kill()
 
 
+def launch_argv(hosts: list[str], command: list[str], port: int | None = None) -> list[str]:
+    """The command line that runs COMMAND as the ranks of one job on HOSTS (this module's `launch`), as a
+    training command for `capture run`."""
+    options = ["--hosts", ",".join(hosts), *(["--port", str(port)] if port is not None else [])]
+    return [sys.executable, str(Path(__file__).resolve()), "launch", *options, "--", *command]
+
+
 def launch(
     hosts: list[str],
     command: list[str],

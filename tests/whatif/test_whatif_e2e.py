@@ -48,7 +48,7 @@ from pathlib import Path
 import pytest
 
 from clirun import ringscope
-from netns import netns_cluster  # noqa: F401  (pytest fixture)
+from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
 from requirements import require
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,14 +93,7 @@ def _capture_and_analyze(tmp_path: Path, cluster, link_bps: float | None) -> tup
             "tcp",
             *extra,
             "--",
-            PY,
-            str(ROOT / "tests" / "support" / "netns.py"),
-            "launch",
-            "--hosts",
-            ",".join(hosts),
-            "--port",
-            "29640",
-            "--",
+            *launch_argv(hosts, [], port=29640),
             "env",
             f"PYTHONPATH={ROOT}",
             PY,
