@@ -27,6 +27,7 @@ from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tabl
 from analyze.read.reading import Reading, start_reading
 from analyze.result_whatif import add_whatif
 from analyze.read.scan import FileHealth, StreamScan
+from analyze.transport import diagnose, flow_transport
 from analyze.utilization import utilization
 
 ASSUMED_LINK_BPS = 10e9
@@ -110,6 +111,9 @@ def finish(
     if problems:
         result.extra[CAPTURE_PROBLEMS] = problems
     add_whatif(result, single_iteration_time_s=single_iteration_time_s)
+    transport = diagnose(result)
+    if transport is not None:
+        result.extra["transport"] = transport
     return result
 
 
@@ -150,6 +154,7 @@ def build_result(
     views = _views_table(run_input.hosts, host_flows, locals_, col)
     flows_df, chosen = _choose_views(views)
     flow_series = _flow_series(host_flows, chosen, views, bin_ns)
+    transport, round_trips = flow_transport(host_flows, views)
     hosts, host_series = _hosts(
         run_input.hosts, host_flows, locals_, scans, col, bin_ns, link_speed_bps, busy_threshold, warnings, assumptions
     )
@@ -173,7 +178,13 @@ def build_result(
         assumptions=assumptions,
         run=run_input.run,
         tables=Tables(
-            flows=flows_df, flow_views=views, flow_series=flow_series, host_series=host_series, markers=markers
+            flows=flows_df,
+            flow_views=views,
+            flow_series=flow_series,
+            host_series=host_series,
+            markers=markers,
+            transport=transport,
+            round_trips=round_trips,
         ),
     )
     clock = _clocks(run_input, host_flows, locals_, hosts)

@@ -67,7 +67,7 @@ def _owner(keys: np.ndarray, cols: tuple[int, int], locals_: Sequence[Sequence[t
     return out
 
 
-def _first(key: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def earliest(key: np.ndarray, ns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each distinct key once, with its earliest time (a retransmitted byte or a duplicate ACK repeats one)."""
     order = np.lexsort((ns, key))
     key, ns = key[order], ns[order]
@@ -95,7 +95,7 @@ def matched_delays(
         key = (flow[inter].astype(np.int64) << L.SAMPLE_FLOW_SHIFT) | position  # the flow numbered across hosts
         for sender, receiver in {(int(a), int(b)) for a, b in zip(s[inter], d[inter])}:
             mine = (s[inter] == sender) & (d[inter] == receiver)
-            seen[(i, sender, receiver)] = _first(key[mine], h.samples[inter, L.SAMPLE_NS][mine])
+            seen[(i, sender, receiver)] = earliest(key[mine], h.samples[inter, L.SAMPLE_NS][mine])
     out = {}
     for (host, sender, receiver), (key_s, ns_s) in seen.items():
         if host != sender or (receiver, sender, receiver) not in seen:

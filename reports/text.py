@@ -53,6 +53,8 @@ def summary_text(result: Any) -> str:
         lines.extend(collective_lines(result.extra))
     if result.extra.get("scaling"):
         lines.extend(scaling_lines(result.extra["scaling"]))
+    if result.extra.get("transport"):
+        lines.extend(transport_lines(result.extra["transport"]))
     for a in result.assumptions:
         lines.append(f"assumed: {a}")
     for w in result.warnings:
@@ -71,6 +73,27 @@ def clock_lines(clock: dict[str, Any]) -> list[str]:
     ]
     lines = ["", f"clocks from the packets, against {clock['reference']}: " + ("; ".join(shown) or "none")]
     return lines + [f"  {note}" for note in clock["notes"]]
+
+
+def transport_lines(transport: dict[str, Any]) -> list[str]:
+    """Why the links are not full: the job's limiter with its evidence, then one line per judged edge."""
+    limiter = transport["limiter"]
+    if limiter is None:
+        return ["", "transport: not judged"] + [f"  note: {n}" for n in transport["notes"]]
+    sure = "" if transport["confidence"] >= 0.5 else ": UNSURE"
+    lines = ["", f"transport limiter: {limiter} (confidence {transport['confidence']:.2f}{sure})"]
+    lines += [f"  {e}" for e in transport["evidence"]]
+    for e in transport["edges"][:12]:
+        if e["limiter"] is None:
+            continue
+        rate = f"{e['rate_while_busy']:.0%}" if e["rate_while_busy"] is not None else "-"
+        rtt = f"{e['rtt_median_ms']:.3g} ms" if e["rtt_median_ms"] is not None else "-"
+        window = f"{e['window_full_fraction']:.0%}" if e["window_full_fraction"] is not None else "?"
+        lines.append(
+            f"  {e['src']} -> {e['dst']}: {e['limiter']} ({e['confidence']:.2f}); {rate} of line rate while "
+            f"sending, {e['retransmitted_fraction']:.2%} re-sent, window full {window}, rtt median {rtt}"
+        )
+    return lines + [f"  note: {n}" for n in transport["notes"]]
 
 
 def collective_lines(extra: dict[str, Any]) -> list[str]:
@@ -243,4 +266,4 @@ def render_whatif(result: "WhatIfResult") -> str:
     return "\n".join(lines)
 
 
-__all__ = ["summary_text", "collective_lines", "scaling_lines", "render_whatif"]
+__all__ = ["summary_text", "collective_lines", "scaling_lines", "transport_lines", "render_whatif"]

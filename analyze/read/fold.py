@@ -18,6 +18,20 @@ from analyze.read.groupsum import group_sum
 from analyze.read.scan import StreamScan, scan_stream
 
 SUMMED = [L.AGG_PACKETS, L.AGG_IP_BYTES, L.AGG_WIRE_BYTES, L.AGG_PAYLOAD_BYTES, L.AGG_RETRANS_BYTES]
+# TCP behaviour counters (analyze.transport), added up like the totals. A flow cut by a piece boundary starts
+# its second half not knowing the ACK or window before it, so pieces count a few segments fewer than one read.
+TRANSPORT_SUMMED = [
+    L.AGG_DUP_ACKS,
+    L.AGG_SACK_ACKS,
+    L.AGG_ZERO_WINS,
+    L.AGG_ZERO_WIN_NS,
+    L.AGG_INFLIGHT_SUM,
+    L.AGG_INFLIGHT_N,
+    L.AGG_WIN_SUM,
+    L.AGG_WIN_N,
+    L.AGG_WIN_FULL_BYTES,
+]
+TRANSPORT_MAX = [L.AGG_INFLIGHT_MAX, L.AGG_WSCALE]
 
 
 @dataclass
@@ -26,7 +40,7 @@ class HostFlows:
 
     host: str
     keys: np.ndarray  # uint64[n, 5]
-    agg: np.ndarray  # int64[n, N_AGG]; only the summed columns and first/last are meaningful
+    agg: np.ndarray  # int64[n, N_AGG]; only the summed, transport and first/last columns are meaningful
     cell_flow: np.ndarray
     cell_bin: np.ndarray
     cell_bytes: np.ndarray
@@ -96,8 +110,11 @@ def fold_scans(scans: list[StreamScan]) -> Folded:
     ukeys, inv = unique_rows(keys)
     n = len(ukeys)
     out = np.zeros((n, L.N_AGG), dtype=np.int64)
-    for col in SUMMED:
+    for col in SUMMED + TRANSPORT_SUMMED:
         out[:, col] = np.bincount(inv, weights=agg[:, col], minlength=n).astype(np.int64) if n else 0
+    for col in TRANSPORT_MAX:
+        out[:, col] = -1
+        np.maximum.at(out[:, col], inv, agg[:, col])
     out[:, L.AGG_FIRST_NS] = np.iinfo(np.int64).max
     np.minimum.at(out[:, L.AGG_FIRST_NS], inv, agg[:, L.AGG_FIRST_NS])
     np.maximum.at(out[:, L.AGG_LAST_NS], inv, agg[:, L.AGG_LAST_NS])

@@ -23,6 +23,7 @@ from analyze.read.layouts import (
     AGG_CUR_BIN,
     AGG_CUR_BYTES,
     AGG_DATA_MARKS,
+    AGG_DUP_ACKS,
     AGG_FIRST_NS,
     AGG_GAP2_HI,
     AGG_GAP2_LO,
@@ -30,15 +31,31 @@ from analyze.read.layouts import (
     AGG_GAP_HI,
     AGG_GAP_LO,
     AGG_GAP_NS,
+    AGG_INFLIGHT_MAX,
+    AGG_INFLIGHT_N,
+    AGG_INFLIGHT_SUM,
     AGG_IP_BYTES,
     AGG_LAST_NS,
+    AGG_MARK_NS,
+    AGG_MARK_POS,
     AGG_PACKETS,
     AGG_PAYLOAD_BYTES,
     AGG_RETRANS_BYTES,
+    AGG_REV,
+    AGG_RTT_MIN,
+    AGG_SACK_ACKS,
     AGG_SEQ_END,
     AGG_SEQ_FIRST,
     AGG_SEQ_FIRST_NS,
+    AGG_WIN,
+    AGG_WIN_FULL_BYTES,
+    AGG_WIN_N,
+    AGG_WIN_SUM,
     AGG_WIRE_BYTES,
+    AGG_WSCALE,
+    AGG_ZERO_SINCE,
+    AGG_ZERO_WIN_NS,
+    AGG_ZERO_WINS,
     BOM_BIG,
     BOM_LITTLE,
     BYTES_IP,
@@ -66,6 +83,7 @@ from analyze.read.layouts import (
     MAX_BLOCK_BYTES,
     MAX_IFACES,
     MAX_RECORD_BYTES,
+    REORDER_FLOOR_NS,
     REORDER_NS,
     SAMPLE_ACK,
     SAMPLE_BUDGET,
@@ -204,6 +222,12 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
             agg[row, AGG_GAP2_LO] = -1
             agg[row, AGG_SEQ_FIRST] = -1
             agg[row, AGG_ACK_TOP] = -1
+            agg[row, AGG_REV] = -1
+            agg[row, AGG_WIN] = -1
+            agg[row, AGG_WSCALE] = -1
+            agg[row, AGG_ZERO_SINCE] = -1
+            agg[row, AGG_MARK_POS] = -1
+            agg[row, AGG_RTT_MIN] = -1
             return f
         row = np.uint64(f)
         if (
@@ -215,6 +239,105 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
         ):
             return f
         s = (s + 1) & mask
+
+
+@njit(inline="always", cache=_CACHE)
+def _flow_find(keys, slots, a0, a1, a2, a3, ports, proto):
+    """The row of a directed 5-tuple already in the table, else -1 (nothing inserted)."""
+    h = _flow_hash(a0, a1, a2, a3, np.uint64(ports), np.uint64(proto))
+    mask = slots.shape[0] - 1
+    s = np.int64(h & np.uint64(mask))
+    k4 = (np.uint64(ports) << np.uint64(8)) | np.uint64(proto)
+    while True:
+        f = slots[np.uint64(s)]
+        if f < 0:
+            return np.int64(-1)
+        row = np.uint64(f)
+        if (
+            keys[row, 0] == a0
+            and keys[row, 1] == a1
+            and keys[row, 2] == a2
+            and keys[row, 3] == a3
+            and keys[row, 4] == k4
+        ):
+            return f
+        s = (s + 1) & mask
+
+
+@njit(inline="always", cache=_CACHE)
+def _tcp_options(b, o, stop, flags, agg, row):
+    """Window scale from a SYN's options, and whether a pure ACK carries SACK blocks."""
+    if flags & 2:
+        agg[row, AGG_WSCALE] = 0  # a SYN without the option: windows are not scaled
+    while o + 1 < stop:
+        kind = _byte(b, o)
+        if kind == 0:
+            break
+        if kind == 1:
+            o += 1
+            continue
+        ln = _byte(b, o + 1)
+        if ln < 2:
+            break
+        if kind == 3 and (flags & 2) and o + 2 < stop:
+            agg[row, AGG_WSCALE] = min(_byte(b, o + 2), np.int64(14))
+        elif kind == 5:
+            agg[row, AGG_SACK_ACKS] += 1
+            break
+        o += ln
+
+
+@njit(inline="always", cache=_CACHE)
+def _transport(b, l4, l4hdr, end, flags, win, ack, payload, agg, row, f, keys, slots, a0, a1, a2, a3, ports, ts):
+    """TCP behaviour of one segment: options, duplicate ACKs, zero windows, and for new data the bytes in
+    flight against the receiver's window (its ACKs and windows are the reverse flow's, found once)."""
+    if l4hdr > 20 and ((flags & 2) or payload == 0):
+        _tcp_options(b, l4 + 20, min(l4 + l4hdr, end), flags, agg, row)
+    elif flags & 2:
+        agg[row, AGG_WSCALE] = 0
+    if ack >= 0:
+        if payload == 0 and (flags & 7) == 0 and ack == agg[row, AGG_ACK_TOP] and win == agg[row, AGG_WIN]:
+            agg[row, AGG_DUP_ACKS] += 1
+        if (flags & 4) == 0:
+            if win == 0:
+                if agg[row, AGG_ZERO_SINCE] < 0:
+                    agg[row, AGG_ZERO_SINCE] = ts
+                    agg[row, AGG_ZERO_WINS] += 1
+            elif agg[row, AGG_ZERO_SINCE] >= 0:
+                agg[row, AGG_ZERO_WIN_NS] += ts - agg[row, AGG_ZERO_SINCE]
+                agg[row, AGG_ZERO_SINCE] = -1
+        agg[row, AGG_WIN] = win
+    r = agg[row, AGG_REV]
+    if r < 0:
+        n = agg[row, AGG_PACKETS]
+        if (n & (n - 1)) != 0:
+            return  # look for the reverse flow at packets 1, 2, 4, 8, ...: a one-way flow costs little
+        r = _flow_find(keys, slots, a2, a3, a0, a1, ((ports & 0xFFFF) << 16) | (ports >> 16), 6)
+        if r < 0:
+            return
+        agg[row, AGG_REV] = r
+        agg[np.uint64(r), AGG_REV] = f
+    if payload <= 0:
+        return
+    rr = np.uint64(r)
+    acked = agg[rr, AGG_ACK_TOP]
+    rwin = agg[rr, AGG_WIN]
+    if acked < 0 or rwin < 0:
+        return
+    inflight = (agg[row, AGG_SEQ_END] - acked) & 0xFFFFFFFF
+    if inflight >= 0x80000000:
+        return
+    agg[row, AGG_INFLIGHT_SUM] += inflight
+    agg[row, AGG_INFLIGHT_N] += 1
+    if inflight > agg[row, AGG_INFLIGHT_MAX]:
+        agg[row, AGG_INFLIGHT_MAX] = inflight
+    scale = agg[rr, AGG_WSCALE]
+    if scale >= 0:
+        window = rwin << scale
+        agg[row, AGG_WIN_SUM] += window
+        agg[row, AGG_WIN_N] += 1
+        if inflight + payload > window:
+            agg[row, AGG_WIN_FULL_BYTES] += payload
 
 
 @njit(inline="always", cache=_CACHE)
@@ -235,10 +358,14 @@ def _wire_bytes(ip_len, hdr_len, mtu):
 
 @njit(inline="always", cache=_CACHE)
 def _fills(agg, row, lo_col, hi_col, ns_col, seq, n, ts):
-    """True when [seq, seq+n) lies in the hole kept in columns lo/hi/ns within REORDER_NS of its opening;
+    """True when [seq, seq+n) lies in the hole kept in columns lo/hi/ns soon after its opening (REORDER_NS);
     the hole then shrinks from whichever end was filled (a fill in its middle leaves it as it was)."""
     lo = agg[row, lo_col]
-    if lo < 0 or ts - agg[row, ns_col] > REORDER_NS:
+    window = np.int64(REORDER_NS)
+    rtt = agg[row, AGG_RTT_MIN]
+    if rtt > 0:
+        window = max(min(rtt, np.int64(REORDER_NS)), np.int64(REORDER_FLOOR_NS))
+    if lo < 0 or ts - agg[row, ns_col] > window:
         return False
     width = (agg[row, hi_col] - lo) & 0xFFFFFFFF
     off = (seq - lo) & 0xFFFFFFFF
@@ -286,8 +413,11 @@ def _sample_data(agg, row, samples, st, f, start, end, ts):
     """A data sample when new bytes [start, end) (mod 2^32) hold a multiple of 2^SAMPLE_SHIFT."""
     step = np.int64(1) << SAMPLE_SHIFT
     pos = ((start + step - 1) & ~(step - 1)) & 0xFFFFFFFF
-    if ((pos - start) & 0xFFFFFFFF) < ((end - start) & 0xFFFFFFFF) and _kept(agg, row, AGG_DATA_MARKS, pos):
-        _sample(samples, st, f, pos, ts)
+    if ((pos - start) & 0xFFFFFFFF) < ((end - start) & 0xFFFFFFFF):
+        agg[row, AGG_MARK_POS] = pos
+        agg[row, AGG_MARK_NS] = ts
+        if _kept(agg, row, AGG_DATA_MARKS, pos):
+            _sample(samples, st, f, pos, ts)
 
 
 @njit(inline="always", cache=_CACHE)
@@ -301,6 +431,15 @@ def _sample_ack(agg, row, samples, st, f, ack, ts):
     if advance == 0 or advance >= 0x80000000:
         return  # a duplicate or an older ACK
     agg[row, AGG_ACK_TOP] = ack
+    data = agg[row, AGG_REV]
+    if data >= 0:  # the round trip of the latest marked byte of the data this ACK answers
+        d = np.uint64(data)
+        mark = agg[d, AGG_MARK_POS]
+        if mark >= 0 and ((mark - top) & 0xFFFFFFFF) < advance:
+            rtt = ts - agg[d, AGG_MARK_NS]
+            if rtt > 0 and (agg[d, AGG_RTT_MIN] < 0 or rtt < agg[d, AGG_RTT_MIN]):
+                agg[d, AGG_RTT_MIN] = rtt
+            agg[d, AGG_MARK_POS] = -1
     step = np.int64(1) << SAMPLE_SHIFT
     pos = ((top + step) & ~(step - 1)) & 0xFFFFFFFF
     if ((pos - top) & 0xFFFFFFFF) <= advance and _kept(agg, row, AGG_ACK_MARKS, pos):
@@ -437,6 +576,8 @@ def _packet(
     l4hdr = np.int64(0)
     seq = np.int64(-1)
     ack = np.int64(-1)
+    flags = np.int64(0)
+    win = np.int64(-1)
     if later_fragment:
         kinds[KIND_FRAGMENT] += 1
     elif proto == 6 or proto == 17:
@@ -448,8 +589,12 @@ def _packet(
         if proto == 6 and l4 + 13 <= end:
             seq = _be32(b, l4 + 4)
             l4hdr = (_byte(b, l4 + 12) >> 4) * 4
-            if l4 + 14 <= end and _byte(b, l4 + 13) & 0x10:  # the ACK flag: its acknowledgment number counts
-                ack = _be32(b, l4 + 8)
+            if l4 + 14 <= end:
+                flags = _byte(b, l4 + 13)
+                if flags & 0x10:  # the ACK flag: its acknowledgment number counts
+                    ack = _be32(b, l4 + 8)
+            if l4 + 16 <= end:
+                win = _be16(b, l4 + 14)
     elif proto == 1 or proto == 58:
         kinds[KIND_ICMP] += 1
     else:
@@ -548,6 +693,28 @@ def _packet(
                     agg[row, AGG_GAP_NS] = ts
                 agg[row, AGG_SEQ_END] = seq_end
 
+    if win >= 0:
+        _transport(
+            b,
+            l4,
+            l4hdr,
+            end,
+            flags,
+            win,
+            ack,
+            payload,
+            agg,
+            row,
+            f,
+            keys,
+            slots,
+            a0,
+            a1,
+            a2,
+            a3,
+            (sport << 16) | dport,
+            ts,
+        )
     if ack >= 0:
         _sample_ack(agg, row, samples, st, f, ack, ts)
 

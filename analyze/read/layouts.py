@@ -79,11 +79,33 @@ AGG_SEQ_FIRST_NS = 17  # when that segment was captured
 AGG_ACK_TOP = 18  # highest TCP acknowledgment number seen (mod 2^32), -1 before the first ACK
 AGG_DATA_MARKS = 19  # sample positions this flow's new data has passed (see SAMPLE_BUDGET)
 AGG_ACK_MARKS = 20  # sample positions this flow's ACKs have passed
-N_AGG = 21
+# TCP behaviour (analyze.transport): counted per flow in the same pass, from the headers only.
+AGG_REV = 21  # row of the reverse flow (its ACKs and windows answer this flow's data), -1 until found
+AGG_WIN = 22  # the latest advertised window field (unscaled), -1 before the first ACK
+AGG_WSCALE = 23  # window scale this flow announced in its SYN (0: SYN without the option), -1: no SYN seen
+AGG_DUP_ACKS = 24  # pure ACKs repeating the highest acknowledgment with the same window (tshark's rule)
+AGG_SACK_ACKS = 25  # pure ACKs carrying SACK blocks: the receiver saw a hole
+AGG_ZERO_WINS = 26  # times the window closed to zero
+AGG_ZERO_WIN_NS = 27  # time spent at a zero window
+AGG_ZERO_SINCE = 28  # when the window closed, -1 while it is open
+AGG_INFLIGHT_SUM = 29  # over new data segments with the reverse flow's ACK known: bytes in flight after each
+AGG_INFLIGHT_N = 30
+AGG_INFLIGHT_MAX = 31
+AGG_WIN_SUM = 32  # over those with the receiver's window scale known: the advertised window in bytes
+AGG_WIN_N = 33
+AGG_WIN_FULL_BYTES = 34  # payload of segments after which another of their size would not fit in the window
+AGG_MARK_POS = 35  # the latest sample position this flow's new data passed, and when: the first ACK past it
+AGG_MARK_NS = 36  # (on the reverse flow) gives a round trip
+AGG_RTT_MIN = 37  # smallest such round trip, -1 before the first
+N_AGG = 38
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.
+# Once a flow's round trip is known the window shrinks to it (not below REORDER_FLOOR_NS), as tshark's does:
+# a resend sooner than a round trip cannot answer the receiver, and on a LAN a fast retransmit fills a hole
+# a few tens of µs after it opened (a fixed 1 ms called 3 in 4 re-sent bytes reordering on a lossy link).
 REORDER_NS = 1_000_000
+REORDER_FLOOR_NS = 20_000
 
 # Kernel state vector (int64) carried between calls so a file can be read in bounded windows.
 ST_POS = 0

@@ -99,6 +99,7 @@ def build(
     offloads: bool = True,
     burst: str = "256kb",
     two_networks: str | None = None,
+    tcp_rmem: str | None = None,
 ) -> Cluster:
     """Create N hosts; on failure everything already created is removed again.
 
@@ -110,6 +111,8 @@ def build(
     waits longer than LATENCY in its queue (a short queue and a small burst overflow under ring bursts: a
     lossy link; a packet larger than BURST never passes, so turn offloads off with a small one). MTU
     sets every veth; offloads=False turns TSO/GSO/GRO off (ethtool), so tcpdump sees wire-sized packets.
+    tcp_rmem ("min default max") caps every host's TCP receive buffers (net.ipv4.tcp_rmem is per namespace),
+    and so the window its receivers advertise.
     """
     cluster = Cluster(prefix=f"rs-{secrets.token_hex(3)}", subnet=f"10.77.{random.randint(1, 254)}")
     try:
@@ -125,6 +128,13 @@ def build(
             cluster.namespaces.append(host.name)
             cluster.hosts.append(host)
             _ip("-n", host.name, "link", "set", "lo", "up")
+            if tcp_rmem:
+                subprocess.run(
+                    ["ip", "netns", "exec", host.name, "sysctl", "-q", "-w", f"net.ipv4.tcp_rmem={tcp_rmem}"],
+                    check=True,
+                    capture_output=True,
+                    timeout=30,
+                )
             _ip("-n", host.name, "link", "add", IFACE, "type", "veth", "peer", "name", f"h{i}", "netns", bridge)
             _ip("-n", host.name, "addr", "add", f"{host.address}/24", "dev", IFACE)
             _ip("-n", host.name, "link", "set", IFACE, "up")

@@ -60,10 +60,47 @@ class Job:
     pause_s: float = 0.2  # gloo only: the sleep before each all-reduce
     order: list[int] = field(default_factory=list)
     timeout_s: float = 240.0
+    tcp_rmem: str = ""  # "min default max" for every host's net.ipv4.tcp_rmem: caps the receive window
+
+    def cluster(self) -> Cluster:
+        """The namespaces this job's network needs (torn down by the caller, netns.destroy)."""
+        return build(
+            self.hosts,
+            self.rate,
+            self.qdisc,
+            latency=self.latency,
+            mtu=self.mtu,
+            offloads=self.offloads,
+            burst=self.burst,
+            tcp_rmem=self.tcp_rmem or None,
+        )
 
     def launch_order(self, cluster: Cluster) -> list[str]:
         order = self.order or list(range(1, self.hosts + 1))
         return [cluster.hosts[i - 1].name for i in order]
+
+
+def live_capture(tmp_path: Path, netns_cluster: Any, job: Job) -> tuple[Path, dict[str, Any]]:
+    """Train `job` on hosts the netns_cluster fixture builds with the job's own network (rate, queue, MTU,
+    offloads, receive buffers); its capture's run folder and the truth. Skips (fails under CI) without the tools."""
+    import pytest
+    from requirements import have, require
+
+    require(shutil.which("tcpdump") is not None, "needs tcpdump")
+    require(job.offloads or have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
+    pytest.importorskip("torch")
+    cluster = netns_cluster(
+        job.hosts,
+        job.rate,
+        job.qdisc,
+        latency=job.latency,
+        burst=job.burst,
+        mtu=job.mtu,
+        offloads=job.offloads,
+        tcp_rmem=job.tcp_rmem or None,
+    )
+    truth = record(job, tmp_path / "cap", cluster, port=29800 + int(time.time()) % 150)
+    return tmp_path / "cap" / "run", truth
 
 
 def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str, Any]:
@@ -249,9 +286,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     out, port, fixture = args.pop("out"), args.pop("port"), args.pop("fixture")
     args["order"] = [int(x) for x in args["order"].split(",")] if args["order"] else []
     job = Job(**args)
-    cluster = build(
-        job.hosts, job.rate, job.qdisc, latency=job.latency, mtu=job.mtu, offloads=job.offloads, burst=job.burst
-    )
+    cluster = job.cluster()
     try:
         truth = record(job, out, cluster, port)
     finally:

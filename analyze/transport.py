@@ -1,0 +1,423 @@
+"""Why a link is not full: TCP's behaviour per ring edge, and the limiter it points to.
+
+Why here and from headers: NIC counters say how busy a link was, never why it was not busier. The read
+path counts, per flow and in the same pass (analyze.read.layouts AGG_REV ... AGG_WIN_FULL_BYTES), what TCP
+itself shows in its headers: bytes sent again, duplicate ACKs and SACKs, zero windows, and after every new
+data segment the bytes in flight against the window the receiver advertised (scaled by the factor its SYN
+announced). This module takes each data flow from its sender's capture (the ACKs there are the ones the
+sender acted on), adds the round trips its sequence samples give (a byte's first send to the first ACK past
+it, in the sender's capture: no clock between hosts involved), sums the flows per host pair, measures each
+edge's rate while it sends from the series, and names per edge and for the job the one limiter the evidence
+supports best:
+
+    loss            bytes re-sent, duplicate ACKs, SACKs: recovery stalls the ring
+    receive_window  in flight pinned at the advertised window (or the window closed)
+    link            busy at line rate while it sends
+    latency         each ring step carries less than a few round trips' worth of line rate
+    sender          none of those: in flight below the window, the link idle between sends (compute,
+                    the framework, the CPU)
+    none            the job barely communicates: the network is not what it waits for
+
+The JSON `transport` section holds the verdict, its confidence and evidence, one row per edge and small
+per-edge series (rate per bin, round trips over time) for the report.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analyze.clocks import earliest
+from analyze.read import layouts as L
+from analyze.read.fold import HostFlows, unique_rows
+from analyze.topology import address_hosts, flow_hosts
+
+LOSS_FRACTION = 0.005  # re-sent bytes above this share of the edge's data: loss shapes the transfer
+WINDOW_FULL_FRACTION = 0.2  # data sent with the window full above this share: the receiver holds it back
+ZERO_WINDOW_SHARE = 0.05  # time at a zero window above this share of the edge's busy time
+LINK_FRACTION = 0.8  # rate while sending at or above this share of line rate: the link itself (whatif.verdict)
+LATENCY_STEP_BDPS = 4.0  # ring steps smaller than this many bandwidth-delay products wait on round trips
+NONE_BUSY_SHARE = 0.1  # edges busy less than this share of the job: communication is not what limits it
+MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
+SERIES_POINTS = 400  # per edge and series in the JSON, at most
+LIMITERS = ("link", "loss", "receive_window", "sender", "latency", "none")
+
+FLOW_COLUMNS = [
+    "flow_id",
+    "host",
+    "payload_bytes",
+    "retransmitted_bytes",
+    "dup_acks",
+    "sack_acks",
+    "zero_windows",
+    "zero_window_ns",
+    "inflight_sum",
+    "inflight_n",
+    "inflight_max",
+    "window_sum",
+    "window_n",
+    "window_full_bytes",
+    "window_scale",
+]
+
+
+def _reverse_rows(keys: np.ndarray) -> np.ndarray:
+    """For each flow of one capture, the row of its reverse 5-tuple in the same capture, else -1."""
+    if not len(keys):
+        return np.zeros(0, np.int64)
+    ports = keys[:, 4] >> np.uint64(8)
+    swapped_ports = ((ports & np.uint64(0xFFFF)) << np.uint64(16)) | (ports >> np.uint64(16))
+    swapped = np.column_stack(
+        [
+            keys[:, 2],
+            keys[:, 3],
+            keys[:, 0],
+            keys[:, 1],
+            (swapped_ports << np.uint64(8)) | (keys[:, 4] & np.uint64(0xFF)),
+        ]
+    )
+    _, inverse = unique_rows(np.concatenate([keys, swapped]))
+    n = len(keys)
+    row_of = np.full(int(inverse.max()) + 1, -1, dtype=np.int64)
+    row_of[inverse[:n]] = np.arange(n)
+    return row_of[inverse[n:]]
+
+
+def _round_trips(hf: HostFlows, reverse: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(local flow row, send time, round trip) for the sequence samples of flows ROWS of one capture: the first
+    send of a byte at a sample position, and the first ACK past it on the reverse flow."""
+    s = hf.samples
+    empty = np.zeros(0, np.int64)
+    if not len(s) or not len(rows):
+        return empty, empty, empty
+    flow = s[:, L.SAMPLE_KEY] >> L.SAMPLE_FLOW_SHIFT
+    low = s[:, L.SAMPLE_KEY] & ((1 << L.SAMPLE_FLOW_SHIFT) - 1)
+    is_ack = (low & L.SAMPLE_ACK) != 0
+    wanted = np.zeros(len(hf.keys), dtype=bool)
+    wanted[rows] = True
+    data = ~is_ack & wanted[flow]
+    answered = np.full(len(hf.keys), -1, dtype=np.int64)  # the data flow an ACK flow answers
+    answered[reverse[rows]] = rows
+    ack_of = np.where(is_ack, answered[flow], -1)
+    acks = is_ack & (ack_of >= 0)
+    position = low & (L.SAMPLE_ACK - 1)
+    key_d, ns_d = earliest((flow[data] << 32) | position[data], s[data, L.SAMPLE_NS])
+    key_a, ns_a = earliest((ack_of[acks] << 32) | position[acks], s[acks, L.SAMPLE_NS])
+    _, i_d, i_a = np.intersect1d(key_d, key_a, assume_unique=True, return_indices=True)
+    rtt = ns_a[i_a] - ns_d[i_d]
+    ok = rtt > 0
+    return key_d[i_d][ok] >> 32, ns_d[i_d][ok], rtt[ok]
+
+
+def flow_transport(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per TCP data flow, from its sender's capture: the transport counters (the ACK side's duplicate ACKs,
+    SACKs and zero windows added to the data side's), and a table of round-trip samples (flow_id, t_ns, rtt_ns).
+    Both built from whole columns across hosts (one frame each, however many hosts)."""
+    columns: dict[str, list[np.ndarray]] = {c: [] for c in FLOW_COLUMNS}
+    trips: dict[str, list[np.ndarray]] = {"flow_id": [], "t_ns": [], "rtt_ns": []}
+    if not views.empty:
+        sent = views["sent_here"].to_numpy()
+        is_tcp = (views["proto"] == "tcp").to_numpy()
+        flow_id = views["flow_id"].to_numpy()
+        start = 0
+        for hf in host_flows:
+            n = len(hf.keys)
+            a = hf.agg
+            rev = _reverse_rows(hf.keys)
+            mine = np.flatnonzero(sent[start : start + n] & is_tcp[start : start + n] & (a[:, L.AGG_PAYLOAD_BYTES] > 0))
+            r = rev[mine]
+            has = r >= 0
+            rr = np.where(has, r, 0)
+            own = {
+                "payload_bytes": L.AGG_PAYLOAD_BYTES,
+                "retransmitted_bytes": L.AGG_RETRANS_BYTES,
+                "inflight_sum": L.AGG_INFLIGHT_SUM,
+                "inflight_n": L.AGG_INFLIGHT_N,
+                "inflight_max": L.AGG_INFLIGHT_MAX,
+                "window_sum": L.AGG_WIN_SUM,
+                "window_n": L.AGG_WIN_N,
+                "window_full_bytes": L.AGG_WIN_FULL_BYTES,
+            }
+            answers = {  # counted on the ACKs, which travel on the reverse flow
+                "dup_acks": L.AGG_DUP_ACKS,
+                "sack_acks": L.AGG_SACK_ACKS,
+                "zero_windows": L.AGG_ZERO_WINS,
+                "zero_window_ns": L.AGG_ZERO_WIN_NS,
+            }
+            columns["flow_id"].append(flow_id[start + mine])
+            columns["host"].append(np.full(len(mine), hf.host, dtype=object))
+            for name, col in own.items():
+                columns[name].append(a[mine, col])
+            for name, col in answers.items():
+                columns[name].append(np.where(has, a[rr, col], 0))
+            columns["window_scale"].append(np.where(has, a[rr, L.AGG_WSCALE], -1))
+            local, t_ns, rtt = _round_trips(hf, rev, mine)
+            trips["flow_id"].append(flow_id[start + local])
+            trips["t_ns"].append(t_ns)
+            trips["rtt_ns"].append(rtt)
+            start += n
+    flows = pd.DataFrame({c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in columns.items()})
+    samples = pd.DataFrame({c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in trips.items()})
+    return flows, samples
+
+
+def _per_edge_rtt(code: np.ndarray, rtt: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    """Per edge code 0..n-1: samples, min, median and p99 of the round trips (NaN where none)."""
+    order = np.lexsort((rtt, code))
+    code, rtt = code[order], rtt[order].astype(np.float64)
+    count = np.bincount(code, minlength=n)
+    first = np.concatenate([[0], np.cumsum(count)[:-1]])
+    out = {"samples": count}
+    for name, q in (("min", 0.0), ("median", 0.5), ("p99", 0.99)):
+        at = first + np.floor(q * np.maximum(count - 1, 0)).astype(np.int64)
+        out[name] = np.where(count > 0, rtt[np.minimum(at, max(len(rtt) - 1, 0))] if len(rtt) else np.nan, np.nan)
+    return out
+
+
+def _edge_rates(
+    series: pd.DataFrame, code_of_flow: np.ndarray, link: np.ndarray, bin_ns: int, busy_threshold: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each edge's series summed per bin: (edge code, bin start ns, utilization of the src's link, busy),
+    in (edge, time) order."""
+    flows = series["flow_id"].to_numpy(np.int64)
+    known = flows < len(code_of_flow)
+    code = np.where(known, code_of_flow[np.where(known, flows, 0)], -1)
+    keep = code >= 0
+    code, t, b = code[keep], series["t_ns"].to_numpy(np.int64)[keep], series["bytes"].to_numpy(np.float64)[keep]
+    if not len(code):
+        empty = np.zeros(0, np.int64)
+        return empty, empty, np.zeros(0), np.zeros(0, bool)
+    key = np.unique(np.column_stack([code, t]), axis=0, return_inverse=True)
+    cells, inverse = key
+    total = np.bincount(inverse.ravel(), weights=b, minlength=len(cells))
+    utilization = total * 8e9 / bin_ns / link[cells[:, 0]]
+    return cells[:, 0], cells[:, 1], utilization, utilization >= busy_threshold
+
+
+def _thin(x: np.ndarray, n: int = SERIES_POINTS) -> np.ndarray:
+    """At most N evenly spread indices into x."""
+    return np.unique(np.linspace(0, len(x) - 1, n).astype(np.int64)) if len(x) > n else np.arange(len(x))
+
+
+def _judge(row: dict[str, Any], step_bdps: Optional[float]) -> tuple[str, float, list[str]]:
+    """The limiter an edge's evidence supports best, its confidence and the evidence in words."""
+    evidence: list[str] = []
+    loss = row["retransmitted_fraction"]
+    full = row["window_full_fraction"]
+    zero = row["zero_window_share"] or 0.0
+    rate = row["rate_while_busy"]
+    if loss >= LOSS_FRACTION:
+        evidence.append(
+            f"{loss:.2%} of bytes re-sent, {row['dup_acks']:,} duplicate ACKs, {row['sack_acks']:,} ACKs with SACK"
+        )
+        if row["rtt_median_ms"] is not None and row["rtt_p99_ms"] is not None:
+            evidence.append(f"round trips median {row['rtt_median_ms']:.3g} ms, p99 {row['rtt_p99_ms']:.3g} ms")
+        return "loss", _margin(loss, LOSS_FRACTION), evidence
+    if (full is not None and full >= WINDOW_FULL_FRACTION) or zero >= ZERO_WINDOW_SHARE:
+        if full is not None:
+            evidence.append(f"{full:.0%} of data sent with the receiver's window full")
+        if row["zero_windows"]:
+            evidence.append(f"window closed {row['zero_windows']:,} times ({zero:.1%} of busy time)")
+        evidence.append(f"mean in flight {row['inflight_mean_bytes']:,} B, mean window {row['window_mean_bytes']:,} B")
+        return (
+            "receive_window",
+            max(_margin(full or 0.0, WINDOW_FULL_FRACTION), _margin(zero, ZERO_WINDOW_SHARE)),
+            evidence,
+        )
+    if rate is not None and rate >= LINK_FRACTION:
+        evidence.append(f"{rate:.0%} of line rate while sending")
+        return "link", _margin(rate, LINK_FRACTION, full_at=1.0), evidence
+    if step_bdps is not None and step_bdps < LATENCY_STEP_BDPS:
+        evidence.append(
+            f"each ring step carries {step_bdps:.2g} bandwidth-delay products (line rate × min round trip "
+            f"{row['rtt_min_ms']:.3g} ms): steps wait on round trips"
+        )
+        return "latency", _margin(LATENCY_STEP_BDPS, max(step_bdps, 1e-9)), evidence
+    if rate is not None:
+        evidence.append(f"only {rate:.0%} of line rate while sending, little loss ({loss:.2%} re-sent)")
+    if row["window_mean_bytes"]:
+        evidence.append(
+            f"in flight {row['inflight_mean_bytes']:,} B on average against a {row['window_mean_bytes']:,} B window"
+        )
+    confidence = 0.5 if rate is None else _margin(LINK_FRACTION, max(rate, 1e-9))
+    return "sender", confidence, evidence
+
+
+def _margin(value: float, threshold: float, full_at: Optional[float] = None) -> float:
+    """Confidence from how far VALUE is past THRESHOLD: 0.5 at the threshold, 1 at twice it (or at FULL_AT)."""
+    top = full_at if full_at is not None else 2 * threshold
+    if top <= threshold:
+        return 1.0
+    return float(np.clip(0.5 + 0.5 * (value - threshold) / (top - threshold), 0.5, 1.0))
+
+
+def _ms(ns: Any) -> Optional[float]:
+    return None if ns is None or not np.isfinite(ns) else round(float(ns) / 1e6, 4)
+
+
+def diagnose(result: Any) -> Optional[dict[str, Any]]:
+    """The JSON `transport` section from the result's tables (None when it has no tables)."""
+    tables = result.tables
+    if tables is None:
+        return None
+    out: dict[str, Any] = {"limiter": None, "confidence": 0.0, "evidence": [], "edges": [], "notes": []}
+    ft, rtt = tables.transport, tables.round_trips
+    addr_host = address_hosts(result.hosts)
+    captured = set(addr_host.values())
+    if ft is not None and len(ft):
+        ends = flow_hosts(tables.flows, addr_host).set_index("flow_id")[["src_host", "dst_host"]]
+        src = ends["src_host"].reindex(ft["flow_id"]).to_numpy()
+        dst = ends["dst_host"].reindex(ft["flow_id"]).to_numpy()
+        judged = np.array([s in captured and d in captured and s != d for s, d in zip(src, dst)], dtype=bool)
+    else:
+        judged = np.zeros(0, bool)
+    if not judged.any():
+        out["notes"].append("no TCP data between two captured hosts, captured at its sender: nothing to diagnose")
+        return out
+    assert ft is not None and rtt is not None
+    ft, src, dst = ft[judged], src[judged], dst[judged]
+    code, pairs = pd.factorize(pd.MultiIndex.from_arrays([src, dst]))
+    n = len(pairs)
+    per = {c: np.bincount(code, weights=ft[c].to_numpy(np.float64), minlength=n) for c in _SUMMED}
+    inflight_max = np.zeros(n, np.int64)
+    np.maximum.at(inflight_max, code, ft["inflight_max"].to_numpy(np.int64))
+    code_of_flow = np.full(int(tables.flows["flow_id"].max()) + 1, -1, dtype=np.int64)
+    code_of_flow[ft["flow_id"].to_numpy(np.int64)] = code
+    trips = rtt["flow_id"].to_numpy(np.int64)
+    rtt_code = code_of_flow[trips] if len(trips) else np.zeros(0, np.int64)
+    mine = rtt_code >= 0
+    stats = _per_edge_rtt(rtt_code[mine], rtt["rtt_ns"].to_numpy(np.int64)[mine], n)
+    speeds = {h.name: float(h.link_speed_bps) for h in result.hosts}
+    link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
+    bin_ns = int(result.bin_ns)
+    e_code, e_t, e_util, e_busy = _edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
+    busy_bins = np.bincount(e_code[e_busy], minlength=n)
+    # each busy bin weighed by its bytes (its utilization, the edge's link being one): a bin the edge only
+    # began or ended sending in counts for less than a full one
+    busy_util = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0) * e_util, minlength=n)
+    busy_weight = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0), minlength=n)
+    span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
+    iterations = result.extra.get("iterations") or {}
+    ring_n = len((result.extra.get("topology") or {}).get("order") or [])
+    count = int(iterations.get("count") or 0) if iterations.get("confident") else 0
+    if not (ft["window_scale"] >= 0).any():
+        out["notes"].append(
+            "no connection's handshake was captured (long-lived collective connections): the receivers' window "
+            "scale is unknown, so window-full cannot be judged; start the capture before the job to see it"
+        )
+    if not iterations.get("confident"):
+        out["notes"].append("iterations are not known for sure: ring steps, and so latency, are not judged")
+    rows_of = np.argsort(e_code, kind="stable")
+    bounds = np.searchsorted(e_code[rows_of], np.arange(n + 1))
+    trip_rows = np.flatnonzero(mine)
+    trip_order = trip_rows[np.argsort(rtt_code[trip_rows], kind="stable")]
+    trip_bounds = np.searchsorted(rtt_code[trip_order], np.arange(n + 1))
+    edges = []
+    for i, (s, d) in enumerate(pairs):
+        payload = int(per["payload_bytes"][i])
+        known = int(per["window_n"][i])
+        zero_ns = float(per["zero_window_ns"][i])
+        rate = float(busy_util[i] / busy_weight[i]) if busy_weight[i] > 0 else None
+        row: dict[str, Any] = {
+            "src": s,
+            "dst": d,
+            "flows": int(np.count_nonzero(code == i)),
+            "payload_bytes": payload,
+            "retransmitted_bytes": int(per["retransmitted_bytes"][i]),
+            "retransmitted_fraction": float(per["retransmitted_bytes"][i] / payload) if payload else 0.0,
+            "dup_acks": int(per["dup_acks"][i]),
+            "sack_acks": int(per["sack_acks"][i]),
+            "zero_windows": int(per["zero_windows"][i]),
+            "zero_window_ms": _ms(zero_ns),
+            "zero_window_share": zero_ns / (busy_bins[i] * bin_ns) if busy_bins[i] else None,
+            "inflight_mean_bytes": int(per["inflight_sum"][i] / max(1.0, per["inflight_n"][i])),
+            "inflight_max_bytes": int(inflight_max[i]),
+            "window_scale_known": known > 0,
+            "window_mean_bytes": int(per["window_sum"][i] / known) if known else None,
+            "window_full_fraction": float(per["window_full_bytes"][i] / payload) if known and payload else None,
+            "rtt_samples": int(stats["samples"][i]),
+            "rtt_min_ms": _ms(stats["min"][i]),
+            "rtt_median_ms": _ms(stats["median"][i]),
+            "rtt_p99_ms": _ms(stats["p99"][i]),
+            "rate_while_busy": rate,
+            "busy_share": float(busy_bins[i] / span_bins) if span_bins else None,
+            "link_speed_bps": float(link[i]),
+        }
+        step_bdps = None
+        if count and ring_n > 1 and stats["samples"][i]:
+            step_bytes = payload / count / (2 * (ring_n - 1))
+            step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
+        row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps)
+        row["confidence"] = round(confidence, 3)
+        bins = rows_of[bounds[i] : bounds[i + 1]]
+        trip = trip_order[trip_bounds[i] : trip_bounds[i + 1]]
+        row["series"] = _series(e_t[bins], e_util[bins], rtt["t_ns"].to_numpy()[trip], rtt["rtt_ns"].to_numpy()[trip])
+        edges.append(row)
+    edges.sort(key=lambda e: -e["payload_bytes"])
+    heaviest = edges[0]["payload_bytes"]
+    for e in edges:
+        if e["payload_bytes"] < MIN_EDGE_SHARE * heaviest:
+            e.update(limiter=None, confidence=0.0, evidence=["too little data to judge"])
+    out["edges"] = edges
+    _verdict(out, [e for e in edges if e["limiter"] is not None])
+    return out
+
+
+_SUMMED = [
+    "payload_bytes",
+    "retransmitted_bytes",
+    "dup_acks",
+    "sack_acks",
+    "zero_windows",
+    "zero_window_ns",
+    "inflight_sum",
+    "inflight_n",
+    "window_sum",
+    "window_n",
+    "window_full_bytes",
+]
+
+
+def _series(t: np.ndarray, utilization: np.ndarray, rtt_t: np.ndarray, rtt_ns: np.ndarray) -> dict[str, Any]:
+    """The edge's rate per bin and round trips over time, thinned to SERIES_POINTS each, for the report."""
+    keep, keep_r = _thin(t), _thin(rtt_t)
+    return {
+        "t_ns": [int(x) for x in t[keep]],
+        "utilization": [round(float(x), 4) for x in utilization[keep]],
+        "rtt_t_ns": [int(x) for x in rtt_t[keep_r]],
+        "rtt_ms": [round(float(x) / 1e6, 4) for x in rtt_ns[keep_r]],
+    }
+
+
+def _verdict(out: dict[str, Any], edges: list[dict[str, Any]]) -> None:
+    """The job's limiter: the edges' limiters weighed by their bytes; `none` when that is not a fault of the
+    transport (link, latency, sender) and no edge is busy for long: the job waits on something else."""
+    weights = [e["payload_bytes"] for e in edges]
+    total = float(sum(weights)) or 1.0
+    share: dict[str, float] = {}
+    for w, e in zip(weights, edges):
+        share[e["limiter"]] = share.get(e["limiter"], 0.0) + w / total
+    limiter = max(share, key=lambda k: share[k])
+    busy = [e["busy_share"] for e in edges if e["busy_share"] is not None]
+    if limiter in ("link", "latency", "sender") and busy and max(busy) < NONE_BUSY_SHARE:
+        out["limiter"] = "none"
+        out["confidence"] = round(_margin(NONE_BUSY_SHARE, max(max(busy), 1e-9)), 3)
+        out["evidence"] = [
+            f"the busiest edge carries data in only {max(busy):.0%} of the capture's bins: the job waits on "
+            f"something else (while sending, the edges are {limiter}-limited)"
+        ]
+        return
+    mine = [(w, e) for w, e in zip(weights, edges) if e["limiter"] == limiter]
+    confidence = share[limiter] * sum(w * e["confidence"] for w, e in mine) / max(1.0, sum(w for w, _ in mine))
+    out["limiter"] = limiter
+    out["confidence"] = round(float(confidence), 3)
+    heaviest = max(mine, key=lambda x: x[0])[1]
+    out["evidence"] = [
+        f"{len(mine)} of {len(edges)} edges ({share[limiter]:.0%} of the bytes) are {limiter}-limited",
+        *(f"{heaviest['src']} -> {heaviest['dst']}: {text}" for text in heaviest["evidence"]),
+    ]
+    others = sorted((k for k in share if k != limiter), key=lambda k: -share[k])
+    if others:
+        out["notes"].append("other edges: " + ", ".join(f"{k} ({share[k]:.0%} of the bytes)" for k in others))
