@@ -99,7 +99,8 @@ def _round_trips(hf: HostFlows, reverse: np.ndarray, rows: np.ndarray) -> tuple[
     wanted[rows] = True
     data = ~is_ack & wanted[flow]
     answered = np.full(len(hf.keys), -1, dtype=np.int64)  # the data flow an ACK flow answers
-    answered[reverse[rows]] = rows
+    paired = reverse[rows] >= 0
+    answered[reverse[rows][paired]] = rows[paired]
     ack_of = np.where(is_ack, answered[flow], -1)
     acks = is_ack & (ack_of >= 0)
     position = low & (L.SAMPLE_ACK - 1)

@@ -540,3 +540,53 @@ def _rate(bps: float) -> str:
     from capture.units import format_rate
 
     return format_rate(bps)
+
+
+def transport_figures(
+    transport: Mapping[str, Any], t0_ns: int, edges: int = TOP_FLOWS
+) -> list[tuple[str, dict[str, Any]]]:
+    """The judged ring edges over time: the share of line rate per bin, and the round trips of their bytes
+    (first send of a marked byte to the first ACK past it), one color per edge in both."""
+    rate, trips = [], []
+    judged = [x for x in transport.get("edges") or [] if x.get("limiter")][:edges]
+    for k, edge in enumerate(judged):
+        s = edge.get("series") or {}
+        name = esc(f"{edge['src']} → {edge['dst']} ({edge['limiter']})")
+        color = PALETTE[k % len(PALETTE)]
+        if s.get("t_ns"):
+            rate.append(
+                {
+                    "type": "scattergl",
+                    "mode": "lines",
+                    "name": name,
+                    "line": {"color": color, "width": 1},
+                    "x": arr(_seconds(np.asarray(s["t_ns"]), t0_ns)),
+                    "y": arr(s["utilization"]),
+                    "hovertemplate": "%{y:.0%} of line rate at %{x:.3f} s<extra>%{fullData.name}</extra>",
+                }
+            )
+        if s.get("rtt_t_ns"):
+            trips.append(
+                {
+                    "type": "scattergl",
+                    "mode": "markers",
+                    "name": name,
+                    "marker": {"color": color, "size": 4},
+                    "x": arr(_seconds(np.asarray(s["rtt_t_ns"]), t0_ns)),
+                    "y": arr(s["rtt_ms"]),
+                    "hovertemplate": "%{y:.3f} ms at %{x:.3f} s<extra>%{fullData.name}</extra>",
+                }
+            )
+    axis = {"title": {"text": "time since first packet (s)"}, "ticksuffix": " s"}
+    out = []
+    if rate:
+        layout = base_layout(
+            320, xaxis=axis, yaxis={"title": {"text": "share of line rate"}, "tickformat": ".0%", "rangemode": "tozero"}
+        )
+        out.append(("fig-transport-rate", {"data": rate, "layout": layout}))
+    if trips:
+        layout = base_layout(
+            320, hovermode="closest", xaxis=axis, yaxis={"title": {"text": "round trip (ms)"}, "type": "log"}
+        )
+        out.append(("fig-transport-rtt", {"data": trips, "layout": layout}))
+    return out

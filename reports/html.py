@@ -3,7 +3,7 @@
 `render_html(result)` takes the analyzer's Result (with its tables: series are drawn) or the JSON form
 (a dict from `ringscope analyze --json`: everything but the time series, which that form does not carry —
 those sections then say so). It never reads captures. Sections, in order: Verdict, Run, Ring topology,
-Link utilization, Flows, Iterations, What-if.
+Link utilization, Flows, Iterations, What-if, Transport.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ SECTIONS = [
     ("flows", "Flows"),
     ("iterations", "Iterations"),
     ("whatif", "What-if"),
+    ("transport", "Transport"),
 ]
 
 
@@ -53,6 +54,7 @@ def render_html(result: Any, *, title: Optional[str] = None, max_points: int = F
         _section("flows", "Per-flow throughput", _flows_html(doc, tables, max_points)),
         _section("iterations", "Iterations", _iterations_html(doc, hosts)),
         _section("whatif", "What-if: the network at full utilization", _whatif_html(doc)),
+        _section("transport", "Transport: why the links are not full", _transport_html(doc, hosts)),
     ]
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sub = (
@@ -388,6 +390,58 @@ def _flows_html(doc: Mapping[str, Any], tables: Any, max_points: int) -> str:
         f"</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{more}"
     )
     return "".join(out)
+
+
+# ---- transport --------------------------------------------------------------------------------------
+
+
+def _transport_html(doc: Mapping[str, Any], hosts: list[Mapping[str, Any]]) -> str:
+    t = doc.get("transport")
+    if not isinstance(t, Mapping):
+        return _placeholder("No transport diagnosis in this result.", "transport")
+    if not t.get("limiter"):
+        return _placeholder("Not judged: " + "; ".join(str(n) for n in t.get("notes") or []), "transport")
+    sure = float(t.get("confidence") or 0) >= 0.5
+    head = (
+        f'<p class="verdict-head" data-limiter="{e(t["limiter"])}">'
+        f"{'' if sure else 'UNSURE — '}Limiter: {e(t['limiter'])} (confidence {float(t['confidence']):.2f})</p>"
+    )
+    items = "".join(f"<li>{e(x)}</li>" for x in [*(t.get("evidence") or []), *(t.get("notes") or [])])
+    rows = []
+    for x in t.get("edges") or []:
+        if not isinstance(x, Mapping):
+            continue
+        window = (
+            f"{size(num(x.get('inflight_mean_bytes')))} / {size(num(x.get('window_mean_bytes')))}"
+            if x.get("window_mean_bytes") is not None
+            else f"{size(num(x.get('inflight_mean_bytes')))} / scale unknown"
+        )
+        rows.append(
+            f'<tr data-limiter="{e(x.get("limiter"))}"><td class="mono">{e(x.get("src"))} → {e(x.get("dst"))}</td>'
+            f'<td>{e(x.get("limiter") or "not judged")}</td><td class="n">{float(x.get("confidence") or 0):.2f}</td>'
+            f'<td class="n">{e(pct(num(x.get("rate_while_busy"))))}</td>'
+            f'<td class="n">{float(x.get("retransmitted_fraction") or 0):.2%}</td>'
+            f'<td class="n">{int(num(x.get("dup_acks")) or 0):,}</td><td class="n">{int(num(x.get("sack_acks")) or 0):,}</td>'
+            f'<td class="n">{int(num(x.get("zero_windows")) or 0):,}</td><td class="n">{e(window)}</td>'
+            f'<td class="n">{e(pct(num(x.get("window_full_fraction"))))}</td>'
+            f'<td class="n">{e(x.get("rtt_min_ms"))} / {e(x.get("rtt_median_ms"))} / {e(x.get("rtt_p99_ms"))}</td></tr>'
+        )
+    table = (
+        '<div class="scroll"><table class="sortable transport"><thead><tr><th>edge</th><th>limiter</th>'
+        '<th class="n">confidence</th><th class="n">rate while sending</th><th class="n">re-sent</th>'
+        '<th class="n">dup ACKs</th><th class="n">SACK ACKs</th><th class="n">zero windows</th>'
+        '<th class="n">in flight / window (mean)</th><th class="n">window full</th>'
+        f'<th class="n">RTT min / median / p99 (ms)</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+    )
+    span = _span(doc, hosts)
+    figures = "".join(figure_block(i, spec) for i, spec in F.transport_figures(t, span[0] if span else 0))
+    return (
+        head
+        + f"<ul>{items}</ul>"
+        + "<p class=\"note\">Each ring edge from its sender's capture: TCP's re-sent bytes, duplicate ACKs, SACKs, "
+        "zero windows, bytes in flight against the receiver's advertised window and round trips, and its rate over "
+        "its busy bins (see docs/transport.md).</p>" + table + figures
+    )
 
 
 # ---- iterations and what-if -------------------------------------------------------------------------

@@ -259,3 +259,41 @@ def test_unsure_case_says_so_in_chromium(tmp_path):
     assert "network is the bottleneck:" not in verdict.split("if those inferences are right")[0]
     assert "a guess" in cards["bytes_per_iteration"] and "a guess" in cards["scaling_factor"]
     assert "UNSURE" in iterations
+
+
+def test_transport_section_in_chromium(tmp_path):
+    """The committed lossy DDP capture (a tbf queue that overflows): the report's transport section names loss,
+    lists the ring's edges with their re-sent share, and draws each edge's rate and round trips; from the saved
+    JSON too (its series travel in the JSON)."""
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    require_chromium()
+    run = Path(__file__).resolve().parents[2] / "fixtures" / "real-training" / "ddp-lossy-rto" / "run"
+    html, saved = tmp_path / "lossy.html", tmp_path / "lossy.json"
+    r = CliRunner().invoke(app, ["analyze", str(run), "--html", str(html), "--json", str(saved)])
+    assert r.exit_code == 0, r.output
+    from_json = tmp_path / "from-json.html"
+    r = CliRunner().invoke(app, ["report", str(saved), "-o", str(from_json)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(saved.read_text())["transport"]
+    ring = [x for x in doc["edges"] if x["limiter"]]
+    for path in (html, from_json):
+        with Page() as page:
+            _open(page, path)
+            limiter = page.evaluate("document.querySelector('#transport .verdict-head').dataset.limiter")
+            rows = page.evaluate(
+                "Array.from(document.querySelectorAll('table.transport tbody tr')).map(function (r) {"
+                " return [r.cells[0].innerText, r.cells[1].innerText, r.cells[4].innerText]; })"
+            )
+            figures = {f["id"]: f for f in page.evaluate(FIGURES_JS)}
+            page.evaluate("document.getElementById('transport').scrollIntoView()")
+            page.screenshot(ARTIFACTS / f"report-transport-{path.stem}.png")
+            errors = page.errors()
+        assert errors == [], errors
+        assert limiter == "loss"
+        assert [(row[0], row[1]) for row in rows[: len(ring)]] == [(f"{x['src']} → {x['dst']}", "loss") for x in ring]
+        assert [row[2] for row in rows[: len(ring)]] == [f"{x['retransmitted_fraction']:.2%}" for x in ring]
+        for fig in ("fig-transport-rate", "fig-transport-rtt"):
+            assert figures[fig]["traces"] == len(ring) and all(p > 0 for p in figures[fig]["points"]), figures
