@@ -197,6 +197,58 @@ def _edge_rates(
     return cells[:, 0], cells[:, 1], utilization, utilization >= busy_threshold
 
 
+def _iteration_of(t: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """The iteration each time falls in (windows: [start, end) rows in time order), -1 outside every one."""
+    if not len(windows):
+        return np.full(len(t), -1, dtype=np.int64)
+    i = np.searchsorted(windows[:, 0], t, side="right") - 1
+    inside = (i >= 0) & (t < windows[np.maximum(i, 0), 1])
+    return np.where(inside, i, -1)
+
+
+def _per_iteration(
+    bins: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    trips: tuple[np.ndarray, np.ndarray, np.ndarray],
+    windows: np.ndarray,
+    n: int,
+    bin_ns: int,
+) -> list[dict[str, list[Any]]]:
+    """Per edge, for each iteration it sent in: its rate over its busy bins, the share of its communication
+    span (first to last busy bin) it sat idle, waiting on a previous ring step or on the sender, and the median
+    round trip. bins: (edge code, t on the reference clock, utilization, busy); trips: (edge code, t, rtt)."""
+    code, t, util, busy = bins
+    k = len(windows)
+    it = _iteration_of(t, windows)
+    use = busy & (it >= 0)
+    key = code[use] * k + it[use]
+    size = n * k
+    count = np.bincount(key, minlength=size)
+    squares = np.bincount(key, weights=util[use] * util[use], minlength=size)
+    total = np.bincount(key, weights=util[use], minlength=size)
+    first = np.full(size, np.iinfo(np.int64).max, dtype=np.int64)
+    last = np.full(size, -1, dtype=np.int64)
+    np.minimum.at(first, key, t[use])
+    np.maximum.at(last, key, t[use])
+    span = np.where(count > 0, (last - first) // bin_ns + 1, 1)
+    r_code, r_t, r_ns = trips
+    r_it = _iteration_of(r_t, windows)
+    inside = r_it >= 0
+    median = _per_edge_rtt(r_code[inside] * k + r_it[inside], r_ns[inside], size)["median"]
+    out: list[dict[str, list[Any]]] = []
+    for e in range(n):
+        rows = np.flatnonzero(count[e * k : (e + 1) * k] > 0)
+        at = e * k + rows
+        out.append(
+            {
+                "index": [int(x) for x in rows],
+                "rate_while_busy": [round(float(x), 4) for x in squares[at] / total[at]],
+                "idle_share": [round(float(x), 4) for x in 1 - count[at] / span[at]],
+                "rtt_median_ms": [_ms(x) for x in median[at]],
+            }
+        )
+    return out
+
+
 def _thin(x: np.ndarray, n: int = SERIES_POINTS) -> np.ndarray:
     """At most N evenly spread indices into x."""
     return np.unique(np.linspace(0, len(x) - 1, n).astype(np.int64)) if len(x) > n else np.arange(len(x))
@@ -238,6 +290,11 @@ def _judge(row: dict[str, Any], step_bdps: Optional[float]) -> tuple[str, float,
         return "latency", _margin(LATENCY_STEP_BDPS, max(step_bdps, 1e-9)), evidence
     if rate is not None:
         evidence.append(f"only {rate:.0%} of line rate while sending, little loss ({loss:.2%} re-sent)")
+    if row.get("idle_in_communication") is not None:
+        evidence.append(
+            f"the link idles {row['idle_in_communication']:.0%} of each iteration's communication (median): "
+            f"sends wait on the previous ring step or on the application"
+        )
     if row["window_mean_bytes"]:
         evidence.append(
             f"in flight {row['inflight_mean_bytes']:,} B on average against a {row['window_mean_bytes']:,} B window"
@@ -310,6 +367,13 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
         )
     if not iterations.get("confident"):
         out["notes"].append("iterations are not known for sure: ring steps, and so latency, are not judged")
+    per_it = _per_iteration(
+        (e_code, e_t - _shift(result, [pairs[c][0] for c in e_code]), e_util, e_busy),
+        (rtt_code[mine], rtt["t_ns"].to_numpy(np.int64)[mine], rtt["rtt_ns"].to_numpy(np.int64)[mine]),
+        _windows(result, iterations),
+        n,
+        bin_ns,
+    )
     rows_of = np.argsort(e_code, kind="stable")
     bounds = np.searchsorted(e_code[rows_of], np.arange(n + 1))
     trip_rows = np.flatnonzero(mine)
@@ -345,6 +409,8 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
             "rate_while_busy": rate,
             "busy_share": float(busy_bins[i] / span_bins) if span_bins else None,
             "link_speed_bps": float(link[i]),
+            "idle_in_communication": float(np.median(per_it[i]["idle_share"])) if per_it[i]["idle_share"] else None,
+            "per_iteration": per_it[i],
         }
         step_bdps = None
         if count and ring_n > 1 and stats["samples"][i]:
@@ -379,6 +445,23 @@ _SUMMED = [
     "window_n",
     "window_full_bytes",
 ]
+
+
+def _shift(result: Any, hosts: Sequence[str]) -> np.ndarray:
+    """Each named host's clock offset from the reference (analyze.clocks; 0 where unknown), to subtract from its
+    times so they sit on the reference's clock beside the iterations."""
+    offsets = {h["name"]: h["offset_ns"] or 0 for h in (result.extra.get("clock") or {}).get("hosts", [])}
+    return np.array([offsets.get(h, 0) for h in hosts], dtype=np.int64)
+
+
+def _windows(result: Any, iterations: dict[str, Any]) -> np.ndarray:
+    """The iterations' [start, end) on the reference clock: inferred windows are on iterations.clock's host
+    clock, marker windows on the ranks' own (taken as the reference's)."""
+    rows = [(int(w["start_ns"]), int(w["end_ns"])) for w in iterations.get("per_iteration") or []]
+    windows = np.array(rows, dtype=np.int64).reshape(-1, 2)
+    if iterations.get("clock"):
+        windows -= _shift(result, [iterations["clock"]])[0]
+    return windows[np.argsort(windows[:, 0], kind="stable")]
 
 
 def _series(t: np.ndarray, utilization: np.ndarray, rtt_t: np.ndarray, rtt_ns: np.ndarray) -> dict[str, Any]:

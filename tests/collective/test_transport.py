@@ -60,6 +60,13 @@ def test_committed_ddp_captures_name_the_cause_applied(case: str, cause: str, ho
     else:  # a deep htb queue at 100 Mbit/s: busy at line rate, nothing lost, the window never full
         assert all(e["rate_while_busy"] > 0.85 and e["retransmitted_fraction"] < 1e-4 for e in ring)
         assert all(e["window_full_fraction"] < 0.01 for e in ring)
+        # and so in every iteration the job ran (8, from each rank's own step record): sending at line rate,
+        # hardly ever idle while communicating
+        truth = json.loads((FIXTURES / case / "truth.json").read_text())
+        for e in ring:
+            per = e["per_iteration"]
+            assert len(per["index"]) >= len(truth["iterations"]), per
+            assert np.median(per["rate_while_busy"]) > 0.85 and np.median(per["idle_share"]) < 0.1, per
 
 
 def test_live_gloo_receive_window(tmp_path: Path, netns_cluster) -> None:  # noqa: F811
