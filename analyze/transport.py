@@ -49,6 +49,7 @@ FLOW_COLUMNS = [
     "host",
     "payload_bytes",
     "retransmitted_bytes",
+    "out_of_order_bytes",
     "dup_acks",
     "sack_acks",
     "zero_windows",
@@ -134,6 +135,7 @@ def flow_transport(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tupl
             own = {
                 "payload_bytes": L.AGG_PAYLOAD_BYTES,
                 "retransmitted_bytes": L.AGG_RETRANS_BYTES,
+                "out_of_order_bytes": L.AGG_REORDER_BYTES,
                 "inflight_sum": L.AGG_INFLIGHT_SUM,
                 "inflight_n": L.AGG_INFLIGHT_N,
                 "inflight_max": L.AGG_INFLIGHT_MAX,
@@ -392,6 +394,7 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
             "payload_bytes": payload,
             "retransmitted_bytes": int(per["retransmitted_bytes"][i]),
             "retransmitted_fraction": float(per["retransmitted_bytes"][i] / payload) if payload else 0.0,
+            "out_of_order_bytes": int(per["out_of_order_bytes"][i]),
             "dup_acks": int(per["dup_acks"][i]),
             "sack_acks": int(per["sack_acks"][i]),
             "zero_windows": int(per["zero_windows"][i]),
@@ -435,6 +438,7 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
 _SUMMED = [
     "payload_bytes",
     "retransmitted_bytes",
+    "out_of_order_bytes",
     "dup_acks",
     "sack_acks",
     "zero_windows",

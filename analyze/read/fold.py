@@ -21,6 +21,7 @@ SUMMED = [L.AGG_PACKETS, L.AGG_IP_BYTES, L.AGG_WIRE_BYTES, L.AGG_PAYLOAD_BYTES, 
 # TCP behaviour counters (analyze.transport), added up like the totals. A flow cut by a piece boundary starts
 # its second half not knowing the ACK or window before it, so pieces count a few segments fewer than one read.
 TRANSPORT_SUMMED = [
+    L.AGG_REORDER_BYTES,
     L.AGG_DUP_ACKS,
     L.AGG_SACK_ACKS,
     L.AGG_ZERO_WINS,

@@ -40,6 +40,7 @@ from analyze.read.layouts import (
     AGG_MARK_POS,
     AGG_PACKETS,
     AGG_PAYLOAD_BYTES,
+    AGG_REORDER_BYTES,
     AGG_RETRANS_BYTES,
     AGG_REV,
     AGG_RTT_MIN,
@@ -678,7 +679,9 @@ def _packet(
             behind = (top - seq) & 0xFFFFFFFF  # bytes of this segment at or below the highest seen
             if behind < 0x80000000 and behind > 0:
                 old = behind if behind < payload else payload
-                if not _fills_gap(agg, row, seq, old, ts):
+                if _fills_gap(agg, row, seq, old, ts):
+                    agg[row, AGG_REORDER_BYTES] += old
+                else:
                     agg[row, AGG_RETRANS_BYTES] += old
             ahead = (seq_end - top) & 0xFFFFFFFF
             if ahead != 0 and ahead < 0x80000000:

@@ -97,7 +97,8 @@ AGG_WIN_FULL_BYTES = 34  # payload of segments after which another of their size
 AGG_MARK_POS = 35  # the latest sample position this flow's new data passed, and when: the first ACK past it
 AGG_MARK_NS = 36  # (on the reverse flow) gives a round trip
 AGG_RTT_MIN = 37  # smallest such round trip, -1 before the first
-N_AGG = 38
+AGG_REORDER_BYTES = 38  # bytes below the highest sequence that filled a hole soon enough: reordered, not re-sent
+N_AGG = 39
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.

@@ -35,6 +35,7 @@ PCAP_MAGIC_US, PCAP_MAGIC_NS = 0xA1B2C3D4, 0xA1B23C4D
 OPTIONS = {  # TCP options by name: what Linux puts on every segment, and on a SYN
     "ts": [("NOP", None), ("NOP", None), ("Timestamp", (1000, 2000))],
     "syn": [("MSS", 1460), ("SAckOK", b""), ("Timestamp", (1000, 0)), ("NOP", None), ("WScale", 7)],
+    "sack": [("NOP", None), ("NOP", None), ("Timestamp", (1000, 2000)), ("NOP", None), ("NOP", None), ("SAck", (7, 9))],
     "none": [],
 }
 
@@ -196,8 +197,10 @@ def ip_packet(
     ip_id: int = 1,
     options: str = "ts",
     retrans_bytes: int = 0,
+    window: int = 502,
 ) -> Frame:
     """One TCP segment or UDP datagram of `payload_len` zero bytes, with correct lengths and checksums.
+    window: the TCP window field (unscaled; a SYN with options "syn" announces a scale of 7).
 
     keep: payload bytes actually built (None: all) — a 64 KB TSO segment needs only its headers.
     ip_len_field: force the IP length field (e.g. 0, as on an offloaded send); default: the true length.
@@ -218,6 +221,7 @@ def ip_packet(
     l4_len = true_len - l4
     if flow.proto == "tcp":
         struct.pack_into("!II", b, l4 + 4, seq % 2**32, ack % 2**32)
+        struct.pack_into("!H", b, l4 + 14, window)
         csum_at, proto = l4 + 16, 6
     else:
         struct.pack_into("!H", b, l4 + 4, l4_len & 0xFFFF)
@@ -365,9 +369,9 @@ class TcpConn:
         """Data starting at relative offset `rel`; the part already sent counts as retransmitted."""
         return self._send(ts_ns, forward, rel, n, "PA", **kw)
 
-    def ack(self, ts_ns: int, forward: bool = False) -> Frame:
-        """A pure ACK of everything the other side sent."""
-        return self._send(ts_ns, forward, self.high[self._flow(forward)], 0, "A")
+    def ack(self, ts_ns: int, forward: bool = False, **kw) -> Frame:
+        """A pure ACK of everything the other side sent (kw: window, options)."""
+        return self._send(ts_ns, forward, self.high[self._flow(forward)], 0, "A", **kw)
 
 
 # ---- file writers ---------------------------------------------------------------------------------
