@@ -154,7 +154,7 @@ def build_result(
     views = _views_table(run_input.hosts, host_flows, locals_, col)
     flows_df, chosen = _choose_views(views)
     flow_series = _flow_series(host_flows, chosen, views, bin_ns)
-    transport, round_trips = flow_transport(host_flows, views)
+    transport, transport_samples = flow_transport(host_flows, views)
     hosts, host_series = _hosts(
         run_input.hosts, host_flows, locals_, scans, col, bin_ns, link_speed_bps, busy_threshold, warnings, assumptions
     )
@@ -184,7 +184,7 @@ def build_result(
             host_series=host_series,
             markers=markers,
             transport=transport,
-            round_trips=round_trips,
+            transport_samples=transport_samples,
         ),
     )
     clock = _clocks(run_input, host_flows, locals_, hosts)

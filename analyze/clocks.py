@@ -90,7 +90,8 @@ def matched_delays(
             continue
         flow = inverse[starts[i] + (h.samples[:, L.SAMPLE_KEY] >> L.SAMPLE_FLOW_SHIFT)]
         s, d = src[flow], dst[flow]
-        inter = (s >= 0) & (d >= 0) & (s != d) & ((s == i) | (d == i))
+        matchable = (h.samples[:, L.SAMPLE_KEY] & L.SAMPLE_KIND) <= L.SAMPLE_ACK  # byte and ACK positions
+        inter = matchable & (s >= 0) & (d >= 0) & (s != d) & ((s == i) | (d == i))
         position = h.samples[inter, L.SAMPLE_KEY] & ((1 << L.SAMPLE_FLOW_SHIFT) - 1)
         key = (flow[inter].astype(np.int64) << L.SAMPLE_FLOW_SHIFT) | position  # the flow numbered across hosts
         for sender, receiver in {(int(a), int(b)) for a, b in zip(s[inter], d[inter])}:

@@ -116,7 +116,7 @@ class Tables:
     host_series: "pd.DataFrame"
     markers: "pd.DataFrame"  # iteration markers from markers.jsonl (empty when none)
     transport: "pd.DataFrame | None" = None  # per TCP data flow, its sender's TCP counters (analyze.transport)
-    round_trips: "pd.DataFrame | None" = None  # (flow_id, t_ns, rtt_ns) from the senders' captures
+    transport_samples: "pd.DataFrame | None" = None  # (flow_id, t_ns, what, value): round trips, in flight, re-sent
 
 
 @dataclass

@@ -43,6 +43,8 @@ NONE_BUSY_SHARE = 0.1  # edges busy less than this share of the job: communicati
 MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
 SERIES_POINTS = 400  # per edge and series in the JSON, at most
 LIMITERS = ("link", "loss", "receive_window", "sender", "latency", "none")
+SAMPLE_KINDS = ["round_trip_ns", "in_flight_bytes", "resent_bytes"]  # the `what` of Tables.transport_samples
+ROUND_TRIP, IN_FLIGHT, RESENT = 0, 1, 2
 
 FLOW_COLUMNS = [
     "flow_id",
@@ -86,39 +88,47 @@ def _reverse_rows(keys: np.ndarray) -> np.ndarray:
     return row_of[inverse[n:]]
 
 
-def _round_trips(hf: HostFlows, reverse: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(local flow row, send time, round trip) for the sequence samples of flows ROWS of one capture: the first
-    send of a byte at a sample position, and the first ACK past it on the reverse flow."""
+def _series_rows(hf: HostFlows, reverse: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(local flow row, time, what, value) for the data flows ROWS of one capture, from its sample table:
+    ROUND_TRIP for each marked byte (its first send to the first ACK past it, on the reverse flow), IN_FLIGHT
+    after each marked segment, RESENT for each re-sent segment kept (layouts.SAMPLE_*)."""
     s = hf.samples
     empty = np.zeros(0, np.int64)
     if not len(s) or not len(rows):
-        return empty, empty, empty
+        return empty, empty, empty, empty
     flow = s[:, L.SAMPLE_KEY] >> L.SAMPLE_FLOW_SHIFT
-    low = s[:, L.SAMPLE_KEY] & ((1 << L.SAMPLE_FLOW_SHIFT) - 1)
-    is_ack = (low & L.SAMPLE_ACK) != 0
+    kind = s[:, L.SAMPLE_KEY] & L.SAMPLE_KIND
+    value = s[:, L.SAMPLE_KEY] & 0xFFFFFFFF
     wanted = np.zeros(len(hf.keys), dtype=bool)
     wanted[rows] = True
-    data = ~is_ack & wanted[flow]
+    data = (kind == 0) & wanted[flow]
     answered = np.full(len(hf.keys), -1, dtype=np.int64)  # the data flow an ACK flow answers
     paired = reverse[rows] >= 0
     answered[reverse[rows][paired]] = rows[paired]
-    ack_of = np.where(is_ack, answered[flow], -1)
-    acks = is_ack & (ack_of >= 0)
-    position = low & (L.SAMPLE_ACK - 1)
-    key_d, ns_d = earliest((flow[data] << 32) | position[data], s[data, L.SAMPLE_NS])
-    key_a, ns_a = earliest((ack_of[acks] << 32) | position[acks], s[acks, L.SAMPLE_NS])
+    ack_of = np.where(kind == L.SAMPLE_ACK, answered[flow], -1)
+    acks = ack_of >= 0
+    key_d, ns_d = earliest((flow[data] << 32) | value[data], s[data, L.SAMPLE_NS])
+    key_a, ns_a = earliest((ack_of[acks] << 32) | value[acks], s[acks, L.SAMPLE_NS])
     _, i_d, i_a = np.intersect1d(key_d, key_a, assume_unique=True, return_indices=True)
     rtt = ns_a[i_a] - ns_d[i_d]
     ok = rtt > 0
-    return key_d[i_d][ok] >> 32, ns_d[i_d][ok], rtt[ok]
+    other = wanted[flow] & ((kind == L.SAMPLE_INFLIGHT) | (kind == L.SAMPLE_RESENT))
+    what = np.where(kind[other] == L.SAMPLE_INFLIGHT, IN_FLIGHT, RESENT)
+    return (
+        np.concatenate([key_d[i_d][ok] >> 32, flow[other]]),
+        np.concatenate([ns_d[i_d][ok], s[other, L.SAMPLE_NS]]),
+        np.concatenate([np.full(int(ok.sum()), ROUND_TRIP), what]),
+        np.concatenate([rtt[ok], value[other]]),
+    )
 
 
 def flow_transport(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per TCP data flow, from its sender's capture: the transport counters (the ACK side's duplicate ACKs,
-    SACKs and zero windows added to the data side's), and a table of round-trip samples (flow_id, t_ns, rtt_ns).
-    Both built from whole columns across hosts (one frame each, however many hosts)."""
+    SACKs and zero windows added to the data side's), and its samples over time (flow_id, t_ns, what, value:
+    what is ROUND_TRIP ns, IN_FLIGHT bytes or RESENT bytes). Both built from whole columns across hosts (one
+    frame each, however many hosts)."""
     columns: dict[str, list[np.ndarray]] = {c: [] for c in FLOW_COLUMNS}
-    trips: dict[str, list[np.ndarray]] = {"flow_id": [], "t_ns": [], "rtt_ns": []}
+    trips: dict[str, list[np.ndarray]] = {"flow_id": [], "t_ns": [], "what": [], "value": []}
     if not views.empty:
         sent = views["sent_here"].to_numpy()
         is_tcp = (views["proto"] == "tcp").to_numpy()
@@ -156,14 +166,16 @@ def flow_transport(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tupl
             for name, col in answers.items():
                 columns[name].append(np.where(has, a[rr, col], 0))
             columns["window_scale"].append(np.where(has, a[rr, L.AGG_WSCALE], -1))
-            local, t_ns, rtt = _round_trips(hf, rev, mine)
+            local, t_ns, what, value = _series_rows(hf, rev, mine)
             trips["flow_id"].append(flow_id[start + local])
             trips["t_ns"].append(t_ns)
-            trips["rtt_ns"].append(rtt)
+            trips["what"].append(what)
+            trips["value"].append(value)
             start += n
     flows = pd.DataFrame({c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in columns.items()})
     samples = pd.DataFrame({c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in trips.items()})
-    return flows, samples
+    samples["what"] = pd.Categorical.from_codes(samples["what"].to_numpy(np.int8), SAMPLE_KINDS)
+    return flows, samples.sort_values("t_ns", kind="stable", ignore_index=True)
 
 
 def _per_edge_rtt(code: np.ndarray, rtt: np.ndarray, n: int) -> dict[str, np.ndarray]:
@@ -211,13 +223,15 @@ def _iteration_of(t: np.ndarray, windows: np.ndarray) -> np.ndarray:
 def _per_iteration(
     bins: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     trips: tuple[np.ndarray, np.ndarray, np.ndarray],
+    resent: tuple[np.ndarray, np.ndarray, np.ndarray],
     windows: np.ndarray,
     n: int,
     bin_ns: int,
 ) -> list[dict[str, list[Any]]]:
     """Per edge, for each iteration it sent in: its rate over its busy bins, the share of its communication
-    span (first to last busy bin) it sat idle, waiting on a previous ring step or on the sender, and the median
-    round trip. bins: (edge code, t on the reference clock, utilization, busy); trips: (edge code, t, rtt)."""
+    span (first to last busy bin) it sat idle, waiting on a previous ring step or on the sender, the median
+    round trip and the bytes re-sent. bins: (edge code, t on the reference clock, utilization, busy); trips and
+    resent: (edge code, t on the reference clock, round trip or bytes)."""
     code, t, util, busy = bins
     k = len(windows)
     it = _iteration_of(t, windows)
@@ -236,6 +250,10 @@ def _per_iteration(
     r_it = _iteration_of(r_t, windows)
     inside = r_it >= 0
     median = _per_edge_rtt(r_code[inside] * k + r_it[inside], r_ns[inside], size)["median"]
+    x_code, x_t, x_bytes = resent
+    x_it = _iteration_of(x_t, windows)
+    x_in = x_it >= 0
+    lost = np.bincount(x_code[x_in] * k + x_it[x_in], weights=x_bytes[x_in], minlength=size)
     out: list[dict[str, list[Any]]] = []
     for e in range(n):
         rows = np.flatnonzero(count[e * k : (e + 1) * k] > 0)
@@ -246,6 +264,7 @@ def _per_iteration(
                 "rate_while_busy": [round(float(x), 4) for x in squares[at] / total[at]],
                 "idle_share": [round(float(x), 4) for x in 1 - count[at] / span[at]],
                 "rtt_median_ms": [_ms(x) for x in median[at]],
+                "resent_bytes": [int(x) for x in lost[at]],
             }
         )
     return out
@@ -323,7 +342,7 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
     if tables is None:
         return None
     out: dict[str, Any] = {"limiter": None, "confidence": 0.0, "evidence": [], "edges": [], "notes": []}
-    ft, rtt = tables.transport, tables.round_trips
+    ft, samples = tables.transport, tables.transport_samples
     addr_host = address_hosts(result.hosts)
     captured = set(addr_host.values())
     if ft is not None and len(ft):
@@ -336,7 +355,7 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
     if not judged.any():
         out["notes"].append("no TCP data between two captured hosts, captured at its sender: nothing to diagnose")
         return out
-    assert ft is not None and rtt is not None
+    assert ft is not None and samples is not None
     ft, src, dst = ft[judged], src[judged], dst[judged]
     code, pairs = pd.factorize(pd.MultiIndex.from_arrays([src, dst]))
     n = len(pairs)
@@ -345,10 +364,11 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
     np.maximum.at(inflight_max, code, ft["inflight_max"].to_numpy(np.int64))
     code_of_flow = np.full(int(tables.flows["flow_id"].max()) + 1, -1, dtype=np.int64)
     code_of_flow[ft["flow_id"].to_numpy(np.int64)] = code
-    trips = rtt["flow_id"].to_numpy(np.int64)
-    rtt_code = code_of_flow[trips] if len(trips) else np.zeros(0, np.int64)
-    mine = rtt_code >= 0
-    stats = _per_edge_rtt(rtt_code[mine], rtt["rtt_ns"].to_numpy(np.int64)[mine], n)
+    s_code = code_of_flow[samples["flow_id"].to_numpy(np.int64)] if len(samples) else np.zeros(0, np.int64)
+    s_what = samples["what"].cat.codes.to_numpy() if len(samples) else np.zeros(0, np.int8)
+    s_t, s_value = samples["t_ns"].to_numpy(np.int64), samples["value"].to_numpy(np.int64)
+    trips = (s_code >= 0) & (s_what == ROUND_TRIP)
+    stats = _per_edge_rtt(s_code[trips], s_value[trips], n)
     speeds = {h.name: float(h.link_speed_bps) for h in result.hosts}
     link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
     bin_ns = int(result.bin_ns)
@@ -369,18 +389,20 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
         )
     if not iterations.get("confident"):
         out["notes"].append("iterations are not known for sure: ring steps, and so latency, are not judged")
+    shift = _shift(result, [src for src, _ in pairs])  # each edge's sender clock against the reference
+    resent = (s_code >= 0) & (s_what == RESENT)
     per_it = _per_iteration(
-        (e_code, e_t - _shift(result, [pairs[c][0] for c in e_code]), e_util, e_busy),
-        (rtt_code[mine], rtt["t_ns"].to_numpy(np.int64)[mine], rtt["rtt_ns"].to_numpy(np.int64)[mine]),
+        (e_code, e_t - shift[e_code], e_util, e_busy),
+        (s_code[trips], s_t[trips] - shift[s_code[trips]], s_value[trips]),
+        (s_code[resent], s_t[resent] - shift[s_code[resent]], s_value[resent]),
         _windows(result, iterations),
         n,
         bin_ns,
     )
-    rows_of = np.argsort(e_code, kind="stable")
-    bounds = np.searchsorted(e_code[rows_of], np.arange(n + 1))
-    trip_rows = np.flatnonzero(mine)
-    trip_order = trip_rows[np.argsort(rtt_code[trip_rows], kind="stable")]
-    trip_bounds = np.searchsorted(rtt_code[trip_order], np.arange(n + 1))
+    bins_of = _split(e_code, np.ones(len(e_code), bool), n)
+    trips_of = _split(s_code, trips, n)
+    flight_of = _split(s_code, (s_code >= 0) & (s_what == IN_FLIGHT), n)
+    resent_of = _split(s_code, resent, n)
     edges = []
     for i, (s, d) in enumerate(pairs):
         payload = int(per["payload_bytes"][i])
@@ -421,9 +443,14 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
             step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
         row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps)
         row["confidence"] = round(confidence, 3)
-        bins = rows_of[bounds[i] : bounds[i + 1]]
-        trip = trip_order[trip_bounds[i] : trip_bounds[i + 1]]
-        row["series"] = _series(e_t[bins], e_util[bins], rtt["t_ns"].to_numpy()[trip], rtt["rtt_ns"].to_numpy()[trip])
+        b = bins_of[i]
+        row["series"] = _series(
+            (e_t[b], e_util[b]),
+            (s_t[trips_of[i]], s_value[trips_of[i]]),
+            (s_t[flight_of[i]], s_value[flight_of[i]]),
+            (s_t[resent_of[i]], s_value[resent_of[i]]),
+            bin_ns,
+        )
         edges.append(row)
     edges.sort(key=lambda e: -e["payload_bytes"])
     heaviest = edges[0]["payload_bytes"]
@@ -468,14 +495,36 @@ def _windows(result: Any, iterations: dict[str, Any]) -> np.ndarray:
     return windows[np.argsort(windows[:, 0], kind="stable")]
 
 
-def _series(t: np.ndarray, utilization: np.ndarray, rtt_t: np.ndarray, rtt_ns: np.ndarray) -> dict[str, Any]:
-    """The edge's rate per bin and round trips over time, thinned to SERIES_POINTS each, for the report."""
-    keep, keep_r = _thin(t), _thin(rtt_t)
+def _split(code: np.ndarray, use: np.ndarray, n: int) -> list[np.ndarray]:
+    """The rows where USE holds, split by their edge code 0..n-1 (each part in row order)."""
+    rows = np.flatnonzero(use)
+    rows = rows[np.argsort(code[rows], kind="stable")]
+    bounds = np.searchsorted(code[rows], np.arange(n + 1))
+    return [rows[bounds[i] : bounds[i + 1]] for i in range(n)]
+
+
+Pair = tuple[np.ndarray, np.ndarray]
+
+
+def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) -> dict[str, Any]:
+    """An edge over time, for the report, each thinned to SERIES_POINTS: its share of line rate per bin, its
+    round trips, its bytes in flight after marked segments, and its re-sent bytes per bin (the heaviest bins).
+    Each part comes in time order (transport_samples is sorted by time)."""
+    t, u = rate
+    keep, keep_r, keep_f = _thin(t), _thin(trips[0]), _thin(flight[0])
+    bins, inverse = np.unique(resent[0] // bin_ns, return_inverse=True)
+    per_bin = np.bincount(inverse.ravel(), weights=resent[1], minlength=len(bins))
+    keep_b = np.argsort(-per_bin, kind="stable")[:SERIES_POINTS]
+    keep_b.sort()
     return {
         "t_ns": [int(x) for x in t[keep]],
-        "utilization": [round(float(x), 4) for x in utilization[keep]],
-        "rtt_t_ns": [int(x) for x in rtt_t[keep_r]],
-        "rtt_ms": [round(float(x) / 1e6, 4) for x in rtt_ns[keep_r]],
+        "utilization": [round(float(x), 4) for x in u[keep]],
+        "rtt_t_ns": [int(x) for x in trips[0][keep_r]],
+        "rtt_ms": [round(float(x) / 1e6, 4) for x in trips[1][keep_r]],
+        "inflight_t_ns": [int(x) for x in flight[0][keep_f]],
+        "inflight_bytes": [int(x) for x in flight[1][keep_f]],
+        "resent_t_ns": [int(x) * bin_ns for x in bins[keep_b]],
+        "resent_bytes": [int(x) for x in per_bin[keep_b]],
     }
 
 

@@ -545,48 +545,76 @@ def _rate(bps: float) -> str:
 def transport_figures(
     transport: Mapping[str, Any], t0_ns: int, edges: int = TOP_FLOWS
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The judged ring edges over time: the share of line rate per bin, and the round trips of their bytes
-    (first send of a marked byte to the first ACK past it), one color per edge in both."""
-    rate, trips = [], []
+    """The judged ring edges over time, one color per edge in every figure: share of line rate per bin, bytes in
+    flight after marked segments against the edge's mean advertised window (dashed), round trips of marked
+    bytes (first send to the first ACK past them), and bytes re-sent per bin."""
+    parts: dict[str, list[dict[str, Any]]] = {"rate": [], "inflight": [], "rtt": [], "resent": []}
     judged = [x for x in transport.get("edges") or [] if x.get("limiter")][:edges]
     for k, edge in enumerate(judged):
         s = edge.get("series") or {}
         name = esc(f"{edge['src']} → {edge['dst']} ({edge['limiter']})")
         color = PALETTE[k % len(PALETTE)]
-        if s.get("t_ns"):
-            rate.append(
+
+        def trace(kind: str, t_key: str, y: Any, mode: str, hover: str, **extra: Any) -> None:
+            if s.get(t_key):
+                parts[kind].append(
+                    {
+                        "type": "scattergl",
+                        "mode": mode,
+                        "name": name,
+                        "legendgroup": name,
+                        "x": arr(_seconds(np.asarray(s[t_key]), t0_ns)),
+                        "y": arr(y),
+                        "hovertemplate": hover + " at %{x:.3f} s<extra>%{fullData.name}</extra>",
+                        **extra,
+                    }
+                )
+
+        trace("rate", "t_ns", s.get("utilization"), "lines", "%{y:.0%} of line rate", line={"color": color, "width": 1})
+        trace(
+            "inflight",
+            "inflight_t_ns",
+            s.get("inflight_bytes"),
+            "markers",
+            "%{y:.3s}B in flight",
+            marker={"color": color, "size": 4},
+        )
+        if edge.get("window_mean_bytes") and s.get("inflight_t_ns"):
+            ends = _seconds(np.asarray([s["inflight_t_ns"][0], s["inflight_t_ns"][-1]]), t0_ns)
+            parts["inflight"].append(
                 {
-                    "type": "scattergl",
+                    "type": "scatter",
                     "mode": "lines",
-                    "name": name,
-                    "line": {"color": color, "width": 1},
-                    "x": arr(_seconds(np.asarray(s["t_ns"]), t0_ns)),
-                    "y": arr(s["utilization"]),
-                    "hovertemplate": "%{y:.0%} of line rate at %{x:.3f} s<extra>%{fullData.name}</extra>",
+                    "name": name + " mean window",
+                    "legendgroup": name,
+                    "showlegend": False,
+                    "x": arr(ends),
+                    "y": arr([edge["window_mean_bytes"]] * 2),
+                    "line": {"color": color, "width": 1, "dash": "dash"},
+                    "hovertemplate": "mean window %{y:.3s}B<extra>%{fullData.name}</extra>",
                 }
             )
-        if s.get("rtt_t_ns"):
-            trips.append(
-                {
-                    "type": "scattergl",
-                    "mode": "markers",
-                    "name": name,
-                    "marker": {"color": color, "size": 4},
-                    "x": arr(_seconds(np.asarray(s["rtt_t_ns"]), t0_ns)),
-                    "y": arr(s["rtt_ms"]),
-                    "hovertemplate": "%{y:.3f} ms at %{x:.3f} s<extra>%{fullData.name}</extra>",
-                }
-            )
+        trace("rtt", "rtt_t_ns", s.get("rtt_ms"), "markers", "%{y:.3f} ms", marker={"color": color, "size": 4})
+        trace(
+            "resent",
+            "resent_t_ns",
+            s.get("resent_bytes"),
+            "markers",
+            "%{y:.3s}B re-sent",
+            marker={"color": color, "size": 5},
+        )
     axis = {"title": {"text": "time since first packet (s)"}, "ticksuffix": " s"}
-    out = []
-    if rate:
-        layout = base_layout(
-            320, xaxis=axis, yaxis={"title": {"text": "share of line rate"}, "tickformat": ".0%", "rangemode": "tozero"}
+    yaxes = {
+        "rate": {"title": {"text": "share of line rate"}, "tickformat": ".0%", "rangemode": "tozero"},
+        "inflight": {"title": {"text": "bytes in flight"}, "rangemode": "tozero", "exponentformat": "SI"},
+        "rtt": {"title": {"text": "round trip (ms)"}, "type": "log"},
+        "resent": {"title": {"text": "bytes re-sent per bin"}, "rangemode": "tozero", "exponentformat": "SI"},
+    }
+    return [
+        (
+            f"fig-transport-{kind}",
+            {"data": data, "layout": base_layout(300, hovermode="closest", xaxis=axis, yaxis=yaxes[kind])},
         )
-        out.append(("fig-transport-rate", {"data": rate, "layout": layout}))
-    if trips:
-        layout = base_layout(
-            320, hovermode="closest", xaxis=axis, yaxis={"title": {"text": "round trip (ms)"}, "type": "log"}
-        )
-        out.append(("fig-transport-rtt", {"data": trips, "layout": layout}))
-    return out
+        for kind, data in parts.items()
+        if data
+    ]

@@ -24,7 +24,8 @@ def hosts_frame(result) -> pd.DataFrame:  # noqa: ANN001 - analyze.result.Result
 
 
 def write_tables(result, out: Path) -> list[Path]:  # noqa: ANN001
-    """Write flows, flow_views, hosts, host_series and flow_series as .csv and .parquet into `out`."""
+    """Write flows, flow_views, hosts, host_series, flow_series and the transport's per-flow TCP counters and
+    samples over time (transport, transport_samples) as .csv and .parquet into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     t = result.tables
     tables = {
@@ -34,6 +35,9 @@ def write_tables(result, out: Path) -> list[Path]:  # noqa: ANN001
         "host_series": t.host_series,
         "flow_series": t.flow_series,
     }
+    if t.transport is not None and t.transport_samples is not None:
+        tables["transport"] = t.transport
+        tables["transport_samples"] = t.transport_samples
     written = []
     for name, df in tables.items():
         csv, parquet = out / f"{name}.csv", out / f"{name}.parquet"

@@ -41,6 +41,7 @@ from analyze.read.layouts import (
     AGG_PACKETS,
     AGG_PAYLOAD_BYTES,
     AGG_REORDER_BYTES,
+    AGG_RESENT_MARKS,
     AGG_RETRANS_BYTES,
     AGG_REV,
     AGG_RTT_MIN,
@@ -89,8 +90,10 @@ from analyze.read.layouts import (
     SAMPLE_ACK,
     SAMPLE_BUDGET,
     SAMPLE_FLOW_SHIFT,
+    SAMPLE_INFLIGHT,
     SAMPLE_KEY,
     SAMPLE_NS,
+    SAMPLE_RESENT,
     SAMPLE_SHIFT,
     SHB_TYPE,
     STATUS_BUDGET,
@@ -289,9 +292,33 @@ def _tcp_options(b, o, stop, flags, agg, row):
 
 
 @njit(inline="always", cache=_CACHE)
-def _transport(b, l4, l4hdr, end, flags, win, ack, payload, agg, row, f, keys, slots, a0, a1, a2, a3, ports, ts):
+def _transport(
+    b,
+    l4,
+    l4hdr,
+    end,
+    flags,
+    win,
+    ack,
+    payload,
+    marked,
+    agg,
+    row,
+    f,
+    keys,
+    slots,
+    samples,
+    st,
+    a0,
+    a1,
+    a2,
+    a3,
+    ports,
+    ts,
+):
     """TCP behaviour of one segment: options, duplicate ACKs, zero windows, and for new data the bytes in
-    flight against the receiver's window (its ACKs and windows are the reverse flow's, found once)."""
+    flight against the receiver's window (its ACKs and windows are the reverse flow's, found once); where the
+    segment got a data sample (marked), a row with those bytes in flight."""
     if l4hdr > 20 and ((flags & 2) or payload == 0):
         _tcp_options(b, l4 + 20, min(l4 + l4hdr, end), flags, agg, row)
     elif flags & 2:
@@ -330,6 +357,8 @@ def _transport(b, l4, l4hdr, end, flags, win, ack, payload, agg, row, f, keys, s
         return
     agg[row, AGG_INFLIGHT_SUM] += inflight
     agg[row, AGG_INFLIGHT_N] += 1
+    if marked:
+        _sample(samples, st, f, SAMPLE_INFLIGHT | inflight, ts)
     if inflight > agg[row, AGG_INFLIGHT_MAX]:
         agg[row, AGG_INFLIGHT_MAX] = inflight
     scale = agg[rr, AGG_WSCALE]
@@ -399,19 +428,35 @@ def _sample(samples, st, f, pos, ts):
 
 
 @njit(inline="always", cache=_CACHE)
-def _kept(agg, row, col, pos):
-    """Count a sample position the flow passed; whether it is kept at the flow's level (SAMPLE_BUDGET)."""
+def _level(agg, row, col):
+    """Count one more mark in column col; the flow's thinning level for it (SAMPLE_BUDGET per doubling)."""
     marks = agg[row, col]
     agg[row, col] = marks + 1
     level = 0
     while marks >= SAMPLE_BUDGET * ((np.int64(2) << level) - 1):
         level += 1
+    return level
+
+
+@njit(inline="always", cache=_CACHE)
+def _kept(agg, row, col, pos):
+    """Count a sample position the flow passed; whether it is kept at the flow's level (SAMPLE_BUDGET)."""
+    level = _level(agg, row, col)
     return ((pos >> SAMPLE_SHIFT) & ((np.int64(1) << level) - 1)) == 0
 
 
 @njit(inline="always", cache=_CACHE)
+def _sample_resent(agg, row, samples, st, f, nbytes, ts):
+    """A re-sent segment's row: every one at first, then every 2nd, 4th, ... standing for that many."""
+    level = _level(agg, row, AGG_RESENT_MARKS)
+    if ((agg[row, AGG_RESENT_MARKS] - 1) & ((np.int64(1) << level) - 1)) == 0:
+        _sample(samples, st, f, SAMPLE_RESENT | min(nbytes << level, np.int64(0xFFFFFFFF)), ts)
+
+
+@njit(inline="always", cache=_CACHE)
 def _sample_data(agg, row, samples, st, f, start, end, ts):
-    """A data sample when new bytes [start, end) (mod 2^32) hold a multiple of 2^SAMPLE_SHIFT."""
+    """A data sample when new bytes [start, end) (mod 2^32) hold a multiple of 2^SAMPLE_SHIFT; whether one was
+    kept."""
     step = np.int64(1) << SAMPLE_SHIFT
     pos = ((start + step - 1) & ~(step - 1)) & 0xFFFFFFFF
     if ((pos - start) & 0xFFFFFFFF) < ((end - start) & 0xFFFFFFFF):
@@ -419,6 +464,8 @@ def _sample_data(agg, row, samples, st, f, start, end, ts):
         agg[row, AGG_MARK_NS] = ts
         if _kept(agg, row, AGG_DATA_MARKS, pos):
             _sample(samples, st, f, pos, ts)
+            return True
+    return False
 
 
 @njit(inline="always", cache=_CACHE)
@@ -667,6 +714,7 @@ def _packet(
 
     # ---- retransmitted payload from TCP sequence numbers (modulo 2^32): bytes below the highest seen,
     # unless they fill the latest hole soon after it opened (reordered by the capture, not resent)
+    marked = False  # a data sample was kept for this segment: its bytes in flight are kept too
     if seq >= 0 and payload > 0:
         seq_end = (seq + payload) & 0xFFFFFFFF
         top = agg[row, AGG_SEQ_END]
@@ -674,7 +722,7 @@ def _packet(
             agg[row, AGG_SEQ_END] = seq_end
             agg[row, AGG_SEQ_FIRST] = seq
             agg[row, AGG_SEQ_FIRST_NS] = ts
-            _sample_data(agg, row, samples, st, f, seq, seq_end, ts)
+            marked = _sample_data(agg, row, samples, st, f, seq, seq_end, ts)
         else:
             behind = (top - seq) & 0xFFFFFFFF  # bytes of this segment at or below the highest seen
             if behind < 0x80000000 and behind > 0:
@@ -683,9 +731,11 @@ def _packet(
                     agg[row, AGG_REORDER_BYTES] += old
                 else:
                     agg[row, AGG_RETRANS_BYTES] += old
+                    _sample_resent(agg, row, samples, st, f, old, ts)
             ahead = (seq_end - top) & 0xFFFFFFFF
             if ahead != 0 and ahead < 0x80000000:
-                _sample_data(agg, row, samples, st, f, top if behind < 0x80000000 and behind > 0 else seq, seq_end, ts)
+                start = top if behind < 0x80000000 and behind > 0 else seq
+                marked = _sample_data(agg, row, samples, st, f, start, seq_end, ts)
                 skip = (seq - top) & 0xFFFFFFFF
                 if skip != 0 and skip < 0x80000000:  # [top, seq) not seen (yet): a hole opens
                     agg[row, AGG_GAP2_LO] = agg[row, AGG_GAP_LO]
@@ -706,11 +756,14 @@ def _packet(
             win,
             ack,
             payload,
+            marked,
             agg,
             row,
             f,
             keys,
             slots,
+            samples,
+            st,
             a0,
             a1,
             a2,
@@ -761,7 +814,7 @@ def _must_return(st, keys, cell_flow, samples, done, budget):
         return STATUS_FLOWS_FULL
     if st[ST_NCELLS] + 1 >= cell_flow.shape[0]:
         return STATUS_CELLS_FULL
-    if st[ST_NSAMPLES] + 2 >= samples.shape[0]:  # a packet adds a data and an ACK sample at most
+    if st[ST_NSAMPLES] + 4 >= samples.shape[0]:  # a packet adds a data, in-flight, re-sent and ACK row at most
         return STATUS_SAMPLES_FULL
     if done == budget:
         return STATUS_BUDGET

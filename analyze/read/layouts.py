@@ -98,7 +98,8 @@ AGG_MARK_POS = 35  # the latest sample position this flow's new data passed, and
 AGG_MARK_NS = 36  # (on the reverse flow) gives a round trip
 AGG_RTT_MIN = 37  # smallest such round trip, -1 before the first
 AGG_REORDER_BYTES = 38  # bytes below the highest sequence that filled a hole soon enough: reordered, not re-sent
-N_AGG = 39
+AGG_RESENT_MARKS = 39  # re-sent segments seen (their SAMPLE_RESENT rows thin out like the samples)
+N_AGG = 40
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.
@@ -143,10 +144,17 @@ STATUS_SAMPLES_FULL = 7
 # 3 x SAMPLE_BUDGET every fourth, and so on (about SAMPLE_BUDGET per doubling). Two captures of one flow that
 # began at different positions may be at different levels; the coarser one keeps a subset of the finer one's
 # positions, so every sample of the coarser side still has its match.
+# Two more kinds of row share the table, for the transport's time series (analyze.transport): at each kept data
+# sample, the bytes in flight just after it (SAMPLE_INFLIGHT); and a segment's re-sent bytes (SAMPLE_RESENT),
+# kept like the samples (every one at first, every 2nd after SAMPLE_BUDGET, ...) and so stored multiplied by
+# the share they stand for, so a sum over time stays near the flow's re-sent total.
 SAMPLE_SHIFT = 16
 SAMPLE_BUDGET = 1024
 SAMPLE_ACK = 1 << 32
-SAMPLE_FLOW_SHIFT = 34  # above the position (32 bits) and the ACK bit
+SAMPLE_RESENT = 2 << 32
+SAMPLE_INFLIGHT = 3 << 32
+SAMPLE_KIND = 3 << 32  # the kind bits: 0 a data sample, SAMPLE_ACK, SAMPLE_RESENT or SAMPLE_INFLIGHT
+SAMPLE_FLOW_SHIFT = 34  # above the value (32 bits) and the kind
 SAMPLE_KEY, SAMPLE_NS, N_SAMPLE = 0, 1, 2
 # Byte accounting modes.
 BYTES_IP = 0

@@ -58,6 +58,10 @@ def test_committed_ddp_captures_name_the_cause_applied(case: str, cause: str, ho
     ring = _ring_edges(t, hosts)
     if cause == "loss":  # the capture's README: segments dropped by the tbf queue and re-sent
         assert all(e["retransmitted_fraction"] > 0.05 and e["dup_acks"] > 100 for e in ring)
+        # the re-sent bytes over time (thinned like the samples, each kept segment standing for those it
+        # replaces) add up to the flow's exact total within 2 %
+        for e in ring:
+            assert sum(e["series"]["resent_bytes"]) == pytest.approx(e["retransmitted_bytes"], rel=0.02)
     else:  # a deep htb queue at 100 Mbit/s: busy at line rate, nothing lost, the window never full
         assert all(e["rate_while_busy"] > 0.85 and e["retransmitted_fraction"] < 1e-4 for e in ring)
         assert all(e["window_full_fraction"] < 0.01 for e in ring)
@@ -80,6 +84,7 @@ def test_live_gloo_receive_window(tmp_path: Path, netns_cluster) -> None:  # noq
     for e in _ring_edges(t, 3):
         assert e["window_full_fraction"] > 0.5 and e["window_mean_bytes"] < 16_384
         assert e["inflight_max_bytes"] <= 16_384
+        assert 0 < max(e["series"]["inflight_bytes"]) <= 16_384  # over time too, never past the capped buffer
     _audit(run)
 
 
@@ -185,7 +190,8 @@ def _ours(pcap: Path) -> dict[tuple[int, int], dict[str, float]]:
         }
     )
     flows, trips = flow_transport([hf], views)
-    median = trips.groupby("flow_id")["rtt_ns"].median()
+    trips = trips[trips["what"] == "round_trip_ns"]
+    median = trips.groupby("flow_id")["value"].median()
     out = {}
     for i in range(len(hf.keys)):
         a = hf.agg[i]

@@ -263,8 +263,8 @@ def test_unsure_case_says_so_in_chromium(tmp_path):
 
 def test_transport_section_in_chromium(tmp_path):
     """The committed lossy DDP capture (a tbf queue that overflows): the report's transport section names loss,
-    lists the ring's edges with their re-sent share, and draws each edge's rate and round trips; from the saved
-    JSON too (its series travel in the JSON)."""
+    lists the ring's edges with their re-sent share, and draws each edge's rate, bytes in flight against its
+    window, round trips and re-sent bytes; from the saved JSON too (its series travel in the JSON)."""
     from typer.testing import CliRunner
 
     from cli import app
@@ -295,5 +295,7 @@ def test_transport_section_in_chromium(tmp_path):
         assert limiter == "loss"
         assert [(row[0], row[1]) for row in rows[: len(ring)]] == [(f"{x['src']} → {x['dst']}", "loss") for x in ring]
         assert [row[2] for row in rows[: len(ring)]] == [f"{x['retransmitted_fraction']:.2%}" for x in ring]
-        for fig in ("fig-transport-rate", "fig-transport-rtt"):
+        for fig in ("fig-transport-rate", "fig-transport-rtt", "fig-transport-resent"):
             assert figures[fig]["traces"] == len(ring) and all(p > 0 for p in figures[fig]["points"]), figures
+        # bytes in flight, and each edge's mean advertised window beside them
+        assert figures["fig-transport-inflight"]["traces"] == 2 * len(ring), figures
