@@ -90,8 +90,9 @@ def _reverse_rows(keys: np.ndarray) -> np.ndarray:
 
 def _series_rows(hf: HostFlows, reverse: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, ...]:
     """(local flow row, time, what, value) for the data flows ROWS of one capture, from its sample table:
-    ROUND_TRIP for each marked byte (its first send to the first ACK past it, on the reverse flow), IN_FLIGHT
-    after each marked segment, RESENT for each re-sent segment kept (layouts.SAMPLE_*)."""
+    ROUND_TRIP from TCP timestamps (a TSval's first send to the first ACK echoing it) where the flow carries
+    them, else for each marked byte (its first send to the first ACK past it, on the reverse flow); IN_FLIGHT
+    after each marked segment; RESENT for each re-sent segment kept (layouts.SAMPLE_*)."""
     s = hf.samples
     empty = np.zeros(0, np.int64)
     if not len(s) or not len(rows):
@@ -112,13 +113,27 @@ def _series_rows(hf: HostFlows, reverse: np.ndarray, rows: np.ndarray) -> tuple[
     _, i_d, i_a = np.intersect1d(key_d, key_a, assume_unique=True, return_indices=True)
     rtt = ns_a[i_a] - ns_d[i_d]
     ok = rtt > 0
+    # round trips from TCP timestamps where the flow has them (a value's first send to its first echo, one per
+    # timestamp tick), else from the sequence pairs
+    vals = wanted[flow] & (kind == L.SAMPLE_TSVAL)
+    echo_of = np.where(kind == L.SAMPLE_TSECR, answered[flow], -1)
+    echoes = echo_of >= 0
+    key_v, ns_v = earliest((flow[vals] << 32) | value[vals], s[vals, L.SAMPLE_NS])
+    key_e, ns_e = earliest((echo_of[echoes] << 32) | value[echoes], s[echoes, L.SAMPLE_NS])
+    _, i_v, i_e = np.intersect1d(key_v, key_e, assume_unique=True, return_indices=True)
+    ts_rtt = ns_e[i_e] - ns_v[i_v]
+    ts_ok = ts_rtt > 0
+    stamped = np.zeros(len(hf.keys), dtype=bool)
+    stamped[key_v[i_v][ts_ok] >> 32] = True
+    paired_flow = key_d[i_d] >> 32
+    ok &= ~stamped[paired_flow]
     other = wanted[flow] & ((kind == L.SAMPLE_INFLIGHT) | (kind == L.SAMPLE_RESENT))
     what = np.where(kind[other] == L.SAMPLE_INFLIGHT, IN_FLIGHT, RESENT)
     return (
-        np.concatenate([key_d[i_d][ok] >> 32, flow[other]]),
-        np.concatenate([ns_d[i_d][ok], s[other, L.SAMPLE_NS]]),
-        np.concatenate([np.full(int(ok.sum()), ROUND_TRIP), what]),
-        np.concatenate([rtt[ok], value[other]]),
+        np.concatenate([paired_flow[ok], key_v[i_v][ts_ok] >> 32, flow[other]]),
+        np.concatenate([ns_d[i_d][ok], ns_v[i_v][ts_ok], s[other, L.SAMPLE_NS]]),
+        np.concatenate([np.full(int(ok.sum()) + int(ts_ok.sum()), ROUND_TRIP), what]),
+        np.concatenate([rtt[ok], ts_rtt[ts_ok], value[other]]),
     )
 
 

@@ -49,6 +49,10 @@ from analyze.read.layouts import (
     AGG_SEQ_END,
     AGG_SEQ_FIRST,
     AGG_SEQ_FIRST_NS,
+    AGG_TSECR,
+    AGG_TSECR_MARKS,
+    AGG_TSVAL,
+    AGG_TSVAL_MARKS,
     AGG_WIN,
     AGG_WIN_FULL_BYTES,
     AGG_WIN_N,
@@ -95,6 +99,8 @@ from analyze.read.layouts import (
     SAMPLE_NS,
     SAMPLE_RESENT,
     SAMPLE_SHIFT,
+    SAMPLE_TSECR,
+    SAMPLE_TSVAL,
     SHB_TYPE,
     STATUS_BUDGET,
     STATUS_CELLS_FULL,
@@ -232,6 +238,8 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
             agg[row, AGG_ZERO_SINCE] = -1
             agg[row, AGG_MARK_POS] = -1
             agg[row, AGG_RTT_MIN] = -1
+            agg[row, AGG_TSVAL] = -1
+            agg[row, AGG_TSECR] = -1
             return f
         row = np.uint64(f)
         if (
@@ -292,6 +300,22 @@ def _tcp_options(b, o, stop, flags, agg, row):
 
 
 @njit(inline="always", cache=_CACHE)
+def _timestamps(agg, row, samples, st, f, tsval, tsecr, payload, ack, ts):
+    """A row for a timestamp value's first data segment and one for the first ACK echoing a value, each kept
+    by the value's low bits at the flow's level (SAMPLE_BUDGET per doubling), as positions are."""
+    if tsval >= 0 and payload > 0 and tsval != agg[row, AGG_TSVAL]:
+        agg[row, AGG_TSVAL] = tsval
+        level = _level(agg, row, AGG_TSVAL_MARKS)
+        if (tsval & ((np.int64(1) << level) - 1)) == 0:
+            _sample(samples, st, f, SAMPLE_TSVAL | tsval, ts)
+    if tsecr > 0 and ack >= 0 and tsecr != agg[row, AGG_TSECR]:
+        agg[row, AGG_TSECR] = tsecr
+        level = _level(agg, row, AGG_TSECR_MARKS)
+        if (tsecr & ((np.int64(1) << level) - 1)) == 0:
+            _sample(samples, st, f, SAMPLE_TSECR | tsecr, ts)
+
+
+@njit(inline="always", cache=_CACHE)
 def _transport(
     b,
     l4,
@@ -323,6 +347,9 @@ def _transport(
         _tcp_options(b, l4 + 20, min(l4 + l4hdr, end), flags, agg, row)
     elif flags & 2:
         agg[row, AGG_WSCALE] = 0
+    if l4hdr >= 32 and l4 + 32 <= end and _be32(b, l4 + 20) == 0x0101080A:  # NOP NOP TS, as Linux sends it
+        tsval = _be32(b, l4 + 24)
+        tsecr = _be32(b, l4 + 28)
     if ack >= 0:
         if payload == 0 and (flags & 7) == 0 and ack == agg[row, AGG_ACK_TOP] and win == agg[row, AGG_WIN]:
             agg[row, AGG_DUP_ACKS] += 1
@@ -335,6 +362,7 @@ def _transport(
                 agg[row, AGG_ZERO_WIN_NS] += ts - agg[row, AGG_ZERO_SINCE]
                 agg[row, AGG_ZERO_SINCE] = -1
         agg[row, AGG_WIN] = win
+        _timestamps(agg, row, samples, st, f, tsval, tsecr, payload, ack, ts)
     r = agg[row, AGG_REV]
     if r < 0:
         n = agg[row, AGG_PACKETS]
@@ -446,11 +474,21 @@ def _kept(agg, row, col, pos):
 
 
 @njit(inline="always", cache=_CACHE)
+def _thinned(agg, row, col):
+    """Count one more event in column col; 0 when it is not kept, else how many events it stands for (every one
+    at first, then every 2nd, 4th, ...: about SAMPLE_BUDGET kept per doubling)."""
+    level = _level(agg, row, col)
+    if ((agg[row, col] - 1) & ((np.int64(1) << level) - 1)) == 0:
+        return np.int64(1) << level
+    return np.int64(0)
+
+
+@njit(inline="always", cache=_CACHE)
 def _sample_resent(agg, row, samples, st, f, nbytes, ts):
-    """A re-sent segment's row: every one at first, then every 2nd, 4th, ... standing for that many."""
-    level = _level(agg, row, AGG_RESENT_MARKS)
-    if ((agg[row, AGG_RESENT_MARKS] - 1) & ((np.int64(1) << level) - 1)) == 0:
-        _sample(samples, st, f, SAMPLE_RESENT | min(nbytes << level, np.int64(0xFFFFFFFF)), ts)
+    """A re-sent segment's row, its bytes multiplied by the segments it stands for."""
+    weight = _thinned(agg, row, AGG_RESENT_MARKS)
+    if weight:
+        _sample(samples, st, f, SAMPLE_RESENT | min(nbytes * weight, np.int64(0xFFFFFFFF)), ts)
 
 
 @njit(inline="always", cache=_CACHE)
@@ -814,7 +852,7 @@ def _must_return(st, keys, cell_flow, samples, done, budget):
         return STATUS_FLOWS_FULL
     if st[ST_NCELLS] + 1 >= cell_flow.shape[0]:
         return STATUS_CELLS_FULL
-    if st[ST_NSAMPLES] + 4 >= samples.shape[0]:  # a packet adds a data, in-flight, re-sent and ACK row at most
+    if st[ST_NSAMPLES] + 6 >= samples.shape[0]:  # a packet adds 6 rows at most: data, in flight, re-sent, 2 TS, ACK
         return STATUS_SAMPLES_FULL
     if done == budget:
         return STATUS_BUDGET

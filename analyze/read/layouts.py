@@ -99,7 +99,11 @@ AGG_MARK_NS = 36  # (on the reverse flow) gives a round trip
 AGG_RTT_MIN = 37  # smallest such round trip, -1 before the first
 AGG_REORDER_BYTES = 38  # bytes below the highest sequence that filled a hole soon enough: reordered, not re-sent
 AGG_RESENT_MARKS = 39  # re-sent segments seen (their SAMPLE_RESENT rows thin out like the samples)
-N_AGG = 40
+AGG_TSVAL = 40  # the latest TCP timestamp value on this flow's data, -1 before one
+AGG_TSECR = 41  # the latest timestamp this flow's ACKs echoed, -1 before one
+AGG_TSVAL_MARKS = 42  # timestamp values seen each way (their rows thin out like the samples)
+AGG_TSECR_MARKS = 43
+N_AGG = 44
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.
@@ -144,17 +148,21 @@ STATUS_SAMPLES_FULL = 7
 # 3 x SAMPLE_BUDGET every fourth, and so on (about SAMPLE_BUDGET per doubling). Two captures of one flow that
 # began at different positions may be at different levels; the coarser one keeps a subset of the finer one's
 # positions, so every sample of the coarser side still has its match.
-# Two more kinds of row share the table, for the transport's time series (analyze.transport): at each kept data
-# sample, the bytes in flight just after it (SAMPLE_INFLIGHT); and a segment's re-sent bytes (SAMPLE_RESENT),
-# kept like the samples (every one at first, every 2nd after SAMPLE_BUDGET, ...) and so stored multiplied by
-# the share they stand for, so a sum over time stays near the flow's re-sent total.
+# More kinds of row share the table, for the transport's time series (analyze.transport): at each kept data
+# sample, the bytes in flight just after it (SAMPLE_INFLIGHT); a segment's re-sent bytes (SAMPLE_RESENT), kept
+# like the samples (every one at first, every 2nd after SAMPLE_BUDGET, ...) and so stored multiplied by the
+# share they stand for, so a sum over time stays near the flow's re-sent total; and TCP timestamps: a value's
+# first data segment (SAMPLE_TSVAL) and the first ACK echoing it (SAMPLE_TSECR), kept by the value's low bits
+# as positions are, so the two sides keep the same values and pair into round trips.
 SAMPLE_SHIFT = 16
 SAMPLE_BUDGET = 1024
 SAMPLE_ACK = 1 << 32
 SAMPLE_RESENT = 2 << 32
 SAMPLE_INFLIGHT = 3 << 32
-SAMPLE_KIND = 3 << 32  # the kind bits: 0 a data sample, SAMPLE_ACK, SAMPLE_RESENT or SAMPLE_INFLIGHT
-SAMPLE_FLOW_SHIFT = 34  # above the value (32 bits) and the kind
+SAMPLE_TSVAL = 4 << 32
+SAMPLE_TSECR = 5 << 32
+SAMPLE_KIND = 7 << 32  # the kind bits: 0 a data sample, SAMPLE_ACK, _RESENT, _INFLIGHT, _TSVAL or _TSECR
+SAMPLE_FLOW_SHIFT = 35  # above the value (32 bits) and the kind (3)
 SAMPLE_KEY, SAMPLE_NS, N_SAMPLE = 0, 1, 2
 # Byte accounting modes.
 BYTES_IP = 0
