@@ -72,7 +72,7 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
 def analyze(
     paths: List[Path] = typer.Argument(
         ...,
-        help="Capture directory (run.json + one folder per host), folders of pcaps (searched recursively) or pcap/pcapng files, optionally gzip-compressed.",
+        help="Capture directory (run.json + one folder per host), folders of pcaps (searched recursively) or pcap/pcapng files, optionally gzip- or zstd-compressed.",
     ),
     json_out: Optional[Path] = typer.Option(
         None, "--json", help="Write the result object (JSON, schema 1) to FILE; '-' for stdout."

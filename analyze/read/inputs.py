@@ -19,7 +19,7 @@ from capture import layout
 # Digit runs that tcpdump adds when rotating: a number after the extension (-C/-W) or a long
 # strftime/epoch stamp (-G). Short digits inside a name ("host1.pcap") name different hosts.
 _ROTATION = re.compile(r"(?<=\.pcap)\d*$|(?<=\.pcapng)\d*$|\d{6,}")
-_COMPRESSED = re.compile(r"\.(gz|gzip)$")
+_COMPRESSED = re.compile(r"\.(gz|gzip|zst|zstd)$")
 
 
 @dataclass
@@ -58,7 +58,7 @@ def discover(paths: list[Path]) -> RunInput:
         else:
             raise FileError(f"{p}: offset 0: no such file or directory")
     if not files:
-        raise FileError(f"{', '.join(map(str, paths))}: offset 0: no pcap, pcapng or gzip capture found")
+        raise FileError(f"{', '.join(map(str, paths))}: offset 0: no pcap, pcapng, gzip or zstd capture found")
     return RunInput(hosts=_group(files))
 
 

@@ -11,8 +11,8 @@ not all hold is read again in one piece:
 - IP fragments: a datagram's fragments may straddle a seam, so a stream with any is not joined.
 - Alignment and damage: a piece that did not end exactly on its cut, or resynced after a damaged
   record mid-file, is not joinable (analyze.read.scan.scan_range says why).
-pcapng and gzip files are never pieces: a pcapng piece would need the interfaces (and, for Simple Packet
-Blocks, the time) read before it, and a gzip file would be inflated once per piece.
+pcapng and compressed files are never pieces: a pcapng piece would need the interfaces (and, for Simple Packet
+Blocks, the time) read before it, and a gzip or zstd file would be inflated once per piece.
 Series cells of a bin cut by a seam are added up when the host's flows are merged.
 """
 

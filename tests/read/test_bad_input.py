@@ -42,7 +42,7 @@ def test_corrupt_magic_is_one_line_error() -> None:
     """Not a capture at all: the line names the file, offset 0 and the bytes found."""
     path = FIXTURES / "bad/corrupt.pcap"
     line = one_line_error(ringscope("analyze", path))
-    assert f"{path}: offset 0: not a pcap, pcapng or gzip file (magic bytes deadbeef)" in line
+    assert f"{path}: offset 0: not a pcap, pcapng, gzip or zstd file (magic bytes deadbeef)" in line
 
 
 def _unreadable(tmp_path: Path) -> tuple[Path, str]:
@@ -68,7 +68,7 @@ CASES = {
     "missing": (lambda d: d / "nowhere.pcap", "offset 0: no such file or directory"),
     "folder without captures": (
         lambda d: write(d / "empty" / "README.txt", b"x").parent,
-        "no pcap, pcapng or gzip capture found",
+        "no pcap, pcapng, gzip or zstd capture found",
     ),
     "unreadable": (None, None),
 }
@@ -119,6 +119,29 @@ def test_gzip_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> Non
     assert all(str(cut) in w for w in result.warnings)
     proc = ringscope("analyze", cut)
     assert proc.returncode == 0 and "gzip stream ends early" in proc.stdout
+
+
+def test_zstd_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> None:
+    """The same for a .zst cut mid-frame (zstd -3 in 64 KiB frames, as a streaming compressor writes them): the
+    complete frames are analyzed, with a warning naming the file."""
+    zstandard = pytest.importorskip("zstandard")
+    plain = (FIXTURES / "example/h1/eth0.pcap").read_bytes()
+    step = 1 << 16
+    frames = [zstandard.ZstdCompressor(level=3).compress(plain[i : i + step]) for i in range(0, len(plain), step)]
+    keep = len(frames) * 3 // 5
+    cut = write(tmp_path / "eth0.pcap1.zst", b"".join(frames[:keep]) + frames[keep][: len(frames[keep]) // 2])
+    oracle = dpkt_flows(write(tmp_path / "prefix" / "eth0.pcap", plain[: keep * step]))
+    result = run([cut])
+    got = {
+        (f.src, f.dst, f.sport, f.dport, f.proto): {
+            "packets": f.packets,
+            "ip_bytes": f.bytes,
+            "payload_bytes": f.payload_bytes,
+        }
+        for f in result.flows
+    }
+    assert got == dict(oracle) and sum(v["packets"] for v in got.values()) > 1000
+    assert any("zstd stream ends early" in w and str(cut) in w for w in result.warnings), result.warnings
 
 
 def _corrupt_caplen(frames: list[Frame], k: int) -> tuple[bytes, list[Frame], int]:
