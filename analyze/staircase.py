@@ -48,7 +48,7 @@ COMB_BLOCK = 256  # candidate periods scored at once (x up to MAX_PAUSES pauses:
 HARMONIC_TEETH = 400  # and only the first periods of each, so a long run costs no more than a short one
 SURE_CLASSES = 0.99  # classes of teeth this surely different make the period m times longer
 CONFIDENT = 0.8  # at or above: the count is stated as fact; below, the summary and verdict say it is unsure
-MAX_DENSE_BINS = 1 << 22  # an edge spanning more bins is read on coarser ones, so memory stays bounded
+MAX_DENSE_BINS = 1 << 20  # an edge spanning more bins is read on coarser ones: its arrays stay under ~50 MB
 
 
 @dataclass

@@ -1,0 +1,26 @@
+"""A minute of mutation fuzzing (tests/support/fuzz.py) against `ringscope analyze`: no traceback, hang, crash,
+exit code other than 0 or 2, or peak memory over 256 MB on any mutated capture. A minute under CI=true,
+RINGSCOPE_FUZZ_SECONDS to choose; failing inputs are kept in tests/artifacts/fuzz/ with the seed printed."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from fuzz import MEMORY_BOUND_MB, run
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz"
+
+
+def test_mutated_captures_end_cleanly() -> None:
+    seconds = float(os.environ.get("RINGSCOPE_FUZZ_SECONDS") or (60 if os.environ.get("CI") == "true" else 15))
+    seed = int(os.environ.get("RINGSCOPE_FUZZ_SEED") or time.time())
+    outcomes = run(seconds, ARTIFACTS, seed)
+    failed = [o for o in outcomes if o.failure]
+    print(f"fuzz seed {seed}: {len(outcomes)} runs, peak {max(o.peak_mb for o in outcomes):.0f} MB")
+    assert len(outcomes) >= seconds / 5, "the harness ran too few inputs to mean anything"
+    assert all(o.peak_mb > 0 for o in outcomes)  # the bound is only a check if the peak is really measured
+    assert not failed, "\n".join(f"{o.path} ({o.mutation}): {o.failure}" for o in failed) + (
+        f"\nreplay: ringscope analyze FILE; this run: RINGSCOPE_FUZZ_SEED={seed} (bound {MEMORY_BOUND_MB} MB)"
+    )
