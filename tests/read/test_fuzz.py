@@ -16,7 +16,12 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz"
 def test_mutated_captures_end_cleanly() -> None:
     seconds = float(os.environ.get("RINGSCOPE_FUZZ_SECONDS") or (60 if os.environ.get("CI") == "true" else 15))
     seed = int(os.environ.get("RINGSCOPE_FUZZ_SEED") or time.time())
+    # 512 MB resident in this process: each run's peak must still be its own, not its parent's (a child forked
+    # from a big process reports that process's size as its peak; CI's pytest grows past 1 GB)
+    ballast = bytearray(512 << 20)
+    ballast[:: 1 << 12] = b"\x01" * len(range(0, len(ballast), 1 << 12))
     outcomes = run(seconds, ARTIFACTS, seed)
+    del ballast
     failed = [o for o in outcomes if o.failure]
     print(f"fuzz seed {seed}: {len(outcomes)} runs, peak {max(o.peak_mb for o in outcomes):.0f} MB")
     assert len(outcomes) >= seconds / 5, "the harness ran too few inputs to mean anything"

@@ -68,10 +68,18 @@ def mutate(rng: random.Random, data: bytes, other: bytes) -> tuple[bytes, str]:
     return bytes(b), kind
 
 
-def _limits() -> None:
+def measure(argv: list[str]) -> int:
+    """Run ARGV under the limits in a fresh process group and print its exit code and own peak RSS (KB).
+
+    Why a separate small process: a child's peak RSS as the kernel reports it includes the memory of the
+    process it was forked from, so children forked straight from a large test process all report its size.
+    """
     os.setsid()  # its own process group: a hang is killed whole
     resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S))
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+    code = subprocess.call(argv, stdout=subprocess.DEVNULL)
+    print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, flush=True)
+    return 0
 
 
 def analyze_once(path: Path, mutation: str) -> Outcome:
@@ -79,7 +87,12 @@ def analyze_once(path: Path, mutation: str) -> Outcome:
     argv = [sys.executable, str(ROOT / "cli.py"), "analyze", str(path), "--workers", "1", "--json", os.devnull]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_limits, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--measure", "--", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     fired = threading.Event()
 
     def kill_group() -> None:
@@ -88,13 +101,12 @@ def analyze_once(path: Path, mutation: str) -> Outcome:
 
     timer = threading.Timer(TIME_LIMIT_S, kill_group)
     timer.start()
-    assert proc.stderr is not None
-    text = proc.stderr.read().decode(errors="replace")  # until the child (or its killed group) closes it
-    _, status, usage = os.wait4(proc.pid, 0)  # reaped here, for the child's own peak RSS
+    out, err = proc.communicate()
     timer.cancel()
-    proc.returncode = code = os.waitstatus_to_exitcode(status)
     seconds = time.monotonic() - start
-    peak_mb = usage.ru_maxrss / 1024
+    text = err.decode(errors="replace")
+    fields = out.split()
+    code, peak_mb = (int(fields[0]), int(fields[1]) / 1024) if len(fields) == 2 else (proc.returncode, 0.0)
     failure = ""
     if fired.is_set():
         failure = f"hang: killed after {TIME_LIMIT_S:g} s"
@@ -150,6 +162,9 @@ def run(seconds: float, keep: Path, seed: int, jobs: int = 2) -> list[Outcome]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:2] == ["--measure", "--"]:
+        return measure(argv[2:])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--keep", type=Path, default=Path("fuzz-failures"))
