@@ -42,28 +42,28 @@ LATENCY_STEP_BDPS = 4.0  # ring steps smaller than this many bandwidth-delay pro
 NONE_BUSY_SHARE = 0.1  # edges busy less than this share of the job: communication is not what limits it
 MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
 SERIES_POINTS = 400  # per edge and series in the JSON, at most
-LIMITERS = ("link", "loss", "receive_window", "sender", "latency", "none")
 SAMPLE_KINDS = ["round_trip_ns", "in_flight_bytes", "resent_bytes"]  # the `what` of Tables.transport_samples
 ROUND_TRIP, IN_FLIGHT, RESENT = 0, 1, 2
 
-FLOW_COLUMNS = [
-    "flow_id",
-    "host",
-    "payload_bytes",
-    "retransmitted_bytes",
-    "out_of_order_bytes",
-    "dup_acks",
-    "sack_acks",
-    "zero_windows",
-    "zero_window_ns",
-    "inflight_sum",
-    "inflight_n",
-    "inflight_max",
-    "window_sum",
-    "window_n",
-    "window_full_bytes",
-    "window_scale",
-]
+OWN = {  # a data flow's own counters
+    "payload_bytes": L.AGG_PAYLOAD_BYTES,
+    "retransmitted_bytes": L.AGG_RETRANS_BYTES,
+    "out_of_order_bytes": L.AGG_REORDER_BYTES,
+    "inflight_sum": L.AGG_INFLIGHT_SUM,
+    "inflight_n": L.AGG_INFLIGHT_N,
+    "inflight_max": L.AGG_INFLIGHT_MAX,
+    "window_sum": L.AGG_WIN_SUM,
+    "window_n": L.AGG_WIN_N,
+    "window_full_bytes": L.AGG_WIN_FULL_BYTES,
+}
+ANSWERS = {  # counted on the ACKs that answer it, which travel on the reverse flow
+    "dup_acks": L.AGG_DUP_ACKS,
+    "sack_acks": L.AGG_SACK_ACKS,
+    "zero_windows": L.AGG_ZERO_WINS,
+    "zero_window_ns": L.AGG_ZERO_WIN_NS,
+}
+FLOW_COLUMNS = ["flow_id", "host", *OWN, *ANSWERS, "window_scale"]
+_SUMMED = [c for c in (*OWN, *ANSWERS) if c != "inflight_max"]  # added up per edge; the max is taken
 
 
 def _reverse_rows(keys: np.ndarray) -> np.ndarray:
@@ -157,28 +157,11 @@ def flow_transport(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tupl
             r = rev[mine]
             has = r >= 0
             rr = np.where(has, r, 0)
-            own = {
-                "payload_bytes": L.AGG_PAYLOAD_BYTES,
-                "retransmitted_bytes": L.AGG_RETRANS_BYTES,
-                "out_of_order_bytes": L.AGG_REORDER_BYTES,
-                "inflight_sum": L.AGG_INFLIGHT_SUM,
-                "inflight_n": L.AGG_INFLIGHT_N,
-                "inflight_max": L.AGG_INFLIGHT_MAX,
-                "window_sum": L.AGG_WIN_SUM,
-                "window_n": L.AGG_WIN_N,
-                "window_full_bytes": L.AGG_WIN_FULL_BYTES,
-            }
-            answers = {  # counted on the ACKs, which travel on the reverse flow
-                "dup_acks": L.AGG_DUP_ACKS,
-                "sack_acks": L.AGG_SACK_ACKS,
-                "zero_windows": L.AGG_ZERO_WINS,
-                "zero_window_ns": L.AGG_ZERO_WIN_NS,
-            }
             columns["flow_id"].append(flow_id[start + mine])
             columns["host"].append(np.full(len(mine), hf.host, dtype=object))
-            for name, col in own.items():
+            for name, col in OWN.items():
                 columns[name].append(a[mine, col])
-            for name, col in answers.items():
+            for name, col in ANSWERS.items():
                 columns[name].append(np.where(has, a[rr, col], 0))
             columns["window_scale"].append(np.where(has, a[rr, L.AGG_WSCALE], -1))
             local, t_ns, what, value = _series_rows(hf, rev, mine)
@@ -364,7 +347,7 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
         ends = flow_hosts(tables.flows, addr_host).set_index("flow_id")[["src_host", "dst_host"]]
         src = ends["src_host"].reindex(ft["flow_id"]).to_numpy()
         dst = ends["dst_host"].reindex(ft["flow_id"]).to_numpy()
-        judged = np.array([s in captured and d in captured and s != d for s, d in zip(src, dst)], dtype=bool)
+        judged = pd.Series(src).isin(captured).to_numpy() & pd.Series(dst).isin(captured).to_numpy() & (src != dst)
     else:
         judged = np.zeros(0, bool)
     if not judged.any():
@@ -475,22 +458,6 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
     out["edges"] = edges
     _verdict(out, [e for e in edges if e["limiter"] is not None])
     return out
-
-
-_SUMMED = [
-    "payload_bytes",
-    "retransmitted_bytes",
-    "out_of_order_bytes",
-    "dup_acks",
-    "sack_acks",
-    "zero_windows",
-    "zero_window_ns",
-    "inflight_sum",
-    "inflight_n",
-    "window_sum",
-    "window_n",
-    "window_full_bytes",
-]
 
 
 def _shift(result: Any, hosts: Sequence[str]) -> np.ndarray:

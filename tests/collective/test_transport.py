@@ -76,8 +76,16 @@ def test_committed_ddp_captures_name_the_cause_applied(case: str, cause: str, ho
 
 def test_live_gloo_receive_window(tmp_path: Path, netns_cluster) -> None:  # noqa: F811
     """tcp_rmem capped at 16 kB in every namespace: the in flight sits at the ~9 kB advertised window."""
-    job = Job(workload="gloo", hosts=3, rate="1gbit", iters=5, params=2_000_000, pause_s=0.1, order=[2, 3, 1])
-    job.tcp_rmem = RMEM_CAP
+    job = Job(
+        workload="gloo",
+        hosts=3,
+        rate="1gbit",
+        iters=5,
+        params=2_000_000,
+        pause_s=0.1,
+        order=[2, 3, 1],
+        tcp_rmem=RMEM_CAP,
+    )
     run, _ = live_capture(tmp_path, netns_cluster, job)
     t = _transport(run)
     _named(t, "receive_window", 3)
@@ -89,8 +97,7 @@ def test_live_gloo_receive_window(tmp_path: Path, netns_cluster) -> None:  # noq
 
 
 def test_live_ddp_receive_window(tmp_path: Path, netns_cluster) -> None:  # noqa: F811
-    job = Job(workload="ddp", hosts=3, rate="1gbit", iters=6, order=[2, 3, 1])
-    job.tcp_rmem = RMEM_CAP
+    job = Job(workload="ddp", hosts=3, rate="1gbit", iters=6, order=[2, 3, 1], tcp_rmem=RMEM_CAP)
     run, _ = live_capture(tmp_path, netns_cluster, job)
     _named(_transport(run), "receive_window", 3)
 
@@ -104,27 +111,24 @@ def test_live_gloo_link(tmp_path: Path, netns_cluster) -> None:  # noqa: F811
     assert all(e["rate_while_busy"] > 0.85 for e in _ring_edges(t, 3))
 
 
-def test_live_gloo_sender(tmp_path: Path, netns_cluster) -> None:  # noqa: F811
-    """256 kB all-reduces with 20 ms of compute before each, on a 1 Gbit/s ring: the link idles between sends,
-    the window is far from full and nothing is lost, so the application is what holds the link back."""
-    job = Job(workload="gloo", hosts=3, rate="1gbit", iters=40, params=65_536, pause_s=0.02, order=[2, 1, 3])
+SENDER_LIMITED = {
+    # 256 kB all-reduces with 20 ms of compute before each, on a 1 Gbit/s ring
+    "gloo": (Job(workload="gloo", hosts=3, rate="1gbit", iters=40, params=65_536, pause_s=0.02, order=[2, 1, 3]), 0.6),
+    # DDP of a 0.2 M-parameter model on batches of 512: long compute for 0.8 MB of gradients per step
+    "ddp": (Job(workload="ddp", hosts=3, rate="1gbit", iters=20, params=200_000, batch=512, order=[2, 3, 1]), 0.8),
+}
+
+
+@pytest.mark.parametrize("name", SENDER_LIMITED)
+def test_live_sender(tmp_path: Path, netns_cluster, name: str) -> None:  # noqa: F811
+    """Small all-reduces with compute between them: the link idles between sends, the window is far from full
+    and nothing is lost, so the application is what holds the link back."""
+    job, max_rate = SENDER_LIMITED[name]
     run, _ = live_capture(tmp_path, netns_cluster, job)
     t = _transport(run)
     _named(t, "sender", 3)
     for e in _ring_edges(t, 3):
-        assert e["rate_while_busy"] < 0.6 and e["retransmitted_fraction"] < 0.005
-        assert e["inflight_mean_bytes"] < e["window_mean_bytes"] / 4
-
-
-def test_live_ddp_sender(tmp_path: Path, netns_cluster) -> None:  # noqa: F811
-    """DDP of a 0.2 M-parameter model on batches of 512: long compute for 0.8 MB of gradients per step on a
-    1 Gbit/s ring. Nothing lost, windows far from full, the link well below line rate: the application."""
-    job = Job(workload="ddp", hosts=3, rate="1gbit", iters=20, params=200_000, batch=512, order=[2, 3, 1])
-    run, _ = live_capture(tmp_path, netns_cluster, job)
-    t = _transport(run)
-    _named(t, "sender", 3)
-    for e in _ring_edges(t, 3):
-        assert e["rate_while_busy"] < 0.8 and e["retransmitted_fraction"] < 0.005
+        assert e["rate_while_busy"] < max_rate and e["retransmitted_fraction"] < 0.005
         assert e["inflight_mean_bytes"] < e["window_mean_bytes"] / 4
 
 

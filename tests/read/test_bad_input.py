@@ -99,14 +99,9 @@ def test_one_bad_file_among_good_ones_is_named(tmp_path: Path) -> None:
     assert f"{bad}: offset 0: empty file" in line
 
 
-def test_gzip_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> None:
-    """A .gz copied while tcpdump -z gzip was still writing: every complete record inflated is analyzed."""
-    whole = gzip_bytes((FIXTURES / "example/h1/eth0.pcap").read_bytes())
-    cut = write(tmp_path / "eth0.pcap1.gz", whole[: len(whole) * 3 // 5])
-    prefix = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
-    oracle = dpkt_flows(write(tmp_path / "prefix" / "eth0.pcap", prefix))
-    result = run([cut])
-    got = {
+def _counted(result) -> dict:  # noqa: ANN001
+    """Packets, IP and payload bytes per flow, as the dpkt oracle counts them."""
+    return {
         (f.src, f.dst, f.sport, f.dport, f.proto): {
             "packets": f.packets,
             "ip_bytes": f.bytes,
@@ -114,6 +109,16 @@ def test_gzip_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> Non
         }
         for f in result.flows
     }
+
+
+def test_gzip_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> None:
+    """A .gz copied while tcpdump -z gzip was still writing: every complete record inflated is analyzed."""
+    whole = gzip_bytes((FIXTURES / "example/h1/eth0.pcap").read_bytes())
+    cut = write(tmp_path / "eth0.pcap1.gz", whole[: len(whole) * 3 // 5])
+    prefix = zlib.decompressobj(wbits=31).decompress(cut.read_bytes())
+    oracle = dpkt_flows(write(tmp_path / "prefix" / "eth0.pcap", prefix))
+    result = run([cut])
+    got = _counted(result)
     assert got == dict(oracle) and sum(v["packets"] for v in got.values()) > 1000
     assert any("gzip stream ends early" in w for w in result.warnings)
     assert all(str(cut) in w for w in result.warnings)
@@ -132,14 +137,7 @@ def test_zstd_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> Non
     cut = write(tmp_path / "eth0.pcap1.zst", b"".join(frames[:keep]) + frames[keep][: len(frames[keep]) // 2])
     oracle = dpkt_flows(write(tmp_path / "prefix" / "eth0.pcap", plain[: keep * step]))
     result = run([cut])
-    got = {
-        (f.src, f.dst, f.sport, f.dport, f.proto): {
-            "packets": f.packets,
-            "ip_bytes": f.bytes,
-            "payload_bytes": f.payload_bytes,
-        }
-        for f in result.flows
-    }
+    got = _counted(result)
     assert got == dict(oracle) and sum(v["packets"] for v in got.values()) > 1000
     assert any("zstd stream ends early" in w and str(cut) in w for w in result.warnings), result.warnings
 

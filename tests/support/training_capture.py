@@ -62,12 +62,12 @@ class Job:
     timeout_s: float = 240.0
     tcp_rmem: str = ""  # "min default max" for every host's net.ipv4.tcp_rmem: caps the receive window
 
-    def cluster(self) -> Cluster:
-        """The namespaces this job's network needs (torn down by the caller, netns.destroy)."""
-        return build(
-            self.hosts,
-            self.rate,
-            self.qdisc,
+    def network(self) -> dict[str, Any]:
+        """netns.build's arguments for this job's hosts (also those of the netns_cluster fixture)."""
+        return dict(
+            n=self.hosts,
+            rate=self.rate,
+            qdisc=self.qdisc,
             latency=self.latency,
             mtu=self.mtu,
             offloads=self.offloads,
@@ -89,16 +89,7 @@ def live_capture(tmp_path: Path, netns_cluster: Any, job: Job) -> tuple[Path, di
     require(shutil.which("tcpdump") is not None, "needs tcpdump")
     require(job.offloads or have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
     pytest.importorskip("torch")
-    cluster = netns_cluster(
-        job.hosts,
-        job.rate,
-        job.qdisc,
-        latency=job.latency,
-        burst=job.burst,
-        mtu=job.mtu,
-        offloads=job.offloads,
-        tcp_rmem=job.tcp_rmem or None,
-    )
+    cluster = netns_cluster(**job.network())
     truth = record(job, tmp_path / "cap", cluster, port=29800 + int(time.time()) % 150)
     return tmp_path / "cap" / "run", truth
 
@@ -286,7 +277,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     out, port, fixture = args.pop("out"), args.pop("port"), args.pop("fixture")
     args["order"] = [int(x) for x in args["order"].split(",")] if args["order"] else []
     job = Job(**args)
-    cluster = job.cluster()
+    cluster = build(**job.network())
     try:
         truth = record(job, out, cluster, port)
     finally:
