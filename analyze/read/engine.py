@@ -20,6 +20,7 @@ from typing import Callable, Optional
 from analyze.read.compiled import kernels
 from analyze.read import pieces
 from analyze.read.fold import scan_host
+from analyze.read.formats import scan_bytes
 from analyze.read.scan import StreamScan, scan_range
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
@@ -78,7 +79,7 @@ def start_host_scans(
     much work (the bytes, plus STREAM_COST_BYTES a stream), up to `workers`: one more would finish no
     sooner than the caller, and on a machine with few cores it would take CPU from the caller's work.
     """
-    sizes = [sum(_size(f) for f in s) for s in streams]
+    sizes = [sum(scan_bytes(f) for f in s) for s in streams]
     kwargs = dict(bin_ns=opts.bin_ns, byte_mode=opts.byte_mode, mtu=opts.mtu)
     if scheduler is not None:
         from analyze.read.cluster import scan_hosts_on_cluster
@@ -169,10 +170,3 @@ def _scan_here(
 def biggest_first(sizes: list[int]) -> list[int]:
     """Stream indices by size, largest first, so one large stream does not start last and stretch the wall time."""
     return sorted(range(len(sizes)), key=lambda i: -sizes[i])
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0

@@ -2,24 +2,22 @@
 
 Extensions lie (tcpdump's rotated files are `x.pcap0`, `x.pcap1`; strftime names have none), so the
 first bytes decide: classic pcap in either byte order with µs or ns timestamps, pcapng, or gzip or zstd of
-either. A compressed file is inflated once into a temporary file so it can be memory-mapped like the rest:
-gzip with ISA-L's inflate (isal) where it is installed, 2.4x the standard library's zlib on the benchmark's
-capture, else with zlib; zstd with the zstandard package.
+either. A plain file is memory-mapped whole; a compressed one is inflated beside the scan into windows
+(analyze.read.inflate), which the kernel walks one after another.
 """
 
 from __future__ import annotations
 
 import mmap
 import struct
-import tempfile
-import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Iterator, Optional
 
 import numpy as np
+
+from analyze.read.inflate import COMPRESSED, InflateError, Inflater, Windows, inflate_head, inflated_size
 
 PCAP_MAGICS = {
     b"\xd4\xc3\xb2\xa1": (False, False),  # (swapped vs little-endian reader, nanosecond)
@@ -30,16 +28,6 @@ PCAP_MAGICS = {
 PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-COMPRESSED = ("gzip", "zstd")
-
-_gzip_zlib: ModuleType = zlib  # ISA-L's inflate where isal is installed (below), else the standard library's
-_GZIP_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
-try:
-    from isal import isal_zlib
-
-    _gzip_zlib, _GZIP_ERRORS = isal_zlib, (isal_zlib.error, zlib.error)  # type: ignore[assignment]
-except ImportError:
-    pass
 
 
 class FileError(Exception):
@@ -48,7 +36,11 @@ class FileError(Exception):
 
 @dataclass
 class CaptureFormat:
-    """An open, memory-mapped capture and what its header says."""
+    """An open capture and what its header says.
+
+    buffer holds the bytes the kernel walks: the whole memory-mapped file, or the current window of an
+    inflated one (base: the stream offset of its first byte; final: whether it ends where the data does).
+    """
 
     path: Path
     kind: str  # "pcap" | "pcapng"
@@ -59,8 +51,25 @@ class CaptureFormat:
     swapped: bool = False
     nano: bool = False
     linktype: int = 0
+    snaplen: int = 0  # classic pcap's, from its file header
     warnings: list[str] = field(default_factory=list)
+    base: int = 0
+    final: bool = True
     _mm: mmap.mmap | None = None
+    _windows: Optional[Windows] = None
+
+    def more(self, keep_from: int) -> bool:
+        """Move to the next window, keeping buffer[keep_from:] at its front; False when the data ends here."""
+        w = self._windows
+        if w is None or w.final:
+            return False
+        w.advance(keep_from)
+        self.buffer, self.base, self.final = w.window, w.base, w.final
+        if w.final:
+            self.file_bytes = w.base + len(w.window)
+            if w.end.note:
+                self.warnings.append(f"{self.path}: {w.end.note}")
+        return True
 
     def release(self, start: int, upto: int) -> int:
         """Tell the kernel the pages in [start, upto) are done, so resident memory stays bounded."""
@@ -84,82 +93,52 @@ def sniff(head: bytes) -> str:
     return "unknown"
 
 
-def _decompressor(kind: str, path: Path) -> tuple[Callable[[], Any], tuple[type[Exception], ...]]:
-    """A factory of streaming decompressors for one member or frame of KIND, and the errors they raise."""
-    if kind == "gzip":
-        return (lambda: _gzip_zlib.decompressobj(wbits=31)), _GZIP_ERRORS
-    try:
-        import zstandard
-    except ImportError:
-        raise FileError(f"{path}: offset 0: a zstd file needs the zstandard package (pip install zstandard)") from None
-    context = zstandard.ZstdDecompressor()
-    return context.decompressobj, (zstandard.ZstdError,)
-
-
 @contextmanager
-def open_capture(path: Path, tmp_dir: str | None = None) -> Iterator[CaptureFormat]:
-    """Open a capture for scanning; gzip or zstd input is inflated to a temporary file first."""
+def open_capture(path: Path) -> Iterator[CaptureFormat]:
+    """Open a capture for scanning: a plain file mapped whole, a gzip or zstd one inflated window by window."""
     try:
         with open(path, "rb") as fh:
             head = fh.read(4)
     except OSError as exc:
         raise FileError(f"{path}: offset 0: cannot open ({exc.strerror or exc})") from None
     kind = sniff(head)
-    if kind in COMPRESSED:
-        with tempfile.TemporaryDirectory(dir=tmp_dir, prefix="ringscope-") as tmp:
-            plain = Path(tmp) / "inflated"
-            note = _inflate(path, plain, kind)
-            with _map(plain, display=path, compressed=kind) as cap:
-                if note:
-                    cap.warnings.append(note)
-                yield cap
+    if kind not in COMPRESSED:
+        with _map(path) as cap:
+            yield cap
         return
-    with _map(path, display=path, compressed="") as cap:
-        yield cap
-
-
-def _inflate(src: Path, dst: Path, kind: str) -> str | None:
-    """Inflate src (gzip or zstd) into dst piece by piece (bounded memory, every gzip member or zstd frame).
-
-    A cut-off or damaged stream keeps every byte inflated before the damage and says so.
-    """
-    new, errors = _decompressor(kind, src)
-    d = new()
-    fed = False  # the current member has started
-    written = 0
     try:
-        with open(src, "rb") as fh, open(dst, "wb") as out:
-            while chunk := fh.read(1 << 20):
-                while chunk:
-                    fed = True
-                    piece = d.decompress(chunk)
-                    out.write(piece)
-                    written += len(piece)
-                    chunk = b""
-                    if d.eof:  # next member or frame, if any
-                        chunk, d, fed = d.unused_data, new(), False
-            if kind == "gzip":
-                out.write(d.flush())
-    except errors as exc:
-        if written > 24:
-            return f"{src}: {kind} data is corrupt ({exc}); analyzed the {written} bytes inflated before it"
-        raise FileError(f"{src}: offset 0: not a readable {kind} file ({exc})") from None
-    if fed and not d.eof:
-        return f"{src}: {kind} stream ends early; analyzed the {written} bytes inflated before the cut"
-    return None
+        inflater = Inflater(path, kind)
+    except InflateError as exc:
+        raise FileError(f"{path}: offset 0: {exc}") from None
+    try:
+        w = Windows(inflater)
+        if w.end.fatal:
+            raise FileError(f"{path}: offset 0: {w.end.fatal}")
+        if not len(w.window):
+            why = (w.end.note or "").removeprefix(
+                f"{kind} "
+            ) or f"empty {kind} file (tcpdump stopped before writing a header?)"
+            raise FileError(f"{path}: offset 0: {why}")
+        cap = _parse_header(path, w.window, len(w.window) if w.final else -1, kind)
+        cap.base, cap.final, cap._windows = w.base, w.final, w
+        if w.final and w.end.note:
+            cap.warnings.append(f"{path}: {w.end.note}")
+        yield cap
+    finally:
+        inflater.close()
 
 
 @contextmanager
-def _map(path: Path, display: Path, compressed: str) -> Iterator[CaptureFormat]:
-    """Map PATH read-only (errors and names as DISPLAY's; COMPRESSED: what it was inflated from, or "")."""
+def _map(path: Path) -> Iterator[CaptureFormat]:
+    """Map PATH read-only."""
     size = path.stat().st_size
     if size == 0:
-        raise FileError(f"{display}: offset 0: empty file (tcpdump stopped before writing a header?)")
+        raise FileError(f"{path}: offset 0: empty file (tcpdump stopped before writing a header?)")
     with open(path, "rb") as fh:
         mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     try:
         buf = np.frombuffer(mm, dtype=np.uint8)
-        cap = _parse_header(display, buf, size, compressed)
+        cap = _parse_header(path, buf, size, "")
         cap._mm = mm
         yield cap
         del buf, cap
@@ -171,15 +150,17 @@ def _map(path: Path, display: Path, compressed: str) -> Iterator[CaptureFormat]:
 
 
 def _parse_header(path: Path, buf: np.ndarray, size: int, compressed: str) -> CaptureFormat:
+    """What the file header in buf says; size: the file's (inflated) size, -1 while not known yet."""
     head = bytes(buf[:24])
     kind = sniff(head)
     suffix = f"+{compressed}" if compressed else ""
     if kind == "pcap":
         swapped, nano = PCAP_MAGICS[head[:4]]
-        if size < 24:
-            raise FileError(f"{path}: offset {size}: pcap file header cut short ({size} of 24 bytes)")
+        if len(head) < 24:
+            raise FileError(f"{path}: offset {len(head)}: pcap file header cut short ({len(head)} of 24 bytes)")
         order = ">" if swapped else "<"
-        linktype = struct.unpack(order + "I", head[20:24])[0] & 0xFFFF  # upper bits: FCS length flags
+        snaplen, linktype = struct.unpack(order + "II", head[16:24])
+        linktype &= 0xFFFF  # upper bits: FCS length flags
         return CaptureFormat(
             path=path,
             kind="pcap",
@@ -189,6 +170,7 @@ def _parse_header(path: Path, buf: np.ndarray, size: int, compressed: str) -> Ca
             swapped=swapped,
             nano=nano,
             linktype=linktype,
+            snaplen=snaplen,
             format_name=f"pcap-{'ns' if nano else 'us'}-{'be' if swapped else 'le'}{suffix}",
         )
     if kind == "pcapng":
@@ -206,6 +188,37 @@ def is_capture(path: Path) -> bool:
         return False
 
 
+def scan_bytes(path: Path) -> int:
+    """About how many bytes a scan of the file walks: its size, or what it inflates to. 0 when unreadable."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            kind = sniff(head)
+            if kind not in COMPRESSED:
+                return size
+            fh.seek(max(size - 4, 0))
+            return inflated_size(kind, head, fh.read(4), size)
+    except OSError:
+        return 0
+
+
+def inner_kind(path: Path) -> str:
+    """What the file holds once inflated ('pcap', 'pcapng' or 'unknown'); a plain file's own kind."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(65536)
+    except OSError:
+        return "unknown"
+    kind = sniff(head)
+    if kind in COMPRESSED:
+        try:
+            return sniff(inflate_head(kind, head, 4))
+        except InflateError:
+            return "unknown"
+    return kind
+
+
 def first_timestamp_ns(path: Path) -> int | None:
     """Timestamp of the first packet, for putting rotated files in time order (not name order).
 
@@ -216,12 +229,8 @@ def first_timestamp_ns(path: Path) -> int | None:
             head = fh.read(65536)
         kind = sniff(head)
         if kind in COMPRESSED:
-            new, errors = _decompressor(kind, path)
-            try:
-                head = new().decompress(head)[:65536]
-            except errors:
-                return None
-    except (OSError, FileError):
+            head = inflate_head(kind, head, 65536)
+    except (OSError, InflateError):
         return None
     kind = sniff(head)
     if kind == "pcap" and len(head) >= 32:
@@ -272,4 +281,13 @@ def _idb_resolution(options: bytes, order: str) -> int:
     return 6
 
 
-__all__ = ["CaptureFormat", "FileError", "open_capture", "sniff", "is_capture", "first_timestamp_ns"]
+__all__ = [
+    "CaptureFormat",
+    "FileError",
+    "open_capture",
+    "sniff",
+    "is_capture",
+    "first_timestamp_ns",
+    "scan_bytes",
+    "inner_kind",
+]

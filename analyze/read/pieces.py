@@ -2,7 +2,7 @@
 
 Why: one worker per host leaves cores idle when there are fewer hosts than cores (one big capture on a
 16-core box). A piece is a byte range of one classic pcap file starting at a record boundary, or one
-whole classic pcap file of a rotation set, read with fresh state. Where fresh state could read
+whole classic pcap file of a rotation set (plain, gzip or zstd), read with fresh state. Where fresh state could read
 differently from the state a sequential read carries, the join checks, and a stream whose seams do
 not all hold is read again in one piece:
 - TCP sequence tracking: a flow must pick up in a piece exactly where the pieces before left it (its
@@ -11,8 +11,9 @@ not all hold is read again in one piece:
 - IP fragments: a datagram's fragments may straddle a seam, so a stream with any is not joined.
 - Alignment and damage: a piece that did not end exactly on its cut, or resynced after a damaged
   record mid-file, is not joinable (analyze.read.scan.scan_range says why).
-pcapng and compressed files are never pieces: a pcapng piece would need the interfaces (and, for Simple Packet
-Blocks, the time) read before it, and a gzip or zstd file would be inflated once per piece.
+pcapng is never cut: a piece would need the interfaces (and, for Simple Packet Blocks, the time) read before it.
+A gzip or zstd file is never cut either (it would be inflated from its start for every piece), but the files of
+a compressed rotation set are pieces of their stream.
 Series cells of a bin cut by a seam are added up when the host's flows are merged.
 """
 
@@ -27,7 +28,7 @@ import numpy as np
 
 from analyze.read import layouts as L
 from analyze.read.fold import fold_scans, unique_rows
-from analyze.read.formats import open_capture, sniff
+from analyze.read.formats import inner_kind, open_capture, scan_bytes, sniff
 from analyze.read.resync import next_valid_record
 from analyze.read.scan import FileHealth, StreamScan, no_packets, time_order
 
@@ -56,7 +57,7 @@ def plan(
     target = max(least, math.ceil(sum(sizes) / (2 * workers)))
     out: list[Optional[list[Piece]]] = []
     for files, size in zip(streams, sizes):
-        if size <= target or not all(_is_classic_pcap(f) for f in files):
+        if size <= target or not all(inner_kind(f) == "pcap" for f in files):
             out.append(None)
             continue
         pieces = [p for f in sorted(files, key=time_order) for p in _split_file(f, target)]
@@ -64,20 +65,16 @@ def plan(
     return out
 
 
-def _is_classic_pcap(path: Path) -> bool:
-    try:
-        with open(path, "rb") as fh:
-            return sniff(fh.read(4)) == "pcap"
-    except OSError:
-        return False  # reading it whole will say what is wrong, in one line
-
-
 def _split_file(path: Path, target: int) -> list[Piece]:
-    """The classic pcap file as pieces of about `target` bytes cut at record boundaries."""
+    """The classic pcap file as pieces of about `target` bytes cut at record boundaries; a compressed one whole."""
     try:
         size = path.stat().st_size
+        with open(path, "rb") as fh:
+            compressed = sniff(fh.read(4)) != "pcap"
     except OSError:
         return [Piece(path)]  # reading it will say what is wrong, in one line
+    if compressed:
+        return [Piece(path, size=scan_bytes(path))]
     if size <= target:
         return [Piece(path, size=size)]
     n = math.ceil(size / target)

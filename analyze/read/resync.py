@@ -5,7 +5,8 @@ module tries every byte offset after the damage as a record start, numpy over a 
 time (a window grows from 64 KiB to 1 MiB; pages already searched are dropped like the reader's), and
 takes the first offset where CHAIN records in a row look right, or where the records from it run to the end
 of the file (exactly, or into a last record cut short, which the reader then reports as truncated). One
-plausible header is common in packet bytes; a chain of them almost never is.
+plausible header is common in packet bytes; a chain of them almost never is. In a window of an inflated file
+that is not its last, a chain must be whole: the caller searches on in the next window.
 """
 
 from __future__ import annotations
@@ -42,25 +43,28 @@ def next_valid_record(cap: CaptureFormat, st: np.ndarray, bad: int) -> int | Non
     while start <= end - walk.HEADER:
         dropped = cap.release(dropped, start)
         stop = min(start + width, end - walk.HEADER + 1)
-        found = _first_chain(walk, walk.plausible(start, stop), end)
+        found = _first_chain(walk, walk.plausible(start, stop), end, cap.final)
         if found is not None:
             return found
         start, width = stop, min(2 * width, MAX_WINDOW)
     return None
 
 
-def _first_chain(walk: _PcapRecords | _PcapngBlocks, offsets: np.ndarray, end: int) -> int | None:
-    """The first of `offsets` that starts a whole record followed by CHAIN - 1 more (or the end of the file)."""
+def _first_chain(walk: _PcapRecords | _PcapngBlocks, offsets: np.ndarray, end: int, final: bool) -> int | None:
+    """The first of `offsets` that starts a whole record followed by CHAIN - 1 more (or, when `end` is the end
+    of the data, by the end)."""
     verdict, nxt = walk.step(offsets, np.arange(offsets.size))
     idx = np.nonzero(verdict == FITS)[0]
     pos = nxt[idx]
     chained = []
     for _ in range(CHAIN - 1):
         at_end = pos == end
-        chained.append(idx[at_end])
+        if final:
+            chained.append(idx[at_end])
         idx, pos = idx[~at_end], pos[~at_end]
         verdict, pos = walk.step(pos, idx)
-        chained.append(idx[verdict == TAIL])
+        if final:
+            chained.append(idx[verdict == TAIL])
         idx, pos = idx[verdict == FITS], pos[verdict == FITS]
     chained.append(idx)
     won = np.concatenate(chained)
@@ -99,7 +103,7 @@ class _PcapRecords:
 
     def __init__(self, cap: CaptureFormat, st: np.ndarray) -> None:
         self.buf, self.end, self.swap = cap.buffer, len(cap.buffer), cap.swapped
-        snaplen = int(_u32(self.buf, np.array([16]), self.swap)[0])
+        snaplen = cap.snaplen
         self.max_caplen = snaplen if 0 < snaplen < MAX_CAPLEN else MAX_CAPLEN
         self.frac_units = 10**9 if cap.nano else 10**6
         seen = st[L.ST_RECORDS] > 0

@@ -17,6 +17,7 @@ import numpy as np
 
 from analyze.read import layouts as L
 from analyze.read.formats import CaptureFormat, first_timestamp_ns, open_capture
+from analyze.read import inflate
 from analyze.read.compiled import kernels
 from analyze.read.resync import next_valid_record
 
@@ -150,9 +151,7 @@ class _Tables:
         )
 
 
-def scan_stream(
-    paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 1500, tmp_dir: str | None = None
-) -> StreamScan:
+def scan_stream(paths: list[Path], *, bin_ns: int, byte_mode: int, mtu: int = 1500) -> StreamScan:
     """Read a host's files one after another in first-packet order, carrying flow and TCP sequence state.
 
     Carrying the state is what makes rotation invisible: a retransmission just after a rotation point
@@ -161,7 +160,7 @@ def scan_stream(
     t = _Tables()
     files = []
     for p in sorted(paths, key=time_order) if len(paths) > 1 else paths:  # one file: no need to peek at its time
-        with open_capture(Path(p), tmp_dir=tmp_dir) as cap:
+        with open_capture(Path(p)) as cap:
             files.append(_scan_open(cap, t, bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)[0])
     return _stream_scan(t, files)
 
@@ -224,7 +223,7 @@ def _scan_open(
     """Walk the records in [start, end) (default: the whole file) into t; the file's health, how the walk
     stopped (an L.STATUS_*) and whether it resynced after a corrupt record header."""
     walkers = kernels()
-    warnings = list(cap.warnings)
+    warnings: list[str] = []
     kinds_before = t.kinds.copy()
     for k in (L.ST_RECORDS, L.ST_FIRST_NS, L.ST_MAX_NS, L.ST_PACKET_BYTES, L.ST_NIFACE, L.ST_IFACE_BASE, L.ST_SWAP):
         t.st[k] = 0
@@ -233,39 +232,43 @@ def _scan_open(
     if_link = np.zeros(L.MAX_IFACES, dtype=np.int64)
     if_resol = np.zeros(L.MAX_IFACES, dtype=np.int64)
     if_offset = np.zeros(L.MAX_IFACES, dtype=np.int64)
-    buf = cap.buffer
-    end = len(buf) if end is None else end
     dropped_to = int(t.st[L.ST_POS]) - int(t.st[L.ST_POS]) % mmap.PAGESIZE
     resynced = False
+    lost_at: int | None = None  # stream offset of a corrupt record header whose search goes on in the next window
     while True:
-        if cap.kind == "pcapng":
-            walkers.scan_pcapng(
-                buf,
-                end,
-                RECORDS_PER_CALL,
-                mtu,
-                bin_ns,
-                byte_mode,
-                if_link,
-                if_resol,
-                if_offset,
-                *t.kernel_tables(),
-            )
+        buf = cap.buffer
+        stop = len(buf) if end is None else end
+        if lost_at is None:
+            if cap.kind == "pcapng":
+                walkers.scan_pcapng(
+                    buf,
+                    stop,
+                    RECORDS_PER_CALL,
+                    mtu,
+                    bin_ns,
+                    byte_mode,
+                    if_link,
+                    if_resol,
+                    if_offset,
+                    *t.kernel_tables(),
+                )
+            else:
+                walkers.scan_pcap(
+                    buf,
+                    stop,
+                    cap.swapped,
+                    cap.nano,
+                    cap.linktype,
+                    RECORDS_PER_CALL,
+                    mtu,
+                    bin_ns,
+                    byte_mode,
+                    *t.kernel_tables(),
+                )
+            status = int(t.st[L.ST_STATUS])
+            pos = int(t.st[L.ST_POS])
         else:
-            walkers.scan_pcap(
-                buf,
-                end,
-                cap.swapped,
-                cap.nano,
-                cap.linktype,
-                RECORDS_PER_CALL,
-                mtu,
-                bin_ns,
-                byte_mode,
-                *t.kernel_tables(),
-            )
-        status = int(t.st[L.ST_STATUS])
-        pos = int(t.st[L.ST_POS])
+            status, pos = L.STATUS_CORRUPT, -1  # go on searching from the window's first byte
         dropped_to = cap.release(dropped_to, pos)
         if status == L.STATUS_FLOWS_FULL:
             t.grow_flows()
@@ -273,15 +276,27 @@ def _scan_open(
             t.flush_cells()
         elif status == L.STATUS_SAMPLES_FULL:
             t.flush_samples()
+        elif status in (L.STATUS_END, L.STATUS_TRUNCATED) and cap.more(pos):  # a record cut by the window's end
+            t.st[L.ST_POS] = 0
+        elif status == L.STATUS_CORRUPT and not cap.final and len(buf) - pos < inflate.LOOKAHEAD:
+            lost_at = cap.base + pos if lost_at is None else lost_at  # search on with more bytes after it
+            cap.more(pos + 1)
         elif status == L.STATUS_CORRUPT and (good := next_valid_record(cap, t.st, pos)) is not None:
+            bad = cap.base + pos if lost_at is None else lost_at
             warnings.append(
-                f"{cap.path}: offset {pos}: corrupt record header; skipped {good - pos} bytes "
-                f"to the next valid record at offset {good}"
+                f"{cap.path}: offset {bad}: corrupt record header; skipped {cap.base + good - bad} bytes "
+                f"to the next valid record at offset {cap.base + good}"
             )
             t.st[L.ST_POS] = good
-            resynced = True
+            resynced, lost_at = True, None
+        elif status == L.STATUS_CORRUPT and not cap.final:  # nothing valid in this window: search on in the next
+            lost_at = cap.base + pos if lost_at is None else lost_at
+            cap.more(max(pos + 1, len(buf) - inflate.LOOKAHEAD))
         elif status != L.STATUS_BUDGET:
             break
+    pos = cap.base + pos if lost_at is None else lost_at
+    end = cap.base + len(cap.buffer) if end is None else end
+    warnings = cap.warnings + warnings
     if status == L.STATUS_TRUNCATED:
         warnings.append(
             f"{cap.path}: offset {pos}: last record truncated ({end - pos} bytes ignored; capture was cut short)"

@@ -129,10 +129,11 @@ def test_gzip_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> Non
 def test_zstd_cut_short_warns_and_keeps_what_was_inflated(tmp_path: Path) -> None:
     """The same for a .zst cut mid-frame (zstd -3 in 64 KiB frames, as a streaming compressor writes them): the
     complete frames are analyzed, with a warning naming the file."""
-    zstandard = pytest.importorskip("zstandard")
+    import pyzstd
+
     plain = (FIXTURES / "example/h1/eth0.pcap").read_bytes()
     step = 1 << 16
-    frames = [zstandard.ZstdCompressor(level=3).compress(plain[i : i + step]) for i in range(0, len(plain), step)]
+    frames = [pyzstd.compress(plain[i : i + step], 3) for i in range(0, len(plain), step)]
     keep = len(frames) * 3 // 5
     cut = write(tmp_path / "eth0.pcap1.zst", b"".join(frames[:keep]) + frames[keep][: len(frames[keep]) // 2])
     oracle = dpkt_flows(write(tmp_path / "prefix" / "eth0.pcap", plain[: keep * step]))

@@ -16,7 +16,7 @@ from analyze.read import engine
 from analyze.read import pieces
 from analyze.read import layouts as L
 from analyze.read.fold import fold_scans, merge_host
-from analyze.read.formats import is_capture
+from analyze.read.formats import is_capture, scan_bytes
 from analyze.read.scan import StreamScan, scan_range, scan_stream
 from expect import FIXTURES, same_scan
 from pcapgen import BASE_NS, ETHERNET, LINKTYPE_ETHERNET, Flow, ip_packet, pcap_bytes, write
@@ -148,14 +148,50 @@ def test_a_file_that_shrank_since_the_plan_is_not_joined(tmp_path: Path) -> None
     assert not last.joinable and last.records > 0
 
 
-def test_streams_with_pcapng_or_gzip_files_are_not_cut(tmp_path: Path) -> None:
-    """A rotation set holding a pcapng or gzip file is read whole: a pcapng piece would lack the interfaces
-    (and Simple Packet Blocks the time) read before it; gzip would be inflated per piece."""
+def test_a_pcapng_file_is_not_cut_and_a_compressed_one_is_a_whole_piece(tmp_path: Path) -> None:
+    """A rotation set holding a pcapng file is read whole: a pcapng piece would lack the interfaces (and Simple
+    Packet Blocks the time) read before it. A gzip file of a classic pcap set is one piece, never cut (it would
+    be inflated from its start for every piece), while the plain file beside it is cut."""
     first = tmp_path / "a.pcap"
     ring_capture(first, packets=5_000, conns=2)
-    for other in (FIXTURES / "formats" / "multi.pcapng", FIXTURES / "formats" / "gzip-pcap.pcap.gz"):
-        stream = [first, other]
-        assert pieces.plan([stream], [sum(p.stat().st_size for p in stream)], 1 << 30, min_piece_bytes=1) == [None]
+    size = first.stat().st_size
+    pcapng = [first, FIXTURES / "formats" / "multi.pcapng"]
+    assert pieces.plan([pcapng], [size], 1 << 30, min_piece_bytes=size // 4) == [None]
+    gz = FIXTURES / "formats" / "gzip-pcap.pcap.gz"
+    plan = pieces.plan([[first, gz]], [size], 1 << 30, min_piece_bytes=size // 4)[0]
+    assert plan is not None
+    assert [p for p in plan if p.path == gz] == [pieces.Piece(gz, size=scan_bytes(gz))]
+    assert len([p for p in plan if p.path == first]) >= 4
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".zst"])
+def test_a_compressed_rotation_set_is_read_file_by_file_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """tcpdump -C ... -z gzip (or zstd afterwards): each compressed file of the set is a piece read by its own
+    worker, and the joined stream equals the sequential read and the generator's counts."""
+    import gzip
+
+    import pyzstd
+
+    plain = tmp_path / "plain.pcap"
+    truth = ring_capture(plain, packets=40_000, conns=4)
+    data = plain.read_bytes()
+    starts = [_record_after(bytearray(data), len(data) * k // 3) for k in (1, 2)]
+    rotated = []
+    for i, (a, b) in enumerate(zip([24, *starts], [*starts, len(data)])):
+        body = data[:24] + data[a:b]
+        path = tmp_path / f"eth0.pcap{i}{suffix}"
+        path.write_bytes(gzip.compress(body, 1) if suffix == ".gz" else pyzstd.compress(body, 3))
+        rotated.append(path)
+    monkeypatch.setattr(engine, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(pieces, "MIN_PIECE_BYTES", 1 << 16)
+    plan = pieces.plan([rotated], [sum(scan_bytes(p) for p in rotated)], 2)[0]
+    assert plan is not None and [p.path for p in plan] == rotated and {p.start for p in plan} == {None}
+    assert pieces.join(plan, [scan_range(p.path, **OPTS) for p in plan]) is not None  # every seam holds
+    pooled = engine.scan_hosts([rotated], engine.ScanOptions(bin_ns=1_000_000, byte_mode=0), workers=2)[0]
+    same_scan(pooled, scan_stream(rotated, **OPTS))
+    assert merge_host("h", [pooled]).agg[:, L.AGG_IP_BYTES].sum() == truth.ip_bytes.sum()
 
 
 def _pooled(paths: list[Path], monkeypatch: pytest.MonkeyPatch, piece_bytes: int) -> StreamScan:

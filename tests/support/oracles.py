@@ -26,7 +26,13 @@ LINK_HEADER = {1: 14, 101: 0, 113: 16, 276: 20}
 
 def _open(path: Path) -> bytes:
     data = path.read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    if data[:2] == b"\x1f\x8b":
+        return gzip.decompress(data)
+    if data[:4] == b"\x28\xb5\x2f\xfd":
+        import pyzstd
+
+        return pyzstd.decompress(data)
+    return data
 
 
 def records(path: Path) -> Iterator[tuple[int, bytes, int]]:

@@ -480,6 +480,17 @@ def gzip_bytes(data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=9, mtime=0)
 
 
+def zstd_raw_bytes(data: bytes, block: int = 1 << 17) -> bytes:
+    """One zstd frame of raw (stored) blocks: valid zstd that every zstd library version writes the same, so
+    regenerated fixtures are byte-identical, and whose bytes a fuzzer flips reach the capture reader."""
+    frame = struct.pack("<IBB", 0xFD2FB528, 0x00, 7 << 3)  # magic; no content size; a 128 KiB window
+    chunks = [data[i : i + block] for i in range(0, len(data), block)] or [b""]
+    for i, chunk in enumerate(chunks):
+        last = i == len(chunks) - 1
+        frame += (len(chunk) << 3 | int(last)).to_bytes(3, "little") + chunk  # block type 0: raw
+    return frame
+
+
 # ---- ground truth ----------------------------------------------------------------------------------
 
 

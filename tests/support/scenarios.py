@@ -28,6 +28,7 @@ from pcapgen import (
     TcpConn,
     arp_request,
     gzip_bytes,
+    zstd_raw_bytes,
     ip_packet,
     lldp,
     pcap_bytes,
@@ -171,6 +172,14 @@ def _gz(build: Callable[[], tuple[bytes, dict]]) -> Callable[[], tuple[bytes, di
         return gzip_bytes(data), {**t, "format": t["format"] + "+gzip"}
 
     return gz
+
+
+def _zst(build: Callable[[], tuple[bytes, dict]]) -> Callable[[], tuple[bytes, dict]]:
+    def zst() -> tuple[bytes, dict]:
+        data, t = build()
+        return zstd_raw_bytes(data), {**t, "format": t["format"] + "+zstd"}
+
+    return zst
 
 
 def _link(link: Link, nano: bool = False) -> Callable[[], tuple[bytes, dict]]:
@@ -326,6 +335,7 @@ SCENARIOS: dict[str, Callable[[], tuple[bytes, dict]]] = {
     "formats/multi.pcapng": _multi,
     "formats/gzip-pcap.pcap.gz": _gz(_classic(False, True)),
     "formats/gzip-pcapng.pcapng.gz": _gz(_multi),
+    "formats/zstd-pcap.pcap.zst": _zst(_classic(True, False)),
     "linktypes/eth-dot1q.pcap": _link(Link(LINKTYPE_ETHERNET, tags=("dot1q",))),
     "linktypes/eth-qinq.pcap": _link(Link(LINKTYPE_ETHERNET, tags=("qinq",))),
     "linktypes/linux-sll.pcap": _link(Link(LINKTYPE_LINUX_SLL)),
