@@ -20,6 +20,7 @@ from analyze.coverage import CAPTURE_PROBLEMS, capture_problems
 from analyze.read.engine import Progress
 from analyze.read.groupsum import group_sum
 from analyze.read.fold import HostFlows, merge_host, unique_rows
+from analyze.read.outliers import set_aside
 from analyze.flows import address_key, address_text, infer_local, local_mask, proto_name
 from analyze.read.inputs import HostInput, RunInput
 from analyze.markers_table import load_markers
@@ -131,6 +132,7 @@ def build_result(
     assumptions: list[str] = []
     captures: list[CaptureSummary] = []
     host_flows: list[HostFlows] = []
+    scans = [set_aside(s, bin_ns) for s in scans]
     for h, stream in zip(run_input.hosts, scans):
         for fh in stream.files:
             captures.append(_capture_summary(h.name, fh))

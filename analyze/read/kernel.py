@@ -86,6 +86,12 @@ from analyze.read.layouts import (
     LINKTYPE_NULL,
     LINKTYPE_RAW,
     LINKTYPE_RAW_BSD,
+    JUMP_AT,
+    JUMP_AT_NS,
+    JUMP_BEFORE_AT,
+    JUMP_BEFORE_NS,
+    JUMP_NS,
+    JUMP_RECORD,
     MAX_BLOCK_BYTES,
     MAX_IFACES,
     MAX_RECORD_BYTES,
@@ -110,13 +116,17 @@ from analyze.read.layouts import (
     STATUS_SAMPLES_FULL,
     STATUS_TOO_MANY_IFACES,
     STATUS_TRUNCATED,
+    ST_BASE,
     ST_FIRST_NS,
     ST_IFACE_BASE,
+    ST_JUMPS_SEEN,
+    ST_LAST_AT,
     ST_LAST_NS,
     ST_MAX_NS,
     ST_NCELLS,
     ST_NFLOWS,
     ST_NIFACE,
+    ST_NJUMPS,
     ST_NSAMPLES,
     ST_PACKET_BYTES,
     ST_POS,
@@ -835,8 +845,22 @@ def _packet(
 
 
 @njit(inline="always", cache=_CACHE)
-def _note_time(st, ts):
+def _note_time(st, jumps, ts, pos):
+    """Count a record at buffer offset pos dated ts: the file's times, and a jumps row when it lies more than
+    JUMP_NS from the record before it in the file."""
+    at = st[ST_BASE] + pos
+    if st[ST_RECORDS] > 0 and abs(ts - st[ST_LAST_NS]) > JUMP_NS:
+        n = st[ST_NJUMPS]
+        if n < jumps.shape[0]:
+            jumps[n, JUMP_RECORD] = st[ST_RECORDS]
+            jumps[n, JUMP_BEFORE_AT] = st[ST_LAST_AT]
+            jumps[n, JUMP_BEFORE_NS] = st[ST_LAST_NS]
+            jumps[n, JUMP_AT] = at
+            jumps[n, JUMP_AT_NS] = ts
+            st[ST_NJUMPS] = n + 1
+        st[ST_JUMPS_SEEN] += 1
     st[ST_LAST_NS] = ts
+    st[ST_LAST_AT] = at
     if st[ST_RECORDS] == 0 or ts < st[ST_FIRST_NS]:
         st[ST_FIRST_NS] = ts
     if ts > st[ST_MAX_NS]:
@@ -892,6 +916,7 @@ def scan_pcap(
     frag_flow,
     frag_pend,
     st,
+    jumps,
 ):
     """Walk classic pcap records from st[ST_POS]; stop at end of data, a full table or the budget."""
     pos = st[ST_POS]
@@ -917,7 +942,7 @@ def scan_pcap(
         wirelen = _rd32(b, pos + 12, swap)
         if wirelen < caplen:
             wirelen = caplen
-        _note_time(st, ts)
+        _note_time(st, jumps, ts, pos)
         st[ST_PACKET_BYTES] += caplen
         _packet(
             b,
@@ -1014,6 +1039,7 @@ def scan_pcapng(
     frag_flow,
     frag_pend,
     st,
+    jumps,
 ):
     """Walk pcapng blocks from st[ST_POS]; packets of every interface, unknown blocks skipped."""
     pos = st[ST_POS]
@@ -1073,7 +1099,7 @@ def scan_pcapng(
                 ts = _ts_to_ns(raw, if_resol[iface], if_offset[iface])
             if wirelen < caplen:
                 wirelen = caplen
-            _note_time(st, ts)
+            _note_time(st, jumps, ts, pos)
             st[ST_PACKET_BYTES] += caplen
             _packet(
                 b,

@@ -127,7 +127,19 @@ ST_FIRST_NS = 9
 ST_MAX_NS = 10
 ST_PACKET_BYTES = 11  # sum of captured lengths, for health reports
 ST_NSAMPLES = 12  # rows of the samples table in use
-N_ST = 13
+ST_BASE = 13  # stream offset of the buffer's first byte (an inflated file is read in windows)
+ST_LAST_AT = 14  # stream offset of the last record read
+ST_NJUMPS = 15  # rows of the jumps table in use
+ST_JUMPS_SEEN = 16  # jumps seen in this file, whether the table had room or not
+N_ST = 17
+
+# A jump: two records in a row whose timestamps are more than JUMP_NS apart, one of them perhaps a packet dated
+# far outside its capture (a mutated or garbage timestamp). Rows of the int64 jumps table, per file, the first
+# MAX_JUMPS of them: the later record's number in the file, both records' stream offsets and times.
+# analyze.read.outliers decides which side lies outside the capture's span.
+JUMP_NS = 86_400 * 1_000_000_000
+MAX_JUMPS = 256
+JUMP_RECORD, JUMP_BEFORE_AT, JUMP_BEFORE_NS, JUMP_AT, JUMP_AT_NS, N_JUMP = 0, 1, 2, 3, 4, 5
 
 # Kernel return status.
 STATUS_END = 0
@@ -197,6 +209,7 @@ _KERNEL_TABLES = (
     ("int64", 1),
     ("int64", 2),
     ("int64", 1),
+    ("int64", 2),
 )
 KERNEL_DATA = ("uint8", 1)  # the mapped file: read-only
 KERNEL_ARGS: dict[str, tuple[object, ...]] = {

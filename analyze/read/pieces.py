@@ -146,8 +146,14 @@ def _files(pieces: list[Piece], parts: list[StreamScan]) -> list[FileHealth]:
                 last_ns=h.last_ns,
                 kinds=h.kinds.copy(),
                 warnings=list(h.warnings),
+                jumps=h.jumps.copy(),
+                jumps_seen=h.jumps_seen,
             )
             continue
+        later = h.jumps.copy()
+        later[:, L.JUMP_RECORD] += have.records  # numbered in the file, not in the piece
+        have.jumps = np.concatenate([have.jumps, later])[: L.MAX_JUMPS]
+        have.jumps_seen += h.jumps_seen
         if h.records and (not have.records or h.first_ns < have.first_ns):
             have.first_ns = h.first_ns
         have.last_ns = max(have.last_ns, h.last_ns)

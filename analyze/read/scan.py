@@ -44,6 +44,8 @@ class FileHealth:
     last_ns: int
     kinds: np.ndarray  # int64[N_KINDS]
     warnings: list[str] = field(default_factory=list)
+    jumps: np.ndarray = field(default_factory=lambda: np.zeros((0, L.N_JUMP), dtype=np.int64))  # layouts.JUMP_*
+    jumps_seen: int = 0  # jumps in the file, listed in `jumps` or not (MAX_JUMPS)
 
 
 @dataclass
@@ -83,6 +85,7 @@ class _Tables:
         self.frag_pend = np.zeros((4096, 5), dtype=np.int64)
         self.frag_pend[:, 3] = -1
         self.st = np.zeros(L.N_ST, dtype=np.int64)
+        self.jumps = np.zeros((L.MAX_JUMPS, L.N_JUMP), dtype=np.int64)
         self.flushed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def kernel_tables(self) -> tuple[np.ndarray, ...]:
@@ -101,6 +104,7 @@ class _Tables:
             self.frag_flow,
             self.frag_pend,
             self.st,
+            self.jumps,
         )
 
     def grow_flows(self) -> None:
@@ -225,7 +229,17 @@ def _scan_open(
     walkers = kernels()
     warnings: list[str] = []
     kinds_before = t.kinds.copy()
-    for k in (L.ST_RECORDS, L.ST_FIRST_NS, L.ST_MAX_NS, L.ST_PACKET_BYTES, L.ST_NIFACE, L.ST_IFACE_BASE, L.ST_SWAP):
+    for k in (
+        L.ST_RECORDS,
+        L.ST_FIRST_NS,
+        L.ST_MAX_NS,
+        L.ST_PACKET_BYTES,
+        L.ST_NIFACE,
+        L.ST_IFACE_BASE,
+        L.ST_SWAP,
+        L.ST_NJUMPS,
+        L.ST_JUMPS_SEEN,
+    ):
         t.st[k] = 0
     whole = start is None and end is None
     t.st[L.ST_POS] = cap.data_offset if start is None else start
@@ -237,6 +251,7 @@ def _scan_open(
     lost_at: int | None = None  # stream offset of a corrupt record header whose search goes on in the next window
     while True:
         buf = cap.buffer
+        t.st[L.ST_BASE] = cap.base
         stop = len(buf) if end is None else end
         if lost_at is None:
             if cap.kind == "pcapng":
@@ -326,6 +341,8 @@ def _scan_open(
             last_ns=int(t.st[L.ST_MAX_NS]),
             kinds=t.kinds - kinds_before,
             warnings=warnings,
+            jumps=t.jumps[: int(t.st[L.ST_NJUMPS])].copy(),
+            jumps_seen=int(t.st[L.ST_JUMPS_SEEN]),
         ),
         status,
         resynced,

@@ -217,6 +217,60 @@ def print_table(title: str, rows: list[Timing], size: int) -> None:
         )
 
 
+def bench_compressed(path: Path, truth: Truth, repeat: int) -> None:
+    """The file as `gzip -6` and `zstd -3` against the plain file, whole process, runs alternated (one round
+    of every command, repeat + 1 times, the first round not counted); ratios are taken round by round."""
+    gz, zst = path.with_name(path.name + ".gz"), path.with_name(path.name + ".zst")
+    with open(gz, "wb") as out:
+        subprocess.run(["gzip", "-6", "-c", str(path)], stdout=out, check=True)
+    if shutil.which("zstd"):
+        subprocess.run(["zstd", "-3", "-q", "-f", "-o", str(zst), str(path)], check=True)
+    else:
+        import pyzstd
+
+        zst.write_bytes(pyzstd.compress(path.read_bytes(), 3))
+    cmds: dict[str, list[str]] = {}
+    for workers in ("1", "default"):
+        for f in (path, gz, zst):
+            extra = ["--workers", "1"] if workers == "1" else []
+            out_json = path.with_name(f"{f.name}.{workers}.json")
+            cmds[f"{f.suffix} {workers}"] = [RINGSCOPE, "analyze", str(f), "--json", str(out_json), *extra]
+    cmds["zcat"] = ["sh", "-c", f"zcat {gz} >/dev/null"]
+    if shutil.which("zstdcat"):
+        cmds["zstdcat"] = ["sh", "-c", f"zstdcat {zst} >/dev/null"]
+    walls: dict[str, list[float]] = {k: [] for k in cmds}
+    peaks: dict[str, float] = {k: 0.0 for k in cmds}
+    for i in range(repeat + 1):
+        for name, cmd in cmds.items():
+            wall, rss, _ = timed(cmd)
+            if i:
+                walls[name].append(wall)
+                peaks[name] = max(peaks[name], rss)
+    for json_file in sorted(path.parent.glob(f"{path.name}*.json")):
+        result = json.loads(json_file.read_text())
+        check(
+            json_file.name, {(f["src"], f["dst"], f["sport"], f["dport"]): f["bytes"] for f in result["flows"]}, truth
+        )
+        json_file.unlink()
+    mb = {f.suffix: f.stat().st_size / 1e6 for f in (gz, zst)}
+    print(f"\ncompressed: the same file as gzip -6 ({mb['.gz']:.0f} MB) and zstd -3 ({mb['.zst']:.0f} MB)")
+    for workers in ("1", "default"):
+        base = walls[f"{path.suffix} {workers}"]
+        for suffix in (path.suffix, ".gz", ".zst"):
+            name = f"{suffix} {workers}"
+            ratio = statistics.median(a / b for a, b in zip(walls[name], base))
+            wall = statistics.median(walls[name])
+            print(
+                f"compressed: ringscope analyze {suffix:<5} --workers {workers:<7} {wall:.3f} s"
+                f"  peak {peaks[name]:.0f} MB  {ratio:.2f}x the plain file (paired, {repeat} rounds)"
+            )
+    for name in ("zcat", "zstdcat"):
+        if name in walls:
+            print(f"compressed: {name} alone (to /dev/null) {statistics.median(walls[name]):.3f} s")
+    gz.unlink()
+    zst.unlink()
+
+
 def bench_parallel(tmp: Path, per_file: int, hosts: int, repeat: int) -> None:
     """One ring's hosts' files (one each) read by 1 and by 2 local workers: the reading phase and the whole process."""
     files = []
@@ -296,6 +350,9 @@ def main() -> None:
     )
     ap.add_argument("--hosts", type=int, default=8, help="hosts in the --parallel ring, one file each")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the generated captures")
+    ap.add_argument(
+        "--compressed", action="store_true", help="also time each pcap size as .gz and .zst, and zcat/zstdcat alone"
+    )
     args = ap.parse_args()
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="ringscope-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -308,6 +365,8 @@ def main() -> None:
                 f"{n:,} packets, {fmt}, {path.stat().st_size / 1e6:.0f} MB, 32 flows", rows, path.stat().st_size
             )
             print(paired)
+            if args.compressed and fmt == "pcap":
+                bench_compressed(path, truth, args.repeat)
             path.unlink()
     if args.parallel:
         bench_parallel(tmp, args.parallel, args.hosts, args.repeat)

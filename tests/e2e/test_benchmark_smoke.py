@@ -34,6 +34,7 @@ def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:
             "20000",
             "--hosts",
             "3",
+            "--compressed",
             "--dir",
             str(tmp_path),
         ],
@@ -58,4 +59,7 @@ def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:
     ratio = re.search(r"core takes ([\d.]+)x as long", out)
     assert ratio and float(ratio.group(1)) > 0, out
     assert re.search(r"parallel: 3 hosts' files x 20,000 packets: whole process 1 worker [\d.]+ s", out), out
+    for suffix in (".gz", ".zst"):
+        assert re.search(rf"ringscope analyze {suffix} +--workers 1 +[\d.]+ s .* the plain file", out), out
+    assert "zcat alone" in out, out
     assert not list(tmp_path.glob("*.pcap")), "the generated captures were left behind"
