@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from expect import FIXTURES, ROOT, capture_mismatches, flow_mismatches, run
+from pcapgen import record_offsets
 from scenarios import SCENARIOS, load_truth, write_scenarios
 
 FORMAT_FIXTURES = [n for n in SCENARIOS if n.startswith("formats/")]
@@ -96,17 +97,6 @@ def test_generator_reproduces_the_committed_fixtures(tmp_path: Path) -> None:
     assert differ == []
 
 
-def _records(pcap: bytes) -> list[int]:
-    """Offsets where a classic little-endian pcap's records start (test-side walk of a small file)."""
-    import struct
-
-    offsets, pos = [], 24
-    while pos + 16 <= len(pcap):
-        offsets.append(pos)
-        pos += 16 + struct.unpack_from("<I", pcap, pos + 8)[0]
-    return offsets
-
-
 def test_raw_gzip_zstd_and_rotated_zstd_give_the_same_flows(tmp_path: Path) -> None:
     """A real capture (one host of the committed 100 Mbit/s DDP run) as the plain pcap, gzip -6, zstd -3 and a
     rotated set of three .zst files cut at record boundaries (tcpdump -C with zstd afterwards): every flow and
@@ -116,7 +106,7 @@ def test_raw_gzip_zstd_and_rotated_zstd_give_the_same_flows(tmp_path: Path) -> N
     import pyzstd
 
     plain = gzip.decompress((ROOT / "fixtures/real-training/ddp-100mbit/run/h2/eth0.pcap.gz").read_bytes())
-    header, starts = plain[:24], _records(plain)
+    header, starts = plain[:24], record_offsets(plain)
     cuts = [starts[len(starts) // 3], starts[2 * len(starts) // 3]]
     files = {
         "raw": [tmp_path / "raw" / "eth0.pcap"],

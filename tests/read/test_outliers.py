@@ -17,19 +17,12 @@ import pytest
 from analyze.read import layouts as L
 from analyze.read.outliers import span
 from expect import ROOT, run
+from pcapgen import record_offsets
 from tests.benchmarks.synth import ring_capture
 
 Y2104 = int(datetime(2104, 3, 1, tzinfo=timezone.utc).timestamp())
 MEMORY_BOUND_MB = 256
 BIN_NS = 10_000_000  # the default --bin
-
-
-def _record_offsets(data: bytes) -> list[int]:
-    offsets, pos = [], 24
-    while pos + 16 <= len(data):
-        offsets.append(pos)
-        pos += 16 + struct.unpack_from("<I", data, pos + 8)[0]
-    return offsets
 
 
 def _with_strays(tmp_path: Path, at: tuple[int, int], compressed: bool) -> tuple[Path, dict[int, str], dict]:
@@ -38,7 +31,7 @@ def _with_strays(tmp_path: Path, at: tuple[int, int], compressed: bool) -> tuple
     plain = tmp_path / "plain.pcap"
     truth = ring_capture(plain, packets=3_003, iterations=5)
     data = bytearray(plain.read_bytes())
-    offsets = _record_offsets(bytes(data))
+    offsets = record_offsets(bytes(data))
     strays = {offsets[at[0]]: "2104", offsets[at[1]]: "1970"}
     for offset, year in strays.items():
         struct.pack_into("<I", data, offset, Y2104 if year == "2104" else 7)

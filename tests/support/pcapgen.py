@@ -541,6 +541,15 @@ def flow_key(row: dict) -> tuple:
     return (row["src"], row["dst"], int(row["sport"]), int(row["dport"]), row["proto"])
 
 
+def record_offsets(pcap: bytes) -> list[int]:
+    """Offsets where a classic little-endian pcap's records start (a test-side walk of a small file)."""
+    offsets, pos = [], 24
+    while pos + 16 <= len(pcap):
+        offsets.append(pos)
+        pos += 16 + struct.unpack_from("<I", pcap, pos + 8)[0]
+    return offsets
+
+
 def write(path: Path, data: bytes) -> Path:
     """Write bytes, creating folders; returns the path."""
     path.parent.mkdir(parents=True, exist_ok=True)
