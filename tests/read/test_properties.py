@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from analyze.read import scan
+from analyze.read import inflate, scan
 from analyze.read.formats import FileError
 from expect import FIXTURES, flow_mismatches, run
 from pcapgen import (
@@ -154,6 +154,23 @@ def test_results_do_not_depend_on_read_windows_or_table_sizes(records: int, flow
         mock.patch.object(scan, "CELLS_PER_FLUSH", cells),
     ):
         assert _flows_json(run([path])) == BASELINE[path]
+
+
+@SETTINGS
+@given(
+    slot=st.integers(64, 20_000),
+    kind=st.sampled_from(["gzip", "zstd"]),
+    path=st.sampled_from(SMALL),
+)
+def test_results_do_not_depend_on_the_inflated_windows(slot: int, kind: str, path: Path, tmp_path: Path) -> None:
+    """A compressed capture is walked in slots of any size, records cut at any byte: same flows as the plain file."""
+    import pyzstd
+
+    data = path.read_bytes()
+    name = path.name + (".gz" if kind == "gzip" else ".zst")  # the same host name as the plain file's
+    packed = write(tmp_path / f"{kind}-{slot}" / name, gzip_bytes(data) if kind == "gzip" else pyzstd.compress(data, 1))
+    with mock.patch.object(inflate, "SLOT", slot):
+        assert _flows_json(run([packed])) == BASELINE[path]
 
 
 @SETTINGS
