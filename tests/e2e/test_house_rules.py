@@ -47,3 +47,18 @@ def test_nothing_imports_cli() -> None:
                 continue
             offenders += [f"{path.relative_to(ROOT)}: {n}" for n in names if n == "cli" or n.startswith("cli.")]
     assert offenders == []
+
+
+def test_the_readme_commands_are_the_setup_scripts_and_the_first_installs_only_analysis() -> None:
+    """The README's first command sets up analysis only: no torch, Horovod build, browser or test tools (a user
+    who reads pcaps waited 6 minutes for Horovod once). Its second is what CI runs."""
+    readme = (ROOT / "README.md").read_text()
+    first = "bash .ci/setup && .venv/bin/ringscope analyze fixtures/example --html example-report.html"
+    second = "bash .ci/setup-tests && .venv/bin/python -m pytest -q"
+    assert first in readme and second in readme
+    assert readme.index(second) < 2000, "the test command is on the README's first screen"
+    assert second in (ROOT / ".ci/run").read_text()
+    setup = (ROOT / ".ci/setup").read_text()
+    commands = [line for line in setup.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    for heavy in ("torch", "horovod", "chromium", "tshark", "[test]"):
+        assert not any(heavy in line for line in commands), f".ci/setup installs {heavy}"
