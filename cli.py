@@ -119,6 +119,16 @@ def analyze(
         None, "--nccl-log", help="NCCL_DEBUG=INFO log: compare the ring NCCL built with the ring in the packets."
     ),
     html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the self-contained HTML report to FILE."),
+    trace_out: Optional[Path] = typer.Option(
+        None,
+        "--trace",
+        help="Write a Chrome/Perfetto trace-event JSON to FILE (.gz: compressed): per host its iterations, communication windows, ring steps, tx/rx utilization and re-sent bytes, on the wall clock PyTorch's profiler uses. Opens in ui.perfetto.dev.",
+    ),
+    trace_beside: List[Path] = typer.Option(
+        [],
+        "--trace-beside",
+        help="A PyTorch profiler (Kineto) trace of the same job to put into the --trace file, on a common time base (repeat for several ranks).",
+    ),
     single_iteration_time: Optional[str] = typer.Option(
         None,
         "--single-iteration-time",
@@ -147,6 +157,11 @@ def analyze(
         t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
         if t_single is not None and t_single <= 0:
             raise ValueError(f"bad --single-iteration-time {single_iteration_time!r}: must be longer than 0")
+        if trace_beside and trace_out is None:
+            raise ValueError("--trace-beside puts a profiler trace into the --trace file: give --trace FILE too")
+        for kineto in trace_beside:
+            if not kineto.is_file():
+                raise ValueError(f"{kineto}: no such trace file")
     except ValueError as exc:
         raise fail(str(exc)) from None
 
@@ -195,6 +210,8 @@ def analyze(
         typer.echo(f"wrote {len(written)} table files to {out}", err=True)
     if html_out is not None:
         _write_report(result, html_out, None)
+    if trace_out is not None:
+        _write_trace(result, trace_out, trace_beside)
     if str(json_out) != "-":
         from reports.text import summary_text
 
@@ -225,6 +242,19 @@ class _Progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
+
+
+def _write_trace(result: Any, out: Path, beside: List[Path]) -> None:
+    """Write the trace-event JSON (with the profiler traces BESIDE merged in); where and how big on stderr."""
+    from reports.trace import write_trace
+
+    try:
+        size = write_trace(result, out, beside)
+    except ValueError as exc:  # a --trace-beside file that is not a trace: the message names it
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"{exc.filename or out}: cannot read or write the trace ({exc.strerror or exc})") from None
+    typer.echo(f"wrote {out} ({size / 1e6:.1f} MB of trace events)", err=True)
 
 
 def _write_report(result: Any, out: Path, title: Optional[str]) -> None:
