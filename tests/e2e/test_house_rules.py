@@ -53,7 +53,7 @@ def test_the_readme_commands_are_the_setup_scripts_and_the_first_installs_only_a
     """The README's first command sets up analysis only: no torch, Horovod build, browser or test tools (a user
     who reads pcaps waited 6 minutes for Horovod once). Its second is what CI runs."""
     readme = (ROOT / "README.md").read_text()
-    first = "bash .ci/setup && .venv/bin/ringscope analyze fixtures/example --html example-report.html"
+    first = "bash .ci/setup && .venv/bin/ringscope analyze fixtures/example-ddp/run --html example-report.html"
     second = "bash .ci/setup-tests && .venv/bin/python -m pytest -q"
     assert first in readme and second in readme
     assert readme.index(second) < 2000, "the test command is on the README's first screen"

@@ -235,9 +235,11 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
     }
 
 
-def pack(out: Path, dest: Path) -> None:
+def pack(out: Path, dest: Path, markers: bool = False) -> None:
     """Copy OUT's capture and truth to DEST with gzip-compressed pcaps and hosts named h<i> (i: the address's
-    last octet), so a committed capture reads the same whatever namespace prefix made it."""
+    last octet), so a committed capture reads the same whatever namespace prefix made it. MARKERS: also each
+    rank's own step records, as the markers.jsonl of its host's folder (what `capture run` gathers when the job
+    writes markers); the truth stays beside the capture either way."""
     truth = json.loads((out / "truth.json").read_text())
     rename = {}
     for host in truth["launch_order"]:
@@ -251,6 +253,9 @@ def pack(out: Path, dest: Path) -> None:
         packed = dest / "run" / name / "eth0.pcap.gz"
         with open(out / "run" / host / "eth0.pcap", "rb") as src, gzip.open(packed, "wb", 9) as dst:
             shutil.copyfileobj(src, dst)
+        if markers:
+            lines = [f.read_text() for f in sorted((out / "truth" / host).glob("*.jsonl"))]
+            (dest / "run" / name / "markers.jsonl").write_text("".join(lines))
     run = json.loads((out / "run" / "run.json").read_text())
     (dest / "run" / "run.json").write_text(json.dumps({**run, "hosts": [rename[h] for h in run["hosts"]]}))
     truth["launch_order"] = [rename[h] for h in truth["launch_order"]]
@@ -273,8 +278,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             )
     parser.add_argument("--port", type=int, default=29600)
     parser.add_argument("--fixture", type=Path, help="also pack the capture for the repository into DEST")
+    parser.add_argument("--markers", action="store_true", help="with --fixture: the ranks' steps as markers.jsonl")
     args = vars(parser.parse_args(argv))
-    out, port, fixture = args.pop("out"), args.pop("port"), args.pop("fixture")
+    out, port, fixture, markers = args.pop("out"), args.pop("port"), args.pop("fixture"), args.pop("markers")
     args["order"] = [int(x) for x in args["order"].split(",")] if args["order"] else []
     job = Job(**args)
     cluster = build(**job.network())
@@ -283,7 +289,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         destroy(cluster)
     if fixture:
-        pack(out, fixture)
+        pack(out, fixture, markers)
     its = truth["iterations"]
     period = (its[-1]["start_ns"] - its[0]["start_ns"]) / max(len(its) - 1, 1) / 1e6
     print(
