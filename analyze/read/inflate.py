@@ -101,9 +101,10 @@ def inflated_size(kind: str, head: bytes, tail: bytes, size: int) -> int:
     if kind == "zstd":
         try:
             zstd = _zstd()
-            found = zstd.get_frame_info(head).decompressed_size
         except InflateError:
-            found = None
+            return size * GUESS_RATIO
+        try:
+            found = zstd.get_frame_info(head).decompressed_size
         except zstd.ZstdError:
             found = None
         if found:
@@ -136,6 +137,9 @@ def pieces(
                     yield piece
                 if d.eof:  # the next member or frame, if any
                     data, d, fed = d.unused_data + data, new(), False
+            if kind == "gzip" and fed and not d.eof and (rest := d.flush()):  # what zlib held back at the cut
+                written += len(rest)
+                yield rest
     except errors as exc:
         if written > 24:
             yield End(f"{kind} data is corrupt ({exc}); analyzed the {written} bytes inflated before it")

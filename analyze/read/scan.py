@@ -226,7 +226,6 @@ def _scan_open(
 ) -> tuple[FileHealth, int, bool]:
     """Walk the records in [start, end) (default: the whole file) into t; the file's health, how the walk
     stopped (an L.STATUS_*) and whether it resynced after a corrupt record header."""
-    walkers = kernels()
     warnings: list[str] = []
     kinds_before = t.kinds.copy()
     for k in (
@@ -254,32 +253,7 @@ def _scan_open(
         t.st[L.ST_BASE] = cap.base
         stop = len(buf) if end is None else end
         if lost_at is None:
-            if cap.kind == "pcapng":
-                walkers.scan_pcapng(
-                    buf,
-                    stop,
-                    RECORDS_PER_CALL,
-                    mtu,
-                    bin_ns,
-                    byte_mode,
-                    if_link,
-                    if_resol,
-                    if_offset,
-                    *t.kernel_tables(),
-                )
-            else:
-                walkers.scan_pcap(
-                    buf,
-                    stop,
-                    cap.swapped,
-                    cap.nano,
-                    cap.linktype,
-                    RECORDS_PER_CALL,
-                    mtu,
-                    bin_ns,
-                    byte_mode,
-                    *t.kernel_tables(),
-                )
+            _walk(cap, t, stop, (mtu, bin_ns, byte_mode), (if_link, if_resol, if_offset))
             status = int(t.st[L.ST_STATUS])
             pos = int(t.st[L.ST_POS])
         else:
@@ -347,6 +321,24 @@ def _scan_open(
         status,
         resynced,
     )
+
+
+def _walk(
+    cap: CaptureFormat,
+    t: "_Tables",
+    stop: int,
+    options: tuple[int, int, int],
+    ifaces: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """One kernel call over cap.buffer from t.st[ST_POS] to stop (options: mtu, bin_ns, byte_mode; ifaces: a
+    pcapng's interface link types, time resolutions and offsets); how it stopped is in t.st."""
+    walkers = kernels()
+    if cap.kind == "pcapng":
+        walkers.scan_pcapng(cap.buffer, stop, RECORDS_PER_CALL, *options, *ifaces, *t.kernel_tables())
+    else:
+        walkers.scan_pcap(
+            cap.buffer, stop, cap.swapped, cap.nano, cap.linktype, RECORDS_PER_CALL, *options, *t.kernel_tables()
+        )
 
 
 def no_packets(path: Path | str) -> str:
