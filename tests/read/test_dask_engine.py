@@ -136,6 +136,21 @@ def test_cluster_does_the_scans_and_matches_the_local_run_and_ground_truth(clust
     }
 
 
+def test_compressed_captures_are_inflated_on_the_workers(cluster: Cluster, tmp_path: Path) -> None:
+    """A real DDP run's gzip captures read on the cluster: each Dask worker forks its inflating process as a local
+    run does, and the JSON is the local run's."""
+    real = FIXTURES.parent / "fixtures/real-training/ddp-100mbit/run"
+    before = scan_tasks(cluster, "memory")
+    remote = ringscope("analyze", real, "--scheduler", cluster.address, "--json", tmp_path / "remote.json")
+    assert remote.returncode == 0, remote.stderr
+    assert _delta(before, scan_tasks(cluster, "memory")) == 4
+    local = ringscope("analyze", real, "--json", tmp_path / "local.json")
+    assert local.returncode == 0, local.stderr
+    doc = json.loads((tmp_path / "remote.json").read_text())
+    assert doc == json.loads((tmp_path / "local.json").read_text())
+    assert {c["format"] for c in doc["captures"]} == {"pcap-us-le+gzip"}
+
+
 def test_api_reports_progress_once_per_host_with_its_bytes(cluster: Cluster) -> None:
     """analyze(..., scheduler=) calls progress(path, bytes) as each host's task completes."""
     from analyze.api import analyze
