@@ -273,6 +273,51 @@ from capture.cli_capture import capture_app  # noqa: E402  (typer only: keeps --
 
 app.add_typer(capture_app, name="capture")
 
+
+@capture_app.command()
+def top(
+    folders: List[Path] = typer.Argument(
+        ...,
+        help="A running capture: a run folder (RUN), or host folders (an agent's --out, with meta.json and its pcaps).",
+    ),
+    interval: float = typer.Option(1.0, "--interval", help="Seconds between polls."),
+    seconds: Optional[float] = typer.Option(
+        None, "--seconds", help="Stop after S seconds (default: at Ctrl-C or SIGTERM)."
+    ),
+) -> None:
+    """Show a running capture every second: each host's tx/rx rate against its link, the heaviest edges, and the
+    iterations its ranks finished (from markers). Reads only what was written since the last poll. A table on a
+    terminal, else one line per poll; on Ctrl-C or SIGTERM it polls once more and stops."""
+    import signal
+    import time
+
+    _analysis_command()
+    from analyze.live import LiveRun, host_folders
+    from reports.live import View
+
+    if interval <= 0:
+        raise fail(f"bad --interval {interval}: must be more than 0")
+    try:
+        live = LiveRun(host_folders(folders))
+    except (OSError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    stopping: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda number, _frame: stopping.append(number))
+    view = View(sys.stdout, sys.stdout.isatty())
+    deadline = None if seconds is None else time.monotonic() + seconds
+    try:
+        while True:
+            until = time.monotonic() + interval
+            while time.monotonic() < until and not stopping and (deadline is None or time.monotonic() < deadline):
+                time.sleep(min(0.05, interval))
+            view.show(live.poll())
+            if stopping or (deadline is not None and time.monotonic() >= deadline):
+                break
+    finally:
+        view.close()
+
+
 # ---- whatif / profile (issue 5) ---------------------------------------------------------------
 
 _LISTS = "Several values: repeat the option or give a comma list."

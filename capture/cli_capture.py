@@ -149,6 +149,12 @@ def run(
     stage: str = typer.Option(
         "/tmp", "--stage", help="Absolute folder on every host where agents write until gathered (removed after)."
     ),
+    live: bool = typer.Option(
+        False,
+        "--live",
+        help="Show the capture every second while training runs (ringscope capture top): needs the hosts' "
+        "staging folders on this machine (local hosts, network namespaces, a shared --stage).",
+    ),
 ) -> None:
     """Start an agent on every host, run the training command, gather RUN/<host>/ and write run.json.
 
@@ -158,6 +164,7 @@ def run(
     """
     import os
     import shlex
+    import sys
 
     from capture import hints
     from capture import hosts as hostlists
@@ -200,6 +207,7 @@ def run(
             ready_timeout_s=ready_timeout,
             stage=stage,
             agent_command=shlex.split(agent_command) if agent_command else default_agent_command(),
+            live_command=[sys.executable, "-m", "cli", "capture", "top"] if live else None,
         )
         raise typer.Exit(code=run_capture(options))
     except (CaptureError, ValueError) as error:

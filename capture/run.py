@@ -60,6 +60,10 @@ class RunOptions:
     ready_timeout_s: float = 60.0
     stop_timeout_s: float = 60.0
     stage: str = DEFAULT_STAGE  # folder on every host under which the agents write while capturing
+    live_command: list[str] | None = None  # run beside the training with the staging folders as arguments
+
+
+LIVE_STOP_S = 10
 
 
 class _Agent:
@@ -411,6 +415,26 @@ def run_capture(options: RunOptions, say=lambda line: print(line, file=sys.stder
     return code
 
 
+def _start_live(command: list[str], stages: dict[str, str], say: Callable[[str], None]) -> subprocess.Popen | None:
+    """The live view over the agents' staging folders, when they are on this machine (local hosts, network
+    namespaces, a shared filesystem); None, said once, when they are not."""
+    away = [host for host, folder in stages.items() if not os.path.isdir(folder)]
+    if away:
+        say(f"ringscope: no live view: the capture folders of {', '.join(away)} are not on this machine")
+        return None
+    return subprocess.Popen([*command, *stages.values()], start_new_session=True)
+
+
+def _stop_live(live: subprocess.Popen) -> None:
+    """SIGTERM: the view polls once more and exits; killed if it does not within LIVE_STOP_S."""
+    live.terminate()
+    try:
+        live.wait(timeout=LIVE_STOP_S)
+    except subprocess.TimeoutExpired:
+        live.kill()
+        live.wait()
+
+
 def _train(
     options: RunOptions,
     out: Path,
@@ -436,10 +460,14 @@ def _train(
     say(f"ringscope: all agents capturing; running: {' '.join(options.command)}")
     training: dict[str, Any] = {"start_ns": time.time_ns()}
     manifest["training"] = training
+    live = _start_live(options.live_command, stages, say) if options.live_command else None
     try:
         code = _run_training(options.command, env, signals)
     except CaptureError as error:
         code, training["error"] = 127, str(error)
+    finally:
+        if live is not None:
+            _stop_live(live)
     training.update(end_ns=time.time_ns(), exit_code=code)
     manifest["exit_code"] = code
     return code

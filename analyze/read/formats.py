@@ -58,6 +58,11 @@ class CaptureFormat:
     _mm: mmap.mmap | None = None
     _windows: Optional[Windows] = None
 
+    @property
+    def inflated(self) -> bool:
+        """Whether the file is gzip or zstd, read window by window as it is inflated."""
+        return self._windows is not None
+
     def more(self, keep_from: int) -> bool:
         """Move to the next window, keeping buffer[keep_from:] at its front; False when the data ends here."""
         w = self._windows

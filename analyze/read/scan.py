@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from analyze.read import layouts as L
-from analyze.read.formats import CaptureFormat, first_timestamp_ns, open_capture
+from analyze.read.formats import CaptureFormat, FileError, first_timestamp_ns, open_capture
 from analyze.read import inflate
 from analyze.read.compiled import kernels
 from analyze.read.resync import next_valid_record
@@ -192,6 +192,44 @@ def scan_range(
     ended_on_cut = end is None or end == size or (end < size and status == L.STATUS_END)
     scan.joinable = ended_on_cut and not (resynced and mid_file)
     return scan
+
+
+class Follow:
+    """A host's classic pcap files read as tcpdump writes them: each poll scans only the records written since
+    the last (a record still being written waits for the next poll), with flow and TCP state carried across
+    polls and rotated files. Series cells and samples are dropped after each poll, so memory grows with the
+    flows, not with time; the flow table's cumulative counters are what a live view compares between polls."""
+
+    def __init__(self, *, bin_ns: int, byte_mode: int, mtu: int = 1500) -> None:
+        self._t = _Tables()
+        self._options = dict(bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)
+        self._next: dict[Path, int] = {}  # per file, the offset of its first record not read yet
+
+    def poll(self, paths: list[Path]) -> None:
+        """Read what PATHS (a host's files, any order) hold beyond what earlier polls read. A file without its
+        header yet is left for later; pcapng is not followed."""
+        for path in sorted(paths, key=time_order):
+            try:
+                size = path.stat().st_size
+                if size <= self._next.get(path, 0):
+                    continue
+                with open_capture(path) as cap:
+                    if cap.inflated:  # a finished file of a rotation set (tcpdump -z gzip): read once, whole
+                        _scan_open(cap, self._t, **self._options)
+                        self._next[path] = size
+                    elif cap.kind == "pcap":  # pcapng keeps its interfaces at its start: not read from a middle
+                        _scan_open(cap, self._t, start=self._next.get(path), **self._options)
+                        self._next[path] = int(self._t.st[L.ST_POS])
+            except (OSError, FileError):
+                continue
+        t = self._t
+        t.flushed, t.flushed_samples = [], []
+        t.st[L.ST_NCELLS] = t.st[L.ST_NSAMPLES] = 0
+
+    def flows(self) -> tuple[np.ndarray, np.ndarray]:
+        """Flow keys (uint64[n, 5], as StreamScan.keys) and each flow's IP bytes so far."""
+        n = int(self._t.st[L.ST_NFLOWS])
+        return self._t.keys[:n].copy(), self._t.agg[:n, L.AGG_IP_BYTES].copy()
 
 
 def _stream_scan(t: "_Tables", files: list[FileHealth]) -> StreamScan:

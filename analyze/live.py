@@ -1,0 +1,154 @@
+"""What a running capture shows so far: per host its tx/rx rate against its link, the heaviest ring edges and the
+iterations its ranks have finished, from the capture folders as tcpdump and the markers grow.
+
+Why from the folders: the agents already write them, so a live view costs the training hosts nothing more; each
+poll reads only the bytes written since the last (analyze.read.scan.Follow) and the markers' new lines.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from analyze.flows import address_key, local_mask
+from analyze.now import HostNow, Now
+from analyze.read import layouts as L
+from analyze.read.formats import is_capture
+from analyze.read.scan import Follow
+from capture import layout
+
+BIN_NS = 10_000_000  # series are not kept live; any bin width does
+
+
+@dataclass
+class _Host:
+    name: str
+    folder: Path
+    link_speed_bps: Optional[float]
+    own: list[tuple[int, int]]
+    follow: Follow
+    sent: dict[tuple[int, ...], int] = field(default_factory=dict)  # per flow key, IP bytes at the last poll
+    tx: int = 0
+    rx: int = 0
+    markers_at: int = 0  # bytes of markers.jsonl read
+    last_iteration: int = -1
+
+
+class LiveRun:
+    """The hosts' capture folders (each with the agent's meta.json and its growing pcap files), polled in turn."""
+
+    def __init__(self, folders: list[Path]) -> None:
+        self._hosts = [_host(f) for f in folders]
+        self._owner = {a: h.name for h in self._hosts for a in h.own}
+        self._start = self._last = time.monotonic()
+        self._polls = 0
+
+    @property
+    def names(self) -> list[str]:
+        return [h.name for h in self._hosts]
+
+    def poll(self) -> Now:
+        """Read what was written since the last poll; the run as it stands."""
+        now = time.monotonic()
+        span = max(now - self._last, 1e-3)
+        self._last = now
+        hosts: list[HostNow] = []
+        edges: dict[tuple[str, str], float] = {}
+        for h in self._hosts:
+            h.follow.poll([p for p in sorted(h.folder.iterdir()) if _is_pcap(p)])
+            keys, nbytes = h.follow.flows()
+            before = np.array([h.sent.get(tuple(k), 0) for k in keys.tolist()], dtype=np.int64)
+            delta = nbytes - before
+            h.sent = {tuple(k): int(b) for k, b in zip(keys.tolist(), nbytes)}
+            tx, rx = local_mask(keys, h.own, src=True), local_mask(keys, h.own, src=False)
+            h.tx, h.rx = int(nbytes[tx].sum()), int(nbytes[rx].sum())
+            if self._polls:
+                tx_bps, rx_bps = float(delta[tx].sum()) * 8 / span, float(delta[rx].sum()) * 8 / span
+                hosts.append(HostNow(h.name, h.link_speed_bps, h.tx, h.rx, tx_bps, rx_bps))
+            else:  # the first poll reads the backlog: no rate yet
+                hosts.append(HostNow(h.name, h.link_speed_bps, h.tx, h.rx, None, None))
+            for k, d in zip(keys[tx].tolist(), delta[tx]):
+                peer = self._owner.get((k[2], k[3]))
+                if self._polls and peer and peer != h.name and d > 0:
+                    edges[(h.name, peer)] = edges.get((h.name, peer), 0.0) + float(d) * 8 / span
+            _read_markers(h)
+        self._polls += 1
+        finished = [h.last_iteration + 1 for h in self._hosts if h.last_iteration >= 0]
+        ranked = sorted(((a, b, v) for (a, b), v in edges.items()), key=lambda e: -e[2])
+        return Now(now - self._start, hosts, ranked, max(finished) if finished else None)
+
+
+def _host(folder: Path) -> _Host:
+    meta_path = folder / layout.META_FILE
+    meta = layout.read_json(meta_path) if meta_path.is_file() else {}
+    addresses = layout.peer_addresses(meta) or {str(a).split("/")[0] for a in meta.get(layout.META_ADDRESSES) or []}
+    own = [address_key(a) for a in sorted(addresses)]
+    speed = meta.get(layout.META_LINK_SPEED_BPS)
+    return _Host(
+        name=str(meta.get(layout.META_HOST) or folder.name),
+        folder=folder,
+        link_speed_bps=float(speed) if speed else None,
+        own=own,
+        follow=Follow(bin_ns=BIN_NS, byte_mode=L.BYTE_MODES["ip"]),
+    )
+
+
+def _is_pcap(path: Path) -> bool:
+    return path.is_file() and path.suffix not in (".json", ".jsonl") and is_capture(path)
+
+
+def _read_markers(h: _Host) -> None:
+    """The markers' whole new lines since the last poll (a line being written waits)."""
+    path = h.folder / layout.MARKERS_FILE
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(h.markers_at)
+            chunk = fh.read()
+    except OSError:
+        return
+    whole = chunk[: chunk.rfind(b"\n") + 1]
+    h.markers_at += len(whole)
+    for line in whole.splitlines():
+        try:
+            h.last_iteration = max(h.last_iteration, int(json.loads(line)["iteration"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+
+
+def host_folders(paths: list[Path]) -> list[Path]:
+    """The host capture folders behind PATHS: a host folder (its meta.json), a run folder (its hosts' folders,
+    gathered or, while `capture run` is still capturing, the agents' staging folders when they are on this
+    machine), or a folder of host folders. ValueError when none is found, saying why."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / layout.META_FILE).is_file():
+            found.append(path)
+        elif (path / layout.RUN_FILE).is_file():
+            found += _run_hosts(path)
+        else:
+            inner = sorted(d for d in path.iterdir() if (d / layout.META_FILE).is_file()) if path.is_dir() else []
+            if not inner:
+                raise ValueError(f"{path}: no capture folder here (a host folder with meta.json, or a run folder)")
+            found += inner
+    return found
+
+
+def _run_hosts(run: Path) -> list[Path]:
+    manifest = layout.read_json(run / layout.RUN_FILE)
+    hosts = [str(h) for h in manifest.get("hosts") or []]
+    gathered = [run / h for h in hosts if (run / h / layout.META_FILE).is_file()]
+    if hosts and len(gathered) == len(hosts):
+        return gathered
+    template = str(manifest.get("markers_dir") or "")
+    staged = [Path(template.replace("{host}", h)) for h in hosts]
+    if template and staged and all((d / layout.META_FILE).is_file() for d in staged):
+        return staged
+    raise ValueError(
+        f"{run}: the hosts' capture folders are not on this machine yet (staged on each host while capturing): "
+        f"run `ringscope capture top FOLDER` where a host's folder is"
+    )

@@ -1,0 +1,36 @@
+"""A running capture at one poll: the numbers a live view shows (analyze.live makes them, reports.live draws them).
+
+A module of its own so that the drawing side imports no read path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass
+class HostNow:
+    """One host at one poll: bytes so far and the rate since the previous poll."""
+
+    name: str
+    link_speed_bps: Optional[float]
+    tx_bytes: int
+    rx_bytes: int
+    tx_bps: Optional[float]  # None at the first poll: it read what was written before the view started
+    rx_bps: Optional[float]
+
+    def utilization(self, direction: str) -> Optional[float]:
+        """The rate over the link speed, None when the rate or the link speed is not known."""
+        bps = self.tx_bps if direction == "tx" else self.rx_bps
+        return bps / self.link_speed_bps if bps is not None and self.link_speed_bps else None
+
+
+@dataclass
+class Now:
+    """The whole run at one poll."""
+
+    seconds: float  # since the view started
+    hosts: list[HostNow]
+    edges: list[tuple[str, str, float]]  # (sender, receiver, bits/s since the previous poll), heaviest first
+    iterations: Optional[int]  # finished iterations by the markers (the most any rank finished), None without

@@ -1,0 +1,114 @@
+"""The live view (`capture top`, `capture run --live`): what it shows while a capture grows, checked against the
+bytes the generator wrote and against the analysis of the finished run; each poll reads only the new bytes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+from analyze.live import LiveRun, host_folders
+from analyze.read import scan
+from expect import ROOT
+from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
+from tests.benchmarks.synth import ring_capture
+
+PY = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else "python3"
+RING = ["env", f"PYTHONPATH={ROOT}", PY, "-m", "capture.workloads.socket_ring"]
+LINE = re.compile(r"^t=(?P<t>[\d.]+)s iterations=(?P<its>[-\d]+) \| (?P<rest>.*)$")
+HOST = re.compile(
+    r"^(?P<name>\S+) tx (?P<tx>[-\d.]+)(?: Mbit/s)?(?: \d+%)? rx \S+(?: Mbit/s)?(?: \d+%)? sent (?P<sent>\d+) B$"
+)
+
+
+def _parse(stdout: str) -> list[tuple[int | None, dict[str, tuple[float | None, int]]]]:
+    """(iterations, {host: (tx Mbit/s or None, bytes sent)}) per live line."""
+    out = []
+    for text in stdout.splitlines():
+        m = LINE.match(text)
+        if not m:
+            continue
+        hosts = {}
+        for part in m["rest"].split(" | ")[:-1]:  # the last part is the heaviest edges
+            h = HOST.match(part)
+            assert h, part
+            hosts[h["name"]] = (None if h["tx"] == "-" else float(h["tx"]), int(h["sent"]))
+        out.append((None if m["its"] == "-" else int(m["its"]), hosts))
+    return out
+
+
+def test_a_growing_capture_is_read_once_to_the_byte(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """tcpdump's file as it grows: cut mid-record, then whole. Each poll starts where the last stopped (a cut
+    record waits), the bytes sent equal the generator's, and markers count once their line is whole."""
+    whole = tmp_path / "whole.pcap"
+    truth = ring_capture(whole, packets=30_000, iterations=10)
+    host = tmp_path / "h1"
+    host.mkdir()
+    (host / "meta.json").write_text(json.dumps({"host": "h1", "addresses": ["10.77.0.1/24"], "link_speed_bps": 1e9}))
+    data = whole.read_bytes()
+    growing = host / "eth0.pcap"
+    starts: list[int | None] = []
+    real = scan._scan_open
+    monkeypatch.setattr(scan, "_scan_open", lambda cap, t, **kw: starts.append(kw.get("start")) or real(cap, t, **kw))
+    live = LiveRun(host_folders([host]))
+    sent = sum(int(b) for s, b in zip(truth.src, truth.ip_bytes) if s == "10.77.0.1")
+    growing.write_bytes(data[: len(data) * 2 // 5 + 7])  # seven bytes into some record
+    first = live.poll()
+    (host / "markers.jsonl").write_text('{"rank": 0, "iteration": 0}\n{"rank": 0, "iter')
+    with open(growing, "ab") as fh:
+        fh.write(data[len(data) * 2 // 5 + 7 :])
+    second = live.poll()
+    assert 0 < first.hosts[0].tx_bytes < sent == second.hosts[0].tx_bytes
+    assert first.hosts[0].tx_bps is None and second.hosts[0].tx_bps is not None and second.hosts[0].tx_bps > 0
+    assert starts[0] is None and starts[1] is not None and 24 < starts[1] <= len(data) * 2 // 5 + 7
+    assert second.iterations == 1
+    with open(host / "markers.jsonl", "a") as fh:
+        fh.write('ation": 1}\n')
+    third = live.poll()
+    assert third.iterations == 2 and third.hosts[0].tx_bytes == sent and len(starts) == 2  # nothing new: no scan
+
+
+def test_capture_top_without_a_capture_folder_is_one_line(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [PY, str(ROOT / "cli.py"), "capture", "top", str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"ringscope: error: {tmp_path}: no capture folder here (a host folder with meta.json, or a run folder)"
+    ]
+
+
+def test_capture_run_live_follows_a_ring_in_namespaces(tmp_path: Path, netns_cluster) -> None:  # noqa: F811, ANN001
+    """A 4-host socket ring at 1 Gbit/s with --live, piped: a line per second while it trains; the last line's
+    bytes sent per host are those of the analysis of the gathered run (all but what the agents wrote after the
+    view's last poll), its iterations the job's, and no rate above the link's."""
+    cluster = netns_cluster(4, rate="1gbit")
+    names = cluster.names
+    hosts = [names[2], names[0], names[3], names[1]]
+    run = tmp_path / "run"
+    iters, nbytes, steps = 30, 2_000_000, 3
+    proc = subprocess.run(
+        [PY, str(ROOT / "cli.py"), "capture", "run", "--out", str(run), "--hosts", ",".join(hosts),
+         "--remote-shell", "ip netns exec {host}", "--live", "--",
+         *launch_argv(hosts, [*RING, "--hosts", ",".join(hosts), "--port", "29650", "--bytes", str(nbytes),
+                              "--steps", str(steps), "--iters", str(iters), "--gap-ms", "100"])],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    lines = _parse(proc.stdout)
+    assert len(lines) >= 3, proc.stdout
+    analysis = subprocess.run(
+        [PY, str(ROOT / "cli.py"), "analyze", str(run), "--json", str(tmp_path / "r.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert analysis.returncode == 0, analysis.stderr
+    final = {h["name"]: h["tx_bytes"] for h in json.loads((tmp_path / "r.json").read_text())["hosts"]}
+    its, last = lines[-1]
+    assert its == iters
+    for host in hosts:
+        assert 0.95 * final[host] <= last[host][1] <= final[host], (host, last[host], final[host])
+    rates = [tx for _, hs in lines[1:] for tx, _ in hs.values() if tx is not None]
+    assert max(rates) > 100 and max(rates) <= 1.1 * 1000  # Mbit/s: busy while training, never above the link
+    sent = [[hs[h][1] for h in hosts] for _, hs in lines]
+    assert all(a <= b for x, y in zip(sent, sent[1:]) for a, b in zip(x, y))  # bytes only grow
