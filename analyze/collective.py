@@ -281,6 +281,8 @@ def _edge_series(
     t, nbytes = fs["t_ns"].to_numpy(np.int64)[keep], fs["bytes"].to_numpy(np.float64)[keep]
     order = np.lexsort((t, view, pair))
     pair, view, t, nbytes = pair[order], view[order], t[order], nbytes[order]
+    if not len(pair):  # the edges' flows left no series cell (every packet dated outside the capture's span)
+        return []
     cuts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1], True])
     out = []
     for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
