@@ -32,7 +32,9 @@ class _Host:
     link_speed_bps: Optional[float]
     own: list[tuple[int, int]]
     follow: Follow
-    sent: dict[tuple[int, ...], int] = field(default_factory=dict)  # per flow key, IP bytes at the last poll
+    sent: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, dtype=np.int64)
+    )  # per flow row, IP bytes at the last poll
     tx: int = 0
     rx: int = 0
     markers_at: int = 0  # bytes of markers.jsonl read
@@ -48,10 +50,6 @@ class LiveRun:
         self._start = self._last = time.monotonic()
         self._polls = 0
 
-    @property
-    def names(self) -> list[str]:
-        return [h.name for h in self._hosts]
-
     def poll(self) -> Now:
         """Read what was written since the last poll; the run as it stands."""
         now = time.monotonic()
@@ -62,9 +60,9 @@ class LiveRun:
         for h in self._hosts:
             h.follow.poll([p for p in sorted(h.folder.iterdir()) if _is_pcap(p)])
             keys, nbytes = h.follow.flows()
-            before = np.array([h.sent.get(tuple(k), 0) for k in keys.tolist()], dtype=np.int64)
-            delta = nbytes - before
-            h.sent = {tuple(k): int(b) for k, b in zip(keys.tolist(), nbytes)}
+            delta = nbytes.copy()  # a flow keeps its row in the table between polls; new flows come last
+            delta[: len(h.sent)] -= h.sent
+            h.sent = nbytes
             tx, rx = local_mask(keys, h.own, src=True), local_mask(keys, h.own, src=False)
             h.tx, h.rx = int(nbytes[tx].sum()), int(nbytes[rx].sum())
             if self._polls:

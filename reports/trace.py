@@ -145,14 +145,9 @@ def _iterations(result: Result, host: str) -> list[tuple[int, int]]:
     if m is not None and len(m) and (m["host"] == host).any():
         g = m[m["host"] == host].groupby("iteration").agg(start=("start_ns", "min"), end=("end_ns", "max"))
         return [(int(a), int(b)) for a, b in zip(g["start"], g["end"])]
-    its = result.extra.get("iterations")
-    rows = its.get("per_iteration", []) if isinstance(its, dict) else getattr(its, "per_iteration", [])
+    rows = (result.extra.get("iterations") or {}).get("per_iteration", [])
     shift = _offsets(result).get(host, 0)
-    out = []
-    for r in rows:
-        r = r if isinstance(r, dict) else r.__dict__
-        out.append((int(r["start_ns"]) + shift, int(r["end_ns"]) + shift))
-    return out
+    return [(int(r["start_ns"]) + shift, int(r["end_ns"]) + shift) for r in rows]
 
 
 def _on_host(ns: np.ndarray, seen_by: str, host: str, offset: dict[str, int]) -> np.ndarray:

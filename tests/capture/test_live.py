@@ -15,7 +15,7 @@ from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
 from tests.benchmarks.synth import ring_capture
 
 PY = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else "python3"
-RING = ["env", f"PYTHONPATH={ROOT}", PY, "-m", "capture.workloads.socket_ring"]
+DDP = ["env", f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1", PY, "-m", "capture.workloads.ddp_train"]
 LINE = re.compile(r"^t=(?P<t>[\d.]+)s iterations=(?P<its>[-\d]+) \| (?P<rest>.*)$")
 HOST = re.compile(
     r"^(?P<name>\S+) tx (?P<tx>[-\d.]+)(?: Mbit/s)?(?: \d+%)? rx \S+(?: Mbit/s)?(?: \d+%)? sent (?P<sent>\d+) B$"
@@ -80,19 +80,18 @@ def test_capture_top_without_a_capture_folder_is_one_line(tmp_path: Path) -> Non
 
 
 def test_capture_run_live_follows_a_ring_in_namespaces(tmp_path: Path, netns_cluster) -> None:  # noqa: F811, ANN001
-    """A 4-host socket ring at 1 Gbit/s with --live, piped: a line per second while it trains; the last line's
-    bytes sent per host are those of the analysis of the gathered run (all but what the agents wrote after the
-    view's last poll), its iterations the job's, and no rate above the link's."""
+    """PyTorch DDP on 4 hosts at 1 Gbit/s, training without pauses, with --live, piped: a line per second while it
+    trains; the last line's bytes sent per host are those of the analysis of the gathered run (all but what the
+    agents wrote after the view's last poll), its iterations the job's, and no rate above the link's."""
     cluster = netns_cluster(4, rate="1gbit")
     names = cluster.names
     hosts = [names[2], names[0], names[3], names[1]]
     run = tmp_path / "run"
-    iters, nbytes, steps = 30, 2_000_000, 3
+    iters = 60
     proc = subprocess.run(
         [PY, str(ROOT / "cli.py"), "capture", "run", "--out", str(run), "--hosts", ",".join(hosts),
          "--remote-shell", "ip netns exec {host}", "--live", "--",
-         *launch_argv(hosts, [*RING, "--hosts", ",".join(hosts), "--port", "29650", "--bytes", str(nbytes),
-                              "--steps", str(steps), "--iters", str(iters), "--gap-ms", "100"])],
+         *launch_argv(hosts, [*DDP, "--params", "1000000", "--batch-size", "128", "--iters", str(iters)])],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
