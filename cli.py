@@ -72,7 +72,7 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
 def analyze(
     paths: List[Path] = typer.Argument(
         ...,
-        help="Capture directory (run.json + one folder per host), folders of pcaps (searched recursively) or pcap/pcapng files, optionally gzip- or zstd-compressed.",
+        help="Capture directory (run.json + one folder per host), folders of pcaps (searched recursively) or pcap/pcapng files, optionally gzip- or zstd-compressed; or a Parquet dataset from `ringscope convert`.",
     ),
     json_out: Optional[Path] = typer.Option(
         None, "--json", help="Write the result object (JSON, schema 1) to FILE; '-' for stdout."
@@ -83,11 +83,15 @@ def analyze(
     link_speed: Optional[str] = typer.Option(
         None, "--link-speed", help="Link speed for hosts whose meta.json gives none, e.g. 25Gbit, 100G, 1e9."
     ),
-    bin_: str = typer.Option("10ms", "--bin", help="Bin width of the throughput series, e.g. 1ms, 10ms, 0.5s."),
-    byte_mode: str = typer.Option(
-        "ip",
+    bin_: Optional[str] = typer.Option(
+        None,
+        "--bin",
+        help="Bin width of the throughput series, e.g. 1ms, 10ms (default), 0.5s; a dataset keeps the one it was converted with.",
+    ),
+    byte_mode: Optional[str] = typer.Option(
+        None,
         "--bytes",
-        help="Byte accounting: ip (IP header length, default), wire (ip + Ethernet framing per MTU frame), payload (TCP/UDP payload).",
+        help="Byte accounting: ip (IP header length, default), wire (ip + Ethernet framing per MTU frame), payload (TCP/UDP payload); a dataset keeps its own.",
     ),
     workers: Optional[int] = typer.Option(
         None,
@@ -145,8 +149,8 @@ def analyze(
         if nccl_log is not None and not nccl_log.is_file():
             raise ValueError(f"{nccl_log}: no such NCCL log file")
         link_bps = parse_rate(link_speed) if link_speed else None
-        bin_ns = parse_bin(bin_)
-        if byte_mode not in ("ip", "wire", "payload"):
+        bin_ns = parse_bin(bin_) if bin_ is not None else None
+        if byte_mode is not None and byte_mode not in ("ip", "wire", "payload"):
             raise ValueError(f"bad --bytes {byte_mode!r}: choose ip, wire or payload")
         if workers is not None and workers < 1:
             raise ValueError("--workers must be at least 1")
@@ -216,6 +220,73 @@ def analyze(
         from reports.text import summary_text
 
         typer.echo(summary_text(result))
+
+
+@app.command()
+def convert(
+    paths: List[Path] = typer.Argument(
+        ...,
+        help="Capture directory (run.json + one folder per host), folders of pcaps or pcap/pcapng files, as analyze takes them.",
+    ),
+    parquet: Path = typer.Option(
+        ...,
+        "--parquet",
+        metavar="OUT",
+        help="New (or empty) folder for the dataset: packets, flows, flow_bins, samples and files tables partitioned by host (host=NAME), plus ringscope-dataset.json with the run's metadata. See docs/dataset.md.",
+    ),
+    bin_: str = typer.Option("10ms", "--bin", help="Bin width of the flow_bins table, e.g. 1ms, 10ms, 0.5s."),
+    byte_mode: str = typer.Option(
+        "ip", "--bytes", help="Byte accounting of flow_bins: ip (default), wire or payload (as analyze --bytes)."
+    ),
+    workers: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        help="Most local worker processes, one host each (default: one per core). Not with --scheduler.",
+    ),
+    scheduler: Optional[str] = typer.Option(
+        None,
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="Convert the hosts on this Dask cluster (pip install 'ringscope\\[dask]'); its workers must see the captures and OUT at the same absolute paths.",
+    ),
+) -> None:
+    """Write a run's captures once as a Parquet dataset that DuckDB, Polars and pandas read, and `ringscope
+    analyze OUT` analyzes without the pcaps (with the same result)."""
+    _analysis_command()
+    from capture.units import parse_bin
+
+    try:
+        bin_ns = parse_bin(bin_)
+        if workers is not None and workers < 1:
+            raise ValueError("--workers must be at least 1")
+        from analyze.read.reading import check_options
+
+        check_options(bin_ns, byte_mode, workers, scheduler)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    from analyze.dataset.convert import convert as convert_run
+    from analyze.read.cluster import ClusterError
+    from analyze.read.formats import FileError
+
+    try:
+        with _Progress(not sys.stderr.isatty()) as progress:
+            done = convert_run(
+                paths,
+                parquet,
+                bin_ns=bin_ns,
+                byte_mode=byte_mode,
+                workers=workers,
+                scheduler=scheduler,
+                progress=progress,
+            )
+    except (FileError, ClusterError) as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"{exc.filename or parquet}: offset 0: cannot write the dataset ({exc.strerror or exc})") from None
+    typer.echo(
+        f"wrote {done.out}: {done.packets:,} packets of {done.records:,} records from {done.hosts} hosts "
+        f"({done.bytes_written / 1e6:.1f} MB); analyze it with `ringscope analyze {done.out}`"
+    )
 
 
 class _Progress:

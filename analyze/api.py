@@ -32,7 +32,6 @@ from analyze.transport import diagnose, flow_transport
 from analyze.utilization import utilization
 
 ASSUMED_LINK_BPS = 10e9
-DEFAULT_BIN_NS = 10_000_000
 DEFAULT_BUSY_THRESHOLD = 0.01
 BYTE_COLUMN = {"ip": L.AGG_IP_BYTES, "wire": L.AGG_WIRE_BYTES, "payload": L.AGG_PAYLOAD_BYTES}
 
@@ -41,8 +40,8 @@ def analyze(
     paths: Sequence[str | Path],
     *,
     link_speed_bps: Optional[float] = None,
-    bin_ns: int = DEFAULT_BIN_NS,
-    byte_mode: str = "ip",
+    bin_ns: Optional[int] = None,
+    byte_mode: Optional[str] = None,
     busy_threshold: float = DEFAULT_BUSY_THRESHOLD,
     workers: Optional[int] = None,
     progress: Optional[Progress] = None,
@@ -53,7 +52,8 @@ def analyze(
     scheduler: Optional[str] = None,
     iterations: Optional[int] = None,
 ) -> Result:
-    """Read the captures under `paths` and compute flows, series, link utilization and the collective
+    """Read the captures under `paths` (or a Parquet dataset `ringscope convert` wrote) and compute flows, series
+    (bin_ns wide, default 10 ms; bytes counted as byte_mode: ip, wire or payload), link utilization and the collective
     (topology, iterations; launch_order / gradient_bytes / nccl_log refine it, and without markers
     gradient_bytes and iterations, the step count the user knows, anchor the iterations), and the what-if (`scaling`)
     when the run allows it; single_iteration_time_s (T of one worker) adds the measured scaling factor.

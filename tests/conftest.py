@@ -1,4 +1,4 @@
-"""Shared test set-up. Tests live by part (read/, collective/, whatif/, capture/, reports/, e2e/); their
+"""Shared test set-up. Tests live by part (read/, dataset/, collective/, whatif/, capture/, reports/, e2e/); their
 helpers (generators, oracles, network-namespace hosts, the browser driver, requirement checks) live in
 support/ and are imported by module name, as are the collective generators under fixtures/collective/.
 The `netns_cluster` fixture (tests/support/netns.py) is available to every test."""

@@ -14,7 +14,7 @@ import os
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from analyze.read.engine import Progress, biggest_first
 from analyze.read.fold import scan_host
@@ -33,15 +33,17 @@ def scan_hosts_on_cluster(
     address: str,
     streams: list[list[Path]],
     sizes: list[int],
-    kwargs: dict[str, int],
+    kwargs: dict[str, Any],
     progress: Optional[Progress] = None,
+    task: Callable[..., StreamScan] = scan_host,
 ) -> list[StreamScan]:
-    """Scan every stream as one task on the cluster at `address`; results in the order of `streams`."""
+    """Scan every stream as one task on the cluster at `address`, `task(files, **kwargs)` (by default
+    fold.scan_host; `ringscope convert` also writes the packets there); results in the order of `streams`."""
     distributed = _import_distributed()
     with _dask_logs_silenced():
         client = _connect(distributed, address)
         try:
-            return _run(distributed, client, address, streams, sizes, kwargs, progress)
+            return _run(distributed, client, address, streams, sizes, kwargs, progress, task)
         finally:
             client.close()
 
@@ -104,8 +106,9 @@ def _run(
     address: str,
     streams: list[list[Path]],
     sizes: list[int],
-    kwargs: dict[str, int],
+    kwargs: dict[str, Any],
     progress: Optional[Progress],
+    task: Callable[..., StreamScan],
 ) -> list[StreamScan]:
     """Submit biggest first (the scheduler also runs the biggest first), collect as they finish."""
     run = uuid.uuid4().hex  # keys unique to this run: a rewritten file must never get an earlier run's result
@@ -114,7 +117,7 @@ def _run(
     for rank, i in enumerate(order):
         files = [Path(f).absolute() for f in streams[i]]
         key = f"{KEY_PREFIX}-{i}-{run}"
-        futures[client.submit(scan_host, files, key=key, priority=len(order) - rank, **kwargs)] = i
+        futures[client.submit(task, files, key=key, priority=len(order) - rank, **kwargs)] = i
     out: list[Optional[StreamScan]] = [None] * len(streams)
     for fut in distributed.as_completed(futures, loop=client.loop):
         i = futures[fut]

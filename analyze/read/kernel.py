@@ -96,6 +96,24 @@ from analyze.read.layouts import (
     MAX_IFACES,
     MAX_RECORD_BYTES,
     REORDER_FLOOR_NS,
+    ROW_NS,
+    ROW_SRC_HI,
+    ROW_SRC_LO,
+    ROW_DST_HI,
+    ROW_DST_LO,
+    ROW_SPORT,
+    ROW_DPORT,
+    ROW_PROTO,
+    ROW_FRAME_BYTES,
+    ROW_IP_BYTES,
+    ROW_PAYLOAD_BYTES,
+    ROW_FLAGS,
+    ROW_SEQ,
+    ROW_ACK,
+    ROW_WINDOW,
+    ROW_FRAGMENT,
+    STATUS_ROWS_FULL,
+    ST_NROWS,
     REORDER_NS,
     SAMPLE_ACK,
     SAMPLE_BUDGET,
@@ -543,6 +561,29 @@ def _sample_ack(agg, row, samples, st, f, ack, ts):
 
 
 @njit(inline="always", cache=_CACHE)
+def _row(rows, st, ts, a0, a1, a2, a3, sport, dport, proto, wirelen, ip_len, payload, flags, seq, ack, win):
+    """Append one packet row (layouts.ROW_*); the walker returned before the packet when the table was full."""
+    r = np.uint64(st[ST_NROWS])
+    rows[r, ROW_NS] = ts
+    rows[r, ROW_SRC_HI] = np.int64(a0)
+    rows[r, ROW_SRC_LO] = np.int64(a1)
+    rows[r, ROW_DST_HI] = np.int64(a2)
+    rows[r, ROW_DST_LO] = np.int64(a3)
+    rows[r, ROW_SPORT] = sport
+    rows[r, ROW_DPORT] = dport
+    rows[r, ROW_PROTO] = proto
+    rows[r, ROW_FRAME_BYTES] = wirelen
+    rows[r, ROW_IP_BYTES] = ip_len
+    rows[r, ROW_PAYLOAD_BYTES] = payload
+    rows[r, ROW_FLAGS] = flags
+    rows[r, ROW_SEQ] = seq
+    rows[r, ROW_ACK] = ack
+    rows[r, ROW_WINDOW] = win
+    rows[r, ROW_FRAGMENT] = 0
+    st[ST_NROWS] = st[ST_NROWS] + 1
+
+
+@njit(inline="always", cache=_CACHE)
 def _packet(
     b,
     o,
@@ -565,8 +606,10 @@ def _packet(
     frag_flow,
     frag_pend,
     st,
+    rows,
 ):
-    """Decode one record and fold it into the flow table and the series cells."""
+    """Decode one record and fold it into the flow table and the series cells (and, when the rows table has
+    room for any, write its header fields as a packet row)."""
     end = o + caplen
     # ---- link layer -> (l3 offset, ethertype or 0 for "look at the IP version")
     if linktype == LINKTYPE_ETHERNET:
@@ -698,6 +741,10 @@ def _packet(
     payload = ip_len - hdr - l4hdr
     if payload < 0:
         payload = 0
+    if rows.shape[0] > 0:
+        _row(rows, st, ts, a0, a1, a2, a3, sport, dport, proto, wirelen, ip_len, payload, flags, seq, ack, win)
+        if later_fragment:
+            rows[np.uint64(st[ST_NROWS] - 1), ROW_FRAGMENT] = 1
 
     # ---- flow: later fragments join the flow of their first fragment. One that comes first is held
     # in a ports-0 flow and moved over when its first fragment arrives (frag_pend: ip, wire, payload, flow, first ns).
@@ -869,7 +916,7 @@ def _note_time(st, jumps, ts, pos):
 
 
 @njit(inline="always", cache=_CACHE)
-def _must_return(st, keys, cell_flow, samples, done, budget):
+def _must_return(st, keys, cell_flow, samples, rows, done, budget):
     """Status code when the walker must hand back before the next packet (a table may not take one
     more, or the budget is spent), else -1."""
     if st[ST_NFLOWS] + 1 >= keys.shape[0]:
@@ -878,6 +925,8 @@ def _must_return(st, keys, cell_flow, samples, done, budget):
         return STATUS_CELLS_FULL
     if st[ST_NSAMPLES] + 6 >= samples.shape[0]:  # a packet adds 6 rows at most: data, in flight, re-sent, 2 TS, ACK
         return STATUS_SAMPLES_FULL
+    if rows.shape[0] > 0 and st[ST_NROWS] >= rows.shape[0]:
+        return STATUS_ROWS_FULL
     if done == budget:
         return STATUS_BUDGET
     return -1
@@ -917,6 +966,7 @@ def scan_pcap(
     frag_pend,
     st,
     jumps,
+    rows,
 ):
     """Walk classic pcap records from st[ST_POS]; stop at end of data, a full table or the budget."""
     pos = st[ST_POS]
@@ -934,7 +984,7 @@ def scan_pcap(
         if pos + 16 + caplen > end:
             st[ST_STATUS] = STATUS_TRUNCATED
             break
-        stop = _must_return(st, keys, cell_flow, samples, done, budget)
+        stop = _must_return(st, keys, cell_flow, samples, rows, done, budget)
         if stop >= 0:
             st[ST_STATUS] = stop
             break
@@ -966,6 +1016,7 @@ def scan_pcap(
             frag_flow,
             frag_pend,
             st,
+            rows,
         )
         pos += 16 + caplen
         done += 1
@@ -1040,6 +1091,7 @@ def scan_pcapng(
     frag_pend,
     st,
     jumps,
+    rows,
 ):
     """Walk pcapng blocks from st[ST_POS]; packets of every interface, unknown blocks skipped."""
     pos = st[ST_POS]
@@ -1071,7 +1123,7 @@ def scan_pcapng(
             st[ST_STATUS] = STATUS_TRUNCATED
             break
         if btype == 6 or btype == 3 or btype == 2:
-            stop = _must_return(st, keys, cell_flow, samples, done, budget)
+            stop = _must_return(st, keys, cell_flow, samples, rows, done, budget)
             if stop >= 0:
                 st[ST_STATUS] = stop
                 break
@@ -1123,6 +1175,7 @@ def scan_pcapng(
                 frag_flow,
                 frag_pend,
                 st,
+                rows,
             )
             done += 1
         elif btype == 1:

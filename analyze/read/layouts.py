@@ -131,7 +131,8 @@ ST_BASE = 13  # stream offset of the buffer's first byte (an inflated file is re
 ST_LAST_AT = 14  # stream offset of the last record read
 ST_NJUMPS = 15  # rows of the jumps table in use
 ST_JUMPS_SEEN = 16  # jumps seen in this file, whether the table had room or not
-N_ST = 17
+ST_NROWS = 17  # rows of the packet-rows table in use
+N_ST = 18
 
 # A jump: two records in a row whose timestamps are more than JUMP_NS apart, one of them perhaps a packet dated
 # far outside its capture (a mutated or garbage timestamp). Rows of the int64 jumps table, per file, the first
@@ -150,6 +151,32 @@ STATUS_CORRUPT = 4  # a record header that cannot be right
 STATUS_BUDGET = 5  # processed the records asked for; call again
 STATUS_TOO_MANY_IFACES = 6
 STATUS_SAMPLES_FULL = 7
+STATUS_ROWS_FULL = 8
+
+# Packet rows: with a rows table of non-zero length (`ringscope convert`), the kernel also writes each IP
+# packet's decoded header fields as one int64 row, from the same decode that feeds the flow table, so the
+# dataset's packet table and the flow table cannot disagree. Addresses are 128-bit keys as in the flow table
+# (IPv4 mapped into IPv6), stored bit for bit; seq, ack and window are -1 where the packet has none; FRAGMENT is
+# 1 for an IP fragment after the first (its ports are unknown). Non-IP records are counted in kinds, not listed.
+(
+    ROW_NS,
+    ROW_SRC_HI,
+    ROW_SRC_LO,
+    ROW_DST_HI,
+    ROW_DST_LO,
+    ROW_SPORT,
+    ROW_DPORT,
+    ROW_PROTO,
+    ROW_FRAME_BYTES,
+    ROW_IP_BYTES,
+    ROW_PAYLOAD_BYTES,
+    ROW_FLAGS,
+    ROW_SEQ,
+    ROW_ACK,
+    ROW_WINDOW,
+    ROW_FRAGMENT,
+    N_ROW,
+) = range(17)
 
 # Sequence samples: the same bytes and the same ACKs, recognisable in every capture that saw them, whatever
 # the segmentation (TSO, GRO) on each side. A data sample is the first new segment holding a byte at a multiple
@@ -209,6 +236,7 @@ _KERNEL_TABLES = (
     ("int64", 1),
     ("int64", 2),
     ("int64", 1),
+    ("int64", 2),
     ("int64", 2),
 )
 KERNEL_DATA = ("uint8", 1)  # the mapped file: read-only

@@ -14,6 +14,9 @@ from analyze.read import layouts as L
 from analyze.read.engine import Progress, ScanOptions, start_host_scans
 from analyze.read.inputs import RunInput, discover
 from analyze.read.scan import StreamScan
+from analyze.dataset.manifest import is_dataset
+
+DEFAULT_BIN_NS = 10_000_000
 
 
 @dataclass
@@ -29,8 +32,8 @@ class Reading:
 def start_reading(
     paths: Sequence[str | Path],
     *,
-    bin_ns: int,
-    byte_mode: str,
+    bin_ns: Optional[int] = None,
+    byte_mode: Optional[str] = None,
     workers: Optional[int] = None,
     progress: Optional[Progress] = None,
     scheduler: Optional[str] = None,
@@ -38,22 +41,36 @@ def start_reading(
 ) -> Reading:
     """Check the options, find the captures under `paths` and start scanning them (see analyze.api.analyze).
 
+    bin_ns and byte_mode default to DEFAULT_BIN_NS and "ip", or to the ones a Parquet dataset (`ringscope
+    convert`) was written with: a dataset is read back instead of scanned (analyze.dataset.load).
     busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_host_scans).
 
     Raises ValueError for bad options and analyze.read.formats.FileError when the input cannot be found.
     """
+    if len(paths) == 1 and is_dataset(Path(paths[0])):
+        from analyze.dataset.load import read_dataset  # pyarrow, only for a dataset
+
+        return read_dataset(Path(paths[0]), bin_ns=bin_ns, byte_mode=byte_mode)
+    bin_ns = DEFAULT_BIN_NS if bin_ns is None else bin_ns
+    byte_mode = byte_mode or "ip"
+    check_options(bin_ns, byte_mode, workers, scheduler)
+    run_input = discover([Path(p) for p in paths])
+    opts = ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=common_mtu(run_input))
+    collect = start_host_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler, busy_bytes)
+    return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode)
+
+
+def check_options(bin_ns: int, byte_mode: str, workers: Optional[int], scheduler: Optional[str]) -> None:
+    """ValueError (one line) for options no scan can run with."""
     if byte_mode not in L.BYTE_MODES:
         raise ValueError(f"--bytes must be one of ip, wire, payload (got {byte_mode!r})")
     if bin_ns <= 0:
         raise ValueError("the bin width must be positive")
     if scheduler is not None and workers is not None:
         raise ValueError("workers are local processes; with a Dask scheduler the cluster's workers read the files")
-    run_input = discover([Path(p) for p in paths])
-    opts = ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=_common_mtu(run_input))
-    collect = start_host_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler, busy_bytes)
-    return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode)
 
 
-def _common_mtu(run_input: RunInput) -> int:
+def common_mtu(run_input: RunInput) -> int:
+    """The MTU every host's frames are counted with in wire mode: the smallest meta.json gives, else 1500."""
     mtus = {int(h.meta["mtu"]) for h in run_input.hosts if h.meta and h.meta.get("mtu")}
     return min(mtus) if mtus else 1500

@@ -1,7 +1,7 @@
 """On-demand benchmark: ringscope against dpkt, tshark, scapy, pyshark and `cat`, measured in one run.
 
     .venv/bin/python -m tests.benchmarks.run_benchmark --packets 5000000 [--format pcap|pcapng] [--skip-slow]
-        [--parallel 5000000 [--hosts 8]]
+        [--parallel 5000000 [--hosts 8]] [--compressed] [--convert]
 
 Each tool runs as its own process (whole-process wall time, median of --repeat runs) and its peak RSS
 is read from the kernel's accounting of that child (getrusage RUSAGE_CHILDREN via /usr/bin/time -f %M,
@@ -217,6 +217,19 @@ def print_table(title: str, rows: list[Timing], size: int) -> None:
         )
 
 
+def alternated(cmds: dict[str, list[str]], repeat: int) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """Every command once a round, repeat + 1 rounds, the first not counted: each one's walls and peak RSS (MB)."""
+    walls: dict[str, list[float]] = {k: [] for k in cmds}
+    peaks: dict[str, float] = {k: 0.0 for k in cmds}
+    for i in range(repeat + 1):
+        for name, cmd in cmds.items():
+            wall, rss, _ = timed(cmd)
+            if i:
+                walls[name].append(wall)
+                peaks[name] = max(peaks[name], rss)
+    return walls, peaks
+
+
 def bench_compressed(path: Path, truth: Truth, repeat: int) -> None:
     """The file as `gzip -6` and `zstd -3` against the plain file, whole process, runs alternated (one round
     of every command, repeat + 1 times, the first round not counted); ratios are taken round by round."""
@@ -238,14 +251,7 @@ def bench_compressed(path: Path, truth: Truth, repeat: int) -> None:
     cmds["zcat"] = ["sh", "-c", f"zcat {gz} >/dev/null"]
     if shutil.which("zstdcat"):
         cmds["zstdcat"] = ["sh", "-c", f"zstdcat {zst} >/dev/null"]
-    walls: dict[str, list[float]] = {k: [] for k in cmds}
-    peaks: dict[str, float] = {k: 0.0 for k in cmds}
-    for i in range(repeat + 1):
-        for name, cmd in cmds.items():
-            wall, rss, _ = timed(cmd)
-            if i:
-                walls[name].append(wall)
-                peaks[name] = max(peaks[name], rss)
+    walls, peaks = alternated(cmds, repeat)
     for json_file in sorted(path.parent.glob(f"{path.name}*.json")):
         result = json.loads(json_file.read_text())
         check(
@@ -269,6 +275,82 @@ def bench_compressed(path: Path, truth: Truth, repeat: int) -> None:
             print(f"compressed: {name} alone (to /dev/null) {statistics.median(walls[name]):.3f} s")
     gz.unlink()
     zst.unlink()
+
+
+TSHARK_FIELDS = [
+    "frame.time_epoch",
+    "ip.src",
+    "ip.dst",
+    "tcp.srcport",
+    "tcp.dstport",
+    "ip.proto",
+    "frame.len",
+    "ip.len",
+    "tcp.len",
+    "tcp.flags",
+    "tcp.seq_raw",
+    "tcp.ack_raw",
+    "tcp.window_size_value",
+]
+
+
+def bench_convert(path: Path, truth: Truth, repeat: int, skip_slow: bool) -> None:
+    """`ringscope convert` to Parquet against `analyze` of the same file and of the dataset (runs alternated, the
+    first round not counted), and against what users do without it: tshark's per-packet fields as CSV."""
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+
+    out = path.with_name(path.name + ".parquet")
+    cmds = {
+        "ringscope convert --workers 1": [
+            "sh",
+            "-c",
+            f"rm -rf {out} && exec {RINGSCOPE} convert {path} --parquet {out} --workers 1",
+        ],
+        "ringscope analyze (the pcap)": [RINGSCOPE, "analyze", str(path), "--workers", "1", "--json", os.devnull],
+        "ringscope analyze (the dataset)": [
+            "sh",
+            "-c",
+            f"test -d {out} && exec {RINGSCOPE} analyze {out} --json /dev/null",
+        ],
+    }
+    walls, peaks = alternated(cmds, repeat)
+    table = ds.dataset(out / "packets", partitioning="hive").to_table(
+        columns=["src", "dst", "sport", "dport", "ip_bytes"]
+    )
+    grouped = table.group_by(["src", "dst", "sport", "dport"]).aggregate([("ip_bytes", "sum")]).to_pylist()
+    check(
+        "ringscope convert",
+        {(str(r["src"]), str(r["dst"]), r["sport"], r["dport"]): r["ip_bytes_sum"] for r in grouped},
+        truth,
+    )
+    if pc.sum(table.column("ip_bytes")).as_py() != int(truth.ip_bytes.sum()):
+        raise SystemExit("benchmark: the packets table does not hold every packet")
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    base = walls["ringscope analyze (the pcap)"]
+    print(
+        f"\nconvert: {truth.packets.sum():,} packets to a {size / 1e6:.0f} MB dataset "
+        f"({path.stat().st_size / 1e6:.0f} MB pcap)"
+    )
+    for name in cmds:
+        ratio = statistics.median(a / b for a, b in zip(walls[name], base))
+        print(
+            f"convert: {name:<34} {statistics.median(walls[name]):.3f} s  peak {peaks[name]:.0f} MB  "
+            f"{ratio:.2f}x analyze of the pcap (paired, {repeat} rounds)"
+        )
+    if not skip_slow and shutil.which("tshark"):
+        fields = [a for f in TSHARK_FIELDS for a in ("-e", f)]
+        csv = path.with_name(path.name + ".csv")
+        wall, rss, _ = timed(["sh", "-c", f"tshark -r {path} -n -T fields -E separator=, {' '.join(fields)} > {csv}"])
+        rows = sum(1 for _ in open(csv))
+        if rows != int(truth.packets.sum()):
+            raise SystemExit(f"benchmark: tshark wrote {rows} rows for {truth.packets.sum()} packets")
+        ratio = wall / statistics.median(walls["ringscope convert --workers 1"])
+        print(
+            f"convert: tshark -T fields to CSV (once)            {wall:.3f} s  peak {rss:.0f} MB  {ratio:.1f}x convert"
+        )
+        csv.unlink()
+    shutil.rmtree(out)
 
 
 def bench_parallel(tmp: Path, per_file: int, hosts: int, repeat: int) -> None:
@@ -353,6 +435,9 @@ def main() -> None:
     ap.add_argument(
         "--compressed", action="store_true", help="also time each pcap size as .gz and .zst, and zcat/zstdcat alone"
     )
+    ap.add_argument(
+        "--convert", action="store_true", help="also time `convert --parquet` of each pcap, and tshark's fields as CSV"
+    )
     args = ap.parse_args()
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="ringscope-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -367,6 +452,8 @@ def main() -> None:
             print(paired)
             if args.compressed and fmt == "pcap":
                 bench_compressed(path, truth, args.repeat)
+            if args.convert and fmt == "pcap":
+                bench_convert(path, truth, args.repeat, args.skip_slow)
             path.unlink()
     if args.parallel:
         bench_parallel(tmp, args.parallel, args.hosts, args.repeat)

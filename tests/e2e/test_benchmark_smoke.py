@@ -35,6 +35,7 @@ def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:
             "--hosts",
             "3",
             "--compressed",
+            "--convert",
             "--dir",
             str(tmp_path),
         ],
@@ -53,6 +54,8 @@ def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:
         "mapping the file's pages",
         "scapy (first 2,000 packets",
         "pyshark (first",
+        "convert: ringscope convert --workers 1",
+        "convert: ringscope analyze (the dataset)",
     ):
         assert row in out, f"no {row!r} row:\n{out}"
     assert "skipped" not in out, out

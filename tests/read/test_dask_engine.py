@@ -136,6 +136,29 @@ def test_cluster_does_the_scans_and_matches_the_local_run_and_ground_truth(clust
     }
 
 
+def test_convert_writes_the_dataset_on_the_workers(cluster: Cluster, tmp_path: Path) -> None:
+    """`convert --scheduler`: a task per host on the workers writes what a local conversion writes, and the
+    dataset analyzes to the local result and the generator's truth."""
+    duckdb = pytest.importorskip("duckdb")
+    before = scan_tasks(cluster, "memory")
+    remote = ringscope("convert", EXAMPLE, "--parquet", tmp_path / "remote", "--scheduler", cluster.address)
+    assert remote.returncode == 0, remote.stderr
+    assert _delta(before, scan_tasks(cluster, "memory")) == len(EXPECTED["hosts"])
+    assert ringscope("convert", EXAMPLE, "--parquet", tmp_path / "local").returncode == 0
+    for table in ("packets", "flows", "flow_bins", "samples", "files"):
+        rows = [
+            sorted(duckdb.sql(f"select * from read_parquet('{tmp_path}/{side}/{table}/*/*.parquet')").fetchall())
+            for side in ("remote", "local")
+        ]
+        assert rows[0] == rows[1], table
+    proc = ringscope("analyze", tmp_path / "remote", "--json", tmp_path / "remote.json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((tmp_path / "remote.json").read_text())
+    assert {h["name"]: (h["tx_bytes"], h["tx_packets"]) for h in doc["hosts"]} == {
+        name: (t["tx_ip_bytes"], t["tx_packets"]) for name, t in EXPECTED["hosts"].items()
+    }
+
+
 def test_compressed_captures_are_inflated_on_the_workers(cluster: Cluster, tmp_path: Path) -> None:
     """A real DDP run's gzip captures read on the cluster: each Dask worker forks its inflating process as a local
     run does, and the JSON is the local run's."""
