@@ -628,14 +628,16 @@ def profile(
 def report(
     paths: List[Path] = typer.Argument(
         ...,
-        help="A result JSON from `ringscope analyze --json` (drawn without time series) or captures / a capture directory (analyzed first); optionally also a `ringscope whatif --json` file, whose scaling key fills the what-if section.",
+        help="A result JSON from `ringscope analyze --json` (drawn without time series) or captures / a capture directory / a `ringscope convert` dataset (analyzed first); optionally also a `ringscope whatif --json` file, whose scaling key fills the what-if section.",
     ),
     out: Path = typer.Option(..., "-o", "--output", help="The HTML file to write."),
     title: Optional[str] = typer.Option(None, "--title", help="Page title (default: 'ringscope report — RUN ID')."),
     link_speed: Optional[str] = typer.Option(
         None, "--link-speed", help="When analyzing captures: link speed for hosts whose meta.json gives none."
     ),
-    bin_: str = typer.Option("10ms", "--bin", help="When analyzing captures: bin width of the throughput series."),
+    bin_: Optional[str] = typer.Option(
+        None, "--bin", help="When analyzing captures: bin width of the throughput series (default 10ms)."
+    ),
 ) -> None:
     """Write one self-contained HTML report (plotly embedded, works offline)."""
     _analysis_command()
@@ -655,7 +657,9 @@ def report(
 
         try:
             result = analyze_run(
-                captures, link_speed_bps=parse_rate(link_speed) if link_speed else None, bin_ns=parse_bin(bin_)
+                captures,
+                link_speed_bps=parse_rate(link_speed) if link_speed else None,
+                bin_ns=parse_bin(bin_) if bin_ else None,
             )
         except (FileError, ValueError) as exc:
             raise fail(str(exc)) from None

@@ -135,6 +135,12 @@ def test_flows_and_bins_add_up_to_the_generators_bytes(two_hosts, tmp_path: Path
     )
     assert {r[:5]: r[5] for r in summed} == truth
     assert _query(f"select count(*) from {bins} where bin_start_ns % 1000000 != 0") == [(0,)]
+    import pandas as pd  # pandas reads the partitioned folder as it is, the host partition becoming a column
+
+    frame = pd.read_parquet(out / "flows")
+    frame = frame[frame.sport > 0]
+    keys = zip(frame.host.astype(str), frame.src, frame.dst, frame.sport, frame.dport)
+    assert dict(zip(keys, frame.ip_bytes)) == truth
 
 
 def test_analyzing_the_dataset_gives_what_analyzing_the_pcaps_gives(tmp_path: Path) -> None:
