@@ -1,5 +1,6 @@
 """What a running capture shows so far: per host its tx/rx rate against its link, the heaviest ring edges and the
-iterations its ranks have finished, from the capture folders as tcpdump and the markers grow.
+iterations its ranks have finished (from markers, else found in the ring edges' bytes, with how sure that is), from
+the capture folders as tcpdump and the markers grow.
 
 Why from the folders: the agents already write them, so a live view costs the training hosts nothing more; each
 poll reads only the bytes written since the last (analyze.read.scan.Follow) and the markers' new lines.
@@ -20,9 +21,15 @@ from analyze.now import HostNow, Now
 from analyze.read import layouts as L
 from analyze.read.formats import is_capture
 from analyze.read.scan import Follow
+from analyze.staircase import CONFIDENT, EdgeSeries, Staircase, infer
 from capture import layout
 
-BIN_NS = 10_000_000  # series are not kept live; any bin width does
+BIN_NS = 10_000_000  # the bins the ring edges' series are kept in, as analyze's default
+# Without markers, iterations are found in the ring edges' bytes (analyze.staircase, as analyze does): that costs
+# more than a poll, so it is redone this often, and at the last poll. Edges under HEAVY_EDGE of the heaviest one's
+# bytes (control traffic, ACKs) are left out, as the topology leaves out light edges.
+TRAFFIC_EVERY_S = 5.0
+HEAVY_EDGE = 0.1
 
 
 @dataclass
@@ -39,6 +46,7 @@ class _Host:
     rx: int = 0
     markers_at: int = 0  # bytes of markers.jsonl read
     last_iteration: int = -1
+    edges: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)  # peer: (bins, bytes) parts
 
 
 class LiveRun:
@@ -47,18 +55,22 @@ class LiveRun:
     def __init__(self, folders: list[Path]) -> None:
         self._hosts = [_host(f) for f in folders]
         self._owner = {a: h.name for h in self._hosts for a in h.own}
+        self._index = {h.name: i for i, h in enumerate(self._hosts)}
         self._start = self._last = time.monotonic()
         self._polls = 0
+        self._stairs: Optional[Staircase] = None
+        self._stairs_at = self._start
 
-    def poll(self) -> Now:
-        """Read what was written since the last poll; the run as it stands."""
+    def poll(self, final: bool = False) -> Now:
+        """Read what was written since the last poll; the run as it stands (FINAL: the last poll, whose
+        iterations are found anew whenever they were last)."""
         now = time.monotonic()
         span = max(now - self._last, 1e-3)
         self._last = now
         hosts: list[HostNow] = []
         edges: dict[tuple[str, str], float] = {}
         for h in self._hosts:
-            h.follow.poll([p for p in sorted(h.folder.iterdir()) if _is_pcap(p)])
+            cells = h.follow.poll([p for p in sorted(h.folder.iterdir()) if _is_pcap(p)])
             keys, nbytes = h.follow.flows()
             delta = nbytes.copy()  # a flow keeps its row in the table between polls; new flows come last
             delta[: len(h.sent)] -= h.sent
@@ -70,15 +82,54 @@ class LiveRun:
                 hosts.append(HostNow(h.name, h.link_speed_bps, h.tx, h.rx, tx_bps, rx_bps))
             else:  # the first poll reads the backlog: no rate yet
                 hosts.append(HostNow(h.name, h.link_speed_bps, h.tx, h.rx, None, None))
-            for k, d in zip(keys[tx].tolist(), delta[tx]):
+            peers = np.full(len(keys), -1, dtype=np.int64)  # per flow row: the peer it sends to, by index
+            for row, k, d in zip(np.flatnonzero(tx).tolist(), keys[tx].tolist(), delta[tx]):
                 peer = self._owner.get((k[2], k[3]))
-                if self._polls and peer and peer != h.name and d > 0:
-                    edges[(h.name, peer)] = edges.get((h.name, peer), 0.0) + float(d) * 8 / span
+                if peer and peer != h.name:
+                    peers[row] = self._index[peer]
+                    if self._polls and d > 0:
+                        edges[(h.name, peer)] = edges.get((h.name, peer), 0.0) + float(d) * 8 / span
+            _keep_edge_cells(h, cells, peers, self._hosts)
             _read_markers(h)
         self._polls += 1
-        finished = [h.last_iteration + 1 for h in self._hosts if h.last_iteration >= 0]
         ranked = sorted(((a, b, v) for (a, b), v in edges.items()), key=lambda e: -e[2])
-        return Now(now - self._start, hosts, ranked, max(finished) if finished else None)
+        finished = [h.last_iteration + 1 for h in self._hosts if h.last_iteration >= 0]
+        if finished:
+            return Now(now - self._start, hosts, ranked, max(finished), "markers", 1.0, True)
+        if final or now - self._stairs_at >= TRAFFIC_EVERY_S:
+            self._stairs, self._stairs_at = infer(_edge_series(self._hosts), BIN_NS), now
+        stairs = self._stairs
+        if stairs is None or not stairs.count:
+            return Now(now - self._start, hosts, ranked, None, None, None)
+        sure = stairs.confidence >= CONFIDENT
+        return Now(now - self._start, hosts, ranked, stairs.count, "traffic", round(stairs.confidence, 2), sure)
+
+
+def _keep_edge_cells(
+    h: _Host, cells: tuple[np.ndarray, np.ndarray, np.ndarray], peers: np.ndarray, hosts: list[_Host]
+) -> None:
+    """File the series cells of H's flows to other hosts under their peer."""
+    flow, bins, nbytes = cells
+    if not len(flow):
+        return
+    peer_of_cell = peers[flow]
+    for i in np.unique(peer_of_cell[peer_of_cell >= 0]).tolist():
+        mine = peer_of_cell == i
+        h.edges.setdefault(hosts[i].name, []).append((bins[mine], nbytes[mine]))
+
+
+def _edge_series(hosts: list[_Host]) -> list[EdgeSeries]:
+    """Each host's edges to its peers as bytes per bin, on its own clock, the light ones left out; the parts
+    kept per edge are summed into one per distinct bin, so memory grows with the bins that held bytes."""
+    out = []
+    for h in hosts:
+        for peer, parts in h.edges.items():
+            bins, inverse = np.unique(np.concatenate([b for b, _ in parts]), return_inverse=True)
+            nbytes = np.bincount(inverse, weights=np.concatenate([v for _, v in parts]).astype(np.float64))
+            h.edges[peer] = [(bins, nbytes)]
+            out.append(EdgeSeries(h.name, peer, h.name, bins * BIN_NS, nbytes))
+    heaviest = max((float(e.nbytes.sum()) for e in out), default=0.0)
+    return [e for e in out if float(e.nbytes.sum()) >= HEAVY_EDGE * heaviest > 0]
 
 
 def _host(folder: Path) -> _Host:

@@ -33,4 +33,7 @@ class Now:
     seconds: float  # since the view started
     hosts: list[HostNow]
     edges: list[tuple[str, str, float]]  # (sender, receiver, bits/s since the previous poll), heaviest first
-    iterations: Optional[int]  # finished iterations by the markers (the most any rank finished), None without
+    iterations: Optional[int]  # finished iterations (markers: the most any rank finished), None when not known yet
+    iterations_source: Optional[str] = None  # "markers", or "traffic": found in the ring edges' bytes so far
+    iterations_confidence: Optional[float] = None  # 1 for markers; the staircase's confidence for traffic
+    iterations_sure: bool = False  # markers, or traffic at analyze.staircase.CONFIDENT or more

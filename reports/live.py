@@ -14,15 +14,26 @@ EDGES_SHOWN = 4
 
 
 def line(now: Now) -> str:
-    """One poll as one line, e.g. `t=3.0s iterations=7 | h1 tx 412.0 Mbit/s 41% rx 410.2 Mbit/s 41% sent 12345678 B
-    | ... | top h1->h2 412.0 Mbit/s` (one line: the hosts follow one another)."""
-    head = f"t={now.seconds:.1f}s iterations={'-' if now.iterations is None else now.iterations}"
+    """One poll as one line, e.g. `t=3.0s iterations=7 (markers) | h1 tx 412.0 Mbit/s 41% rx 410.2 Mbit/s 41% sent
+    12345678 B | ... | top h1->h2 412.0 Mbit/s` (one line: the hosts follow one another)."""
+    head = f"t={now.seconds:.1f}s iterations={iterations(now)}"
     hosts = [
         f"{h.name} tx {_rate(h.tx_bps)}{_share(h, 'tx')} rx {_rate(h.rx_bps)}{_share(h, 'rx')} sent {h.tx_bytes} B"
         for h in now.hosts
     ]
     top = ", ".join(f"{a}->{b} {_rate(bps)}" for a, b, bps in now.edges[:EDGES_SHOWN])
     return " | ".join([head, *hosts, f"top {top or '-'}"])
+
+
+def iterations(now: Now) -> str:
+    """The iterations so far and where they come from: `7 (markers)`, `7 (traffic, confidence 0.93)`, or, when the
+    traffic does not make them sure, `~7 (unsure: traffic, confidence 0.42)`; `-` while none is known."""
+    if now.iterations is None:
+        return "-"
+    if now.iterations_source == "markers":
+        return f"{now.iterations} (markers)"
+    how = f"{now.iterations_source}, confidence {now.iterations_confidence:.2f}"
+    return f"{now.iterations} ({how})" if now.iterations_sure else f"~{now.iterations} (unsure: {how})"
 
 
 def _rate(bps: float | None) -> str:
@@ -61,8 +72,7 @@ class View:
 def _table(now: Now) -> Any:
     from rich.table import Table
 
-    its = "-" if now.iterations is None else str(now.iterations)
-    table = Table(title=f"ringscope live · {now.seconds:.0f} s · iterations {its}", title_justify="left")
+    table = Table(title=f"ringscope live · {now.seconds:.0f} s · iterations {iterations(now)}", title_justify="left")
     for name in ("host", "tx", "tx util", "rx", "rx util", "sent"):
         table.add_column(name, justify="left" if name == "host" else "right")
     for h in now.hosts:

@@ -129,13 +129,18 @@ def convert(
         mtu=common_mtu(run_input),
     )
     sizes = [sum(scan_bytes(f) for f in s) for s in streams]
-    if scheduler is not None:
-        from analyze.read.cluster import scan_hosts_on_cluster
+    try:
+        if scheduler is not None:
+            from analyze.read.cluster import scan_hosts_on_cluster
 
-        scans = scan_hosts_on_cluster(scheduler, streams, sizes, kwargs, progress, task=convert_host)
-    else:
-        scans = _run_here_or_pool(streams, sizes, kwargs, workers, progress)
-    entries = [_write_host(out, h, scan, bin_ns) for h, scan in zip(run_input.hosts, scans)]
+            scans = scan_hosts_on_cluster(scheduler, streams, sizes, kwargs, progress, task=convert_host)
+        else:
+            scans = _run_here_or_pool(streams, sizes, kwargs, workers, progress)
+        entries = [_write_host(out, h, scan, bin_ns) for h, scan in zip(run_input.hosts, scans)]
+    except BaseException:  # OUT was empty: what a failed or interrupted conversion wrote is taken away
+        for part in out.iterdir():
+            shutil.rmtree(part) if part.is_dir() else part.unlink()
+        raise
     manifest = {
         "format": FORMAT,
         "schema": SCHEMA,

@@ -215,17 +215,19 @@ def scan_range(
 class Follow:
     """A host's classic pcap files read as tcpdump writes them: each poll scans only the records written since
     the last (a record still being written waits for the next poll), with flow and TCP state carried across
-    polls and rotated files. Series cells and samples are dropped after each poll, so memory grows with the
-    flows, not with time; the flow table's cumulative counters are what a live view compares between polls."""
+    polls and rotated files. Each poll hands its series cells to the caller and drops its samples, so the
+    follower's memory grows with the flows, not with time; the flow table's cumulative counters are what a live
+    view compares between polls, and the cells are what it keeps of the series."""
 
     def __init__(self, *, bin_ns: int, byte_mode: int, mtu: int = 1500) -> None:
         self._t = _Tables()
         self._options = dict(bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)
         self._next: dict[Path, int] = {}  # per file, the offset of its first record not read yet
 
-    def poll(self, paths: list[Path]) -> None:
-        """Read what PATHS (a host's files, any order) hold beyond what earlier polls read. A file without its
-        header yet is left for later; pcapng is not followed."""
+    def poll(self, paths: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Read what PATHS (a host's files, any order) hold beyond what earlier polls read; the series cells that
+        closed meanwhile (flow row, bin, bytes: a flow's bin closes when its next packet falls in a later one).
+        A file without its header yet is left for later; pcapng is not followed."""
         for path in sorted(paths, key=time_order):
             try:
                 size = path.stat().st_size
@@ -241,8 +243,12 @@ class Follow:
             except (OSError, FileError):
                 continue
         t = self._t
-        t.flushed, t.flushed_samples = [], []
-        t.st[L.ST_NCELLS] = t.st[L.ST_NSAMPLES] = 0
+        t.flush_cells()
+        parts, t.flushed, t.flushed_samples = t.flushed, [], []
+        t.st[L.ST_NSAMPLES] = 0
+        if not parts:
+            return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
     def flows(self) -> tuple[np.ndarray, np.ndarray]:
         """Flow keys (uint64[n, 5], as StreamScan.keys) and each flow's IP bytes so far."""

@@ -16,7 +16,7 @@ from tests.benchmarks.synth import ring_capture
 
 PY = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else "python3"
 DDP = ["env", f"PYTHONPATH={ROOT}", "OMP_NUM_THREADS=1", PY, "-m", "capture.workloads.ddp_train"]
-LINE = re.compile(r"^t=(?P<t>[\d.]+)s iterations=(?P<its>[-\d]+) \| (?P<rest>.*)$")
+LINE = re.compile(r"^t=(?P<t>[\d.]+)s iterations=~?(?P<its>[-\d]+)(?: \([^)]*\))? \| (?P<rest>.*)$")
 HOST = re.compile(
     r"^(?P<name>\S+) tx (?P<tx>[-\d.]+)(?: Mbit/s)?(?: \d+%)? rx \S+(?: Mbit/s)?(?: \d+%)? sent (?P<sent>\d+) B$"
 )
@@ -69,6 +69,23 @@ def test_a_growing_capture_is_read_once_to_the_byte(tmp_path: Path, monkeypatch)
     assert third.iterations == 2 and third.hosts[0].tx_bytes == sent and len(starts) == 2  # nothing new: no scan
 
 
+def test_without_markers_the_iterations_come_from_the_traffic_and_say_how_sure() -> None:
+    """Real captures of training without markers, read by the live view: the jobs' own step counts, sure, where
+    the bytes repeat cleanly; on the lossy link whose stalls hide the step (analyze is unsure there too), a count
+    marked unsure, never one stated as fact."""
+    from reports.live import line
+
+    real = ROOT / "fixtures/real-training"
+    for name in ("ddp-100mbit", "horovod-3h"):
+        now = LiveRun(host_folders([real / name / "run"])).poll(final=True)
+        steps = len(json.loads((real / name / "truth.json").read_text())["iterations"])
+        assert (now.iterations, now.iterations_source, now.iterations_sure) == (steps, "traffic", True), name
+        assert line(now).startswith(f"t=0.0s iterations={steps} (traffic, confidence "), line(now)
+    lossy = LiveRun(host_folders([real / "ddp-lossy-rto/run"])).poll(final=True)
+    assert lossy.iterations_source == "traffic" and not lossy.iterations_sure
+    assert line(lossy).startswith(f"t=0.0s iterations=~{lossy.iterations} (unsure: traffic, confidence ")
+
+
 def test_capture_top_without_a_capture_folder_is_one_line(tmp_path: Path) -> None:
     proc = subprocess.run(
         [PY, str(ROOT / "cli.py"), "capture", "top", str(tmp_path)], capture_output=True, text=True, timeout=60
@@ -79,35 +96,68 @@ def test_capture_top_without_a_capture_folder_is_one_line(tmp_path: Path) -> Non
     ]
 
 
-def test_capture_run_live_follows_a_ring_in_namespaces(tmp_path: Path, netns_cluster) -> None:  # noqa: F811, ANN001
-    """PyTorch DDP on 4 hosts at 1 Gbit/s, training without pauses, with --live, piped: a line per second while it
-    trains; the last line's bytes sent per host are those of the analysis of the gathered run (all but what the
-    agents wrote after the view's last poll), its iterations the job's, and no rate above the link's."""
-    cluster = netns_cluster(4, rate="1gbit")
+def _ddp_live(tmp_path: Path, make_cluster, iters: int, markers_to: Path | None = None):  # noqa: ANN001, ANN202
+    """PyTorch DDP on 4 hosts at 1 Gbit/s (launched out of address order) under `capture run --live`, piped; the
+    live lines and the analysis of the gathered run. MARKERS_TO: the ranks' markers go there, not into the capture."""
+    cluster = make_cluster(4, rate="1gbit")
     names = cluster.names
     hosts = [names[2], names[0], names[3], names[1]]
     run = tmp_path / "run"
-    iters = 60
+    env = [f"RINGSCOPE_MARKERS_DIR={markers_to}/{{host}}"] if markers_to else []
+    train = [DDP[0], *env, *DDP[1:], "--params", "1000000", "--batch-size", "128", "--iters", str(iters)]
     proc = subprocess.run(
         [PY, str(ROOT / "cli.py"), "capture", "run", "--out", str(run), "--hosts", ",".join(hosts),
-         "--remote-shell", "ip netns exec {host}", "--live", "--",
-         *launch_argv(hosts, [*DDP, "--params", "1000000", "--batch-size", "128", "--iters", str(iters)])],
+         "--remote-shell", "ip netns exec {host}", "--live", "--", *launch_argv(hosts, train)],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    lines = _parse(proc.stdout)
-    assert len(lines) >= 3, proc.stdout
     analysis = subprocess.run(
         [PY, str(ROOT / "cli.py"), "analyze", str(run), "--json", str(tmp_path / "r.json")],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert analysis.returncode == 0, analysis.stderr
-    final = {h["name"]: h["tx_bytes"] for h in json.loads((tmp_path / "r.json").read_text())["hosts"]}
+    return hosts, proc.stdout, json.loads((tmp_path / "r.json").read_text())
+
+
+def test_capture_run_live_follows_a_ring_in_namespaces(tmp_path: Path, netns_cluster) -> None:  # noqa: F811, ANN001
+    """PyTorch DDP training without pauses, with --live, piped: a line per second while it trains; the last line's
+    bytes sent per host are those of the analysis of the gathered run (all but what the agents wrote after the
+    view's last poll), its iterations the job's, and no rate above the link's."""
+    iters = 60
+    hosts, stdout, doc = _ddp_live(tmp_path, netns_cluster, iters)
+    lines = _parse(stdout)
+    assert len(lines) >= 3, stdout
+    final = {h["name"]: h["tx_bytes"] for h in doc["hosts"]}
     its, last = lines[-1]
-    assert its == iters
+    assert its == iters and stdout.splitlines()[-1].split(" | ")[0].endswith(f"iterations={iters} (markers)")
     for host in hosts:
         assert 0.95 * final[host] <= last[host][1] <= final[host], (host, last[host], final[host])
     rates = [tx for _, hs in lines[1:] for tx, _ in hs.values() if tx is not None]
     assert max(rates) > 100 and max(rates) <= 1.1 * 1000  # Mbit/s: busy while training, never above the link
     sent = [[hs[h][1] for h in hosts] for _, hs in lines]
     assert all(a <= b for x, y in zip(sent, sent[1:]) for a, b in zip(x, y))  # bytes only grow
+
+
+def test_capture_run_live_finds_the_iterations_in_the_traffic_without_markers(
+    tmp_path: Path,
+    netns_cluster,  # noqa: F811, ANN001
+) -> None:
+    """The same training with its markers kept out of the capture (the ranks write them elsewhere, as the job's own
+    record): the live view finds the iterations in the ring edges' growing bytes, says how sure it is, and its last
+    line gives the job's step count, sure, as the analysis of the gathered run does."""
+    iters = 60
+    truth = tmp_path / "truth"
+    hosts, stdout, doc = _ddp_live(tmp_path, netns_cluster, iters, markers_to=truth)
+    steps = {h: len((truth / h / "markers.jsonl").read_text().splitlines()) for h in hosts}
+    assert set(steps.values()) == {iters}  # the job's own record: every rank finished every step
+    heads = [text.split(" | ")[0] for text in stdout.splitlines() if text.startswith("t=")]
+    assert len(heads) >= 3 and not any("(markers)" in h for h in heads), heads
+    found = [
+        m for h in heads if (m := re.search(r"iterations=(~?)(\d+) \((?:unsure: )?traffic, confidence ([\d.]+)\)$", h))
+    ]
+    assert found, heads  # the traffic's iterations appear while the job trains, not only at the end
+    assert all((m[1] == "~") == (float(m[3]) < 0.8) for m in found), heads  # unsure below 0.8, and marked so
+    last = found[-1]
+    assert heads[-1].endswith(last[0]) and last[1] == "" and int(last[2]) == iters, heads[-3:]
+    its = doc["iterations"]
+    assert its["source"] == "inferred" and its["count"] == iters and its["confident"], its["notes"]
