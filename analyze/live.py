@@ -26,9 +26,11 @@ from capture import layout
 
 BIN_NS = 10_000_000  # the bins the ring edges' series are kept in, as analyze's default
 # Without markers, iterations are found in the ring edges' bytes (analyze.staircase, as analyze does): that costs
-# more than a poll, so it is redone this often, and at the last poll. Edges under HEAVY_EDGE of the heaviest one's
-# bytes (control traffic, ACKs) are left out, as the topology leaves out light edges.
+# more than a poll and grows with the run, so it is redone every TRAFFIC_EVERY_S, or TRAFFIC_SHARE times as long as
+# the last search took when that is longer (a 20th of a core at most), and at the last poll. Edges under HEAVY_EDGE
+# of the heaviest one's bytes (control traffic, ACKs) are left out, as the topology leaves out light edges.
 TRAFFIC_EVERY_S = 5.0
+TRAFFIC_SHARE = 20.0
 HEAVY_EDGE = 0.1
 
 
@@ -60,6 +62,7 @@ class LiveRun:
         self._polls = 0
         self._stairs: Optional[Staircase] = None
         self._stairs_at = self._start
+        self._stairs_every = TRAFFIC_EVERY_S
 
     def poll(self, final: bool = False) -> Now:
         """Read what was written since the last poll; the run as it stands (FINAL: the last poll, whose
@@ -96,8 +99,9 @@ class LiveRun:
         finished = [h.last_iteration + 1 for h in self._hosts if h.last_iteration >= 0]
         if finished:
             return Now(now - self._start, hosts, ranked, max(finished), "markers", 1.0, True)
-        if final or now - self._stairs_at >= TRAFFIC_EVERY_S:
+        if final or now - self._stairs_at >= self._stairs_every:
             self._stairs, self._stairs_at = infer(_edge_series(self._hosts), BIN_NS), now
+            self._stairs_every = max(TRAFFIC_EVERY_S, TRAFFIC_SHARE * (time.monotonic() - now))
         stairs = self._stairs
         if stairs is None or not stairs.count:
             return Now(now - self._start, hosts, ranked, None, None, None)
