@@ -194,7 +194,8 @@ def _run_here_or_pool(
                 progress(files[0], sizes[i])
         return out  # type: ignore[return-value]
     kernels()  # loaded once here; the forked workers inherit it
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork")) as pool:
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("fork"))
+    try:
         futures = {pool.submit(convert_host, streams[i], **kwargs): i for i in biggest_first(sizes)}
         pending = set(futures)
         while pending:
@@ -204,6 +205,8 @@ def _run_here_or_pool(
                 out[i] = fut.result()
                 if progress:
                     progress(streams[i][0], sizes[i])
+    finally:  # after a failure, hosts not started yet are not converted for nothing
+        pool.shutdown(wait=True, cancel_futures=True)
     return out  # type: ignore[return-value]
 
 

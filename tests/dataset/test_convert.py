@@ -211,8 +211,9 @@ def test_convert_refuses_what_it_cannot_do_in_one_line(two_hosts, tmp_path: Path
     cut.mkdir()
     (cut / "h1.pcap").write_bytes((folder / "h1.pcap").read_bytes()[:20])  # a pcap header cut short
     (cut / "h2.pcap").write_bytes((folder / "h2.pcap").read_bytes())
-    line = one_line_error(ringscope("convert", cut, "--parquet", tmp_path / "y", "--workers", "1"))
-    assert "h1.pcap" in line and list((tmp_path / "y").iterdir()) == []  # nothing half-written is left
+    for workers in ("1", "2"):  # in this process, and in a pool whose other host may be written meanwhile
+        line = one_line_error(ringscope("convert", cut, "--parquet", tmp_path / workers, "--workers", workers))
+        assert "h1.pcap" in line and list((tmp_path / workers).iterdir()) == []  # nothing half-written is left
     broken = tmp_path / "broken"
     shutil.copytree(out, broken)
     (broken / "flows/host=h2/part-0.parquet").write_bytes(b"PAR1 not really")
