@@ -223,12 +223,13 @@ class Follow:
         self._t = _Tables()
         self._options = dict(bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)
         self._next: dict[Path, int] = {}  # per file, the offset of its first record not read yet
+        self._order: dict[Path, tuple[int, str]] = {}  # per file with a first record, its time_order
 
     def poll(self, paths: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Read what PATHS (a host's files, any order) hold beyond what earlier polls read; the series cells that
         closed meanwhile (flow row, bin, bytes: a flow's bin closes when its next packet falls in a later one).
         A file without its header yet is left for later; pcapng is not followed."""
-        for path in sorted(paths, key=time_order):
+        for path in sorted(paths, key=self._time_order):
             try:
                 size = path.stat().st_size
                 if size <= self._next.get(path, 0):
@@ -249,6 +250,16 @@ class Follow:
         if not parts:
             return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64)
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
+
+    def _time_order(self, path: Path) -> tuple[int, str]:
+        """time_order, kept once a file has its first record (a file's first packet never changes), so a poll
+        does not open every file of a long rotation set again."""
+        known = self._order.get(path)
+        if known is None:
+            known = time_order(path)
+            if known[0] != np.iinfo(np.int64).max:
+                self._order[path] = known
+        return known
 
     def flows(self) -> tuple[np.ndarray, np.ndarray]:
         """Flow keys (uint64[n, 5], as StreamScan.keys) and each flow's IP bytes so far."""

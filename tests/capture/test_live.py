@@ -69,6 +69,40 @@ def test_a_growing_capture_is_read_once_to_the_byte(tmp_path: Path, monkeypatch)
     assert third.iterations == 2 and third.hosts[0].tx_bytes == sent and len(starts) == 2  # nothing new: no scan
 
 
+def test_a_rotation_set_is_followed_in_time_order_and_peeked_at_once(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """Two files of a rotation set whose names sort against their times (strftime names across midnight), both
+    grown between two polls: read in capture order, so no byte comes out of sequence order; each file's
+    first packet is looked up once, not at every poll."""
+    from pcapgen import record_offsets
+
+    whole = tmp_path / "whole.pcap"
+    truth = ring_capture(whole, packets=20_000, iterations=4)
+    data = whole.read_bytes()
+    offsets = record_offsets(data)
+    host = tmp_path / "h1"
+    host.mkdir()
+    (host / "meta.json").write_text(json.dumps({"host": "h1", "addresses": ["10.77.0.1/24"]}))
+    early, late = host / "eth0-2359.pcap", host / "eth0-0000.pcap"  # the later file's name sorts first
+    peeks: list[Path] = []
+    real = scan.time_order
+    monkeypatch.setattr(scan, "time_order", lambda p: peeks.append(p) or real(p))
+    live = LiveRun(host_folders([host]))
+    early.write_bytes(data[: offsets[5_000]])
+    live.poll()
+    early.write_bytes(data[: offsets[10_000]])  # the rest of the first file, and tcpdump rotated meanwhile
+    late.write_bytes(data[:24] + data[offsets[10_000] : offsets[15_000]])
+    live.poll()
+    late.write_bytes(data[:24] + data[offsets[10_000] :])
+    live.poll()
+    last = live.poll()
+    assert last.hosts[0].tx_bytes == sum(int(b) for s, b in zip(truth.src, truth.ip_bytes) if s == "10.77.0.1")
+    follow = live._hosts[0].follow
+    keys, _ = follow.flows()
+    agg = follow._t.agg[: len(keys)]
+    assert agg[:, scan.L.AGG_RETRANS_BYTES].sum() == agg[:, scan.L.AGG_REORDER_BYTES].sum() == 0  # none out of order
+    assert peeks.count(early) == 1 and peeks.count(late) == 1
+
+
 def test_without_markers_the_iterations_come_from_the_traffic_and_say_how_sure() -> None:
     """Real captures of training without markers, read by the live view: the jobs' own step counts, sure, where
     the bytes repeat cleanly; on the lossy link whose stalls hide the step (analyze is unsure there too), a count
