@@ -224,11 +224,15 @@ class Follow:
         self._options = dict(bin_ns=bin_ns, byte_mode=byte_mode, mtu=mtu)
         self._next: dict[Path, int] = {}  # per file, the offset of its first record not read yet
         self._order: dict[Path, tuple[int, str]] = {}  # per file with a first record, its time_order
+        self._size: dict[Path, int] = {}  # per file, its size at the last poll
 
     def poll(self, paths: list[Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Read what PATHS (a host's files, any order) hold beyond what earlier polls read; the series cells that
         closed meanwhile (flow row, bin, bytes: a flow's bin closes when its next packet falls in a later one).
-        A file without its header yet is left for later; pcapng is not followed."""
+        A file without its header yet is left for later; pcapng is not followed; a file tcpdump overwrote (a -W
+        ring reusing its names) is read again from its start."""
+        for path in paths:
+            self._note_reuse(path)
         for path in sorted(paths, key=self._time_order):
             try:
                 size = path.stat().st_size
@@ -251,9 +255,24 @@ class Follow:
             return np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64)
         return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))  # type: ignore[return-value]
 
+    def _note_reuse(self, path: Path) -> None:
+        """Forget what was read of PATH when tcpdump has begun it anew since the last poll: it shrank, or it grew
+        and its first packet is another. Only a file whose size changed is opened (the one being written)."""
+        try:
+            size = path.stat().st_size
+        except OSError:
+            return
+        seen, self._size[path] = self._size.get(path), size
+        if seen is None or size == seen:
+            return
+        known = self._order.get(path)
+        if size < seen or (known is not None and time_order(path)[0] not in (known[0], np.iinfo(np.int64).max)):
+            self._next.pop(path, None)
+            self._order.pop(path, None)
+
     def _time_order(self, path: Path) -> tuple[int, str]:
-        """time_order, kept once a file has its first record (a file's first packet never changes), so a poll
-        does not open every file of a long rotation set again."""
+        """time_order, kept once a file has its first record (until tcpdump overwrites the file), so a poll does
+        not open every file of a long rotation set again."""
         known = self._order.get(path)
         if known is None:
             known = time_order(path)

@@ -69,10 +69,10 @@ def test_a_growing_capture_is_read_once_to_the_byte(tmp_path: Path, monkeypatch)
     assert third.iterations == 2 and third.hosts[0].tx_bytes == sent and len(starts) == 2  # nothing new: no scan
 
 
-def test_a_rotation_set_is_followed_in_time_order_and_peeked_at_once(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_rotation_set_is_followed_in_time_order(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     """Two files of a rotation set whose names sort against their times (strftime names across midnight), both
-    grown between two polls: read in capture order, so no byte comes out of sequence order; each file's
-    first packet is looked up once, not at every poll."""
+    grown between two polls: read in capture order, so no byte comes out of sequence order; a file's first
+    packet is looked up while the file grows, not at every poll."""
     from pcapgen import record_offsets
 
     whole = tmp_path / "whole.pcap"
@@ -100,7 +100,32 @@ def test_a_rotation_set_is_followed_in_time_order_and_peeked_at_once(tmp_path: P
     keys, _ = follow.flows()
     agg = follow._t.agg[: len(keys)]
     assert agg[:, scan.L.AGG_RETRANS_BYTES].sum() == agg[:, scan.L.AGG_REORDER_BYTES].sum() == 0  # none out of order
-    assert peeks.count(early) == 1 and peeks.count(late) == 1
+    assert peeks.count(early) == 2 and peeks.count(late) == 2  # looked at while it grows (was it overwritten?)
+    live.poll()
+    assert peeks.count(early) == 2 and peeks.count(late) == 2  # and no more once it is done
+
+
+def test_a_ring_file_tcpdump_overwrites_is_read_again_from_its_start(tmp_path: Path) -> None:
+    """tcpdump -C -W: the ring's files are reused. A file begun anew between two polls, smaller than before or
+    already larger, is read from its start: every packet counted once, none out of sequence order."""
+    from pcapgen import record_offsets
+
+    whole = tmp_path / "whole.pcap"
+    truth = ring_capture(whole, packets=20_000, iterations=4)
+    data = whole.read_bytes()
+    at = record_offsets(data)
+    host = tmp_path / "h1"
+    host.mkdir()
+    (host / "meta.json").write_text(json.dumps({"host": "h1", "addresses": ["10.77.0.1/24"]}))
+    ring = host / "eth0.pcap0"
+    live = LiveRun(host_folders([host]))
+    for lo, hi in ((0, 8_000), (8_000, 10_000), (10_000, 19_000), (19_000, None)):  # smaller, then larger, ...
+        ring.write_bytes(data[:24] + data[at[lo] : at[hi] if hi else None])
+        last = live.poll()
+    assert last.hosts[0].tx_bytes == sum(int(b) for s, b in zip(truth.src, truth.ip_bytes) if s == "10.77.0.1")
+    follow = live._hosts[0].follow
+    agg = follow._t.agg[: len(follow.flows()[0])]
+    assert agg[:, scan.L.AGG_RETRANS_BYTES].sum() == agg[:, scan.L.AGG_REORDER_BYTES].sum() == 0
 
 
 def test_without_markers_the_iterations_come_from_the_traffic_and_say_how_sure() -> None:
