@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from analyze import __version__
 from analyze.dataset import columns
-from analyze.dataset.manifest import FORMAT, MANIFEST, SCHEMA, DatasetError, markers_path, partition
+from analyze.dataset.manifest import FORMAT, MANIFEST, PART, SCHEMA, DatasetError, markers_path, partition
 from analyze.read import layouts as L
 from analyze.read.compiled import kernels
 from analyze.read.engine import Progress, biggest_first, default_workers
@@ -33,7 +33,6 @@ from analyze.read.inputs import HostInput, discover
 from analyze.read.reading import check_options, common_mtu
 from analyze.read.scan import StreamScan
 
-PART = "part-0.parquet"
 COMPRESSION = "zstd"  # headers-only packet columns shrink 4-6x; DuckDB, Polars and pandas all read it
 IP_KINDS = [L.KIND_TCP, L.KIND_UDP, L.KIND_ICMP, L.KIND_OTHER_IP, L.KIND_FRAGMENT]  # the kinds that get a row
 

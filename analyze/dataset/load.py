@@ -15,8 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analyze.dataset import columns
-from analyze.dataset.convert import PART
-from analyze.dataset.manifest import DatasetError, partition, read_manifest
+from analyze.dataset.manifest import MANIFEST, PART, DatasetError, partition, read_manifest
 from analyze.read.inputs import HostInput, RunInput
 from analyze.read.reading import Reading
 from analyze.read.scan import StreamScan
@@ -32,15 +31,20 @@ def read_dataset(root: Path, *, bin_ns: Optional[int], byte_mode: Optional[str])
             f"{root}: offset 0: the dataset's series were binned at {own_bin / 1e6:g} ms counting {own_bytes} "
             f"bytes; analyze it without --bin/--bytes, or convert the captures again with the ones wanted"
         )
-    hosts = [
-        HostInput(
-            name=h["name"],
-            files=[Path(f) for f in h["files"]],
-            meta=h.get("meta"),
-            markers=root / h["markers"] if h.get("markers") else None,
-        )
-        for h in doc["hosts"]
-    ]
+    try:
+        hosts = [
+            HostInput(
+                name=str(h["name"]),
+                files=[Path(f) for f in h["files"]],
+                meta=h.get("meta"),
+                markers=root / h["markers"] if h.get("markers") else None,
+            )
+            for h in doc["hosts"]
+        ]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise DatasetError(
+            f"{root / MANIFEST}: offset 0: a host entry of the manifest is malformed ({exc!r})"
+        ) from None
     run_input = RunInput(
         hosts=hosts, run=doc.get("run"), root=Path(doc["root"]) if doc.get("root") else None, warnings=doc["warnings"]
     )

@@ -25,7 +25,7 @@ from analyze.read.formats import FileError
 MANIFEST = "ringscope-dataset.json"
 FORMAT = "ringscope-dataset"
 SCHEMA = 1
-TABLES = ("packets", "flows", "flow_bins", "samples", "files")
+PART = "part-0.parquet"  # each table's one file per host
 REQUIRED = ("bin_ns", "byte_mode", "hosts", "warnings")
 
 

@@ -219,6 +219,9 @@ def test_convert_refuses_what_it_cannot_do_in_one_line(two_hosts, tmp_path: Path
     (broken / "flows/host=h2/part-0.parquet").write_bytes(b"PAR1 not really")
     line = one_line_error(ringscope("analyze", broken))
     assert f"{broken}/flows/host=h2/part-0.parquet: offset 0: cannot read the dataset's flows table" in line
+    manifest = json.loads((broken / "ringscope-dataset.json").read_text())
+    (broken / "ringscope-dataset.json").write_text(json.dumps({**manifest, "hosts": [{"files": []}]}))
+    assert "a host entry of the manifest is malformed" in one_line_error(ringscope("analyze", broken))
     (broken / "ringscope-dataset.json").write_text('{"format": "ringscope-dataset", "schema": 99}')
     line = one_line_error(ringscope("analyze", broken))
     assert "dataset schema 99; this ringscope reads schema 1" in line
