@@ -1025,18 +1025,32 @@ def scan_pcap(
 
 @njit(cache=_CACHE)
 def _ts_to_ns(raw, resol, offset_s):
-    """Convert a pcapng timestamp in an interface's units (if_tsresol) to integer ns."""
+    """Convert a pcapng timestamp in an interface's units (if_tsresol) to integer ns.
+
+    if_tsresol is one byte: units of 2^-shift s (top bit set, shift up to 127) or 10^-e s (e up to 127). Real
+    captures use a few of them; a damaged one must still give a number: a fraction that would overflow 64 bits
+    is taken in floating point, and units of 10^-28 s or finer (whose ten-power does not fit 64 bits) count
+    every raw value as 0 or 1 ns, i.e. 0."""
     if resol & 0x80:
-        shift = np.uint64(resol & 0x7F)
-        whole = raw >> shift
-        part = raw & ((np.uint64(1) << shift) - np.uint64(1))
-        ns = np.int64(whole) * 1000000000 + np.int64((part * np.uint64(1000000000)) >> shift)
+        shift = resol & 0x7F
+        if shift >= 64:
+            return np.int64(np.float64(raw) * 1e9 / 2.0**shift) + offset_s * 1000000000
+        s = np.uint64(shift)
+        whole = raw >> s
+        part = raw & ((np.uint64(1) << s) - np.uint64(1))
+        if shift <= 34:  # part x 10^9 fits 64 bits
+            frac = np.int64((part * np.uint64(1000000000)) >> s)
+        else:
+            frac = np.int64(np.float64(part) * 1e9 / 2.0**shift)
+        ns = np.int64(whole) * 1000000000 + frac
     else:
         e = resol
         if e <= 9:
             ns = np.int64(raw) * np.int64(10 ** (9 - e))
-        else:
+        elif e - 9 < 19:
             ns = np.int64(raw // np.uint64(10 ** (e - 9)))
+        else:
+            ns = np.int64(0)
     return ns + offset_s * 1000000000
 
 

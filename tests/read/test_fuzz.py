@@ -40,6 +40,8 @@ FOUND = sorted((Path(__file__).resolve().parent / "fuzz_found").iterdir())
 def test_inputs_the_fuzz_once_broke_end_cleanly(path: Path) -> None:
     """Mutated captures that once failed, kept as they were found. ring-edges-without-cells: multi.pcapng with
     flipped timestamps, its ring's flows all dated outside the capture's span, so the iteration search met edges
-    without a series cell (a traceback in collective._edge_series)."""
+    without a series cell (a traceback in collective._edge_series). tsresol-beyond-64-bits: multi.pcapng with a
+    flipped bit in an interface's if_tsresol, units whose power of ten does not fit 64 bits (a division by zero
+    in the kernel's timestamp conversion)."""
     outcome = analyze_once(path, "found")
     assert outcome.failure == "" and outcome.code == 0, outcome
