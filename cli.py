@@ -284,7 +284,8 @@ def convert(
     except OSError as exc:
         raise fail(f"{exc.filename or parquet}: offset 0: cannot write the dataset ({exc.strerror or exc})") from None
     typer.echo(
-        f"wrote {done.out}: {done.packets:,} packets of {done.records:,} records from {done.hosts} hosts "
+        f"wrote {done.out}: {done.packets:,} packets of {done.records:,} records from {done.hosts} "
+        f"host{'s' if done.hosts != 1 else ''} "
         f"({done.bytes_written / 1e6:.1f} MB); analyze it with `ringscope analyze {done.out}`"
     )
 
