@@ -38,21 +38,33 @@ def _parse(stdout: str) -> list[tuple[int | None, dict[str, tuple[float | None, 
     return out
 
 
-def test_a_growing_capture_is_read_once_to_the_byte(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
-    """tcpdump's file as it grows: cut mid-record, then whole. Each poll starts where the last stopped (a cut
-    record waits), the bytes sent equal the generator's, and markers count once their line is whole."""
+def _one_host(tmp_path: Path, packets: int, iterations: int) -> tuple[bytes, Path, int]:
+    """A generated ring capture's bytes, an empty host folder h1 (own address 10.77.0.1, 1 Gbit/s) to grow it in,
+    and the bytes h1 sent by the generator's truth."""
     whole = tmp_path / "whole.pcap"
-    truth = ring_capture(whole, packets=30_000, iterations=10)
+    truth = ring_capture(whole, packets=packets, iterations=iterations)
     host = tmp_path / "h1"
     host.mkdir()
     (host / "meta.json").write_text(json.dumps({"host": "h1", "addresses": ["10.77.0.1/24"], "link_speed_bps": 1e9}))
-    data = whole.read_bytes()
+    return whole.read_bytes(), host, sum(int(b) for s, b in zip(truth.src, truth.ip_bytes) if s == "10.77.0.1")
+
+
+def _out_of_order_bytes(live: LiveRun) -> int:
+    """Bytes the only host's follower counted as re-sent or reordered."""
+    follow = live._hosts[0].follow
+    agg = follow._t.agg[: len(follow.flows()[0])]
+    return int(agg[:, scan.L.AGG_RETRANS_BYTES].sum() + agg[:, scan.L.AGG_REORDER_BYTES].sum())
+
+
+def test_a_growing_capture_is_read_once_to_the_byte(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """tcpdump's file as it grows: cut mid-record, then whole. Each poll starts where the last stopped (a cut
+    record waits), the bytes sent equal the generator's, and markers count once their line is whole."""
+    data, host, sent = _one_host(tmp_path, 30_000, 10)
     growing = host / "eth0.pcap"
     starts: list[int | None] = []
     real = scan._scan_open
     monkeypatch.setattr(scan, "_scan_open", lambda cap, t, **kw: starts.append(kw.get("start")) or real(cap, t, **kw))
     live = LiveRun(host_folders([host]))
-    sent = sum(int(b) for s, b in zip(truth.src, truth.ip_bytes) if s == "10.77.0.1")
     growing.write_bytes(data[: len(data) * 2 // 5 + 7])  # seven bytes into some record
     first = live.poll()
     (host / "markers.jsonl").write_text('{"rank": 0, "iteration": 0}\n{"rank": 0, "iter')
@@ -75,13 +87,8 @@ def test_a_rotation_set_is_followed_in_time_order(tmp_path: Path, monkeypatch) -
     packet is looked up while the file grows, not at every poll."""
     from pcapgen import record_offsets
 
-    whole = tmp_path / "whole.pcap"
-    truth = ring_capture(whole, packets=20_000, iterations=4)
-    data = whole.read_bytes()
+    data, host, sent = _one_host(tmp_path, 20_000, 4)
     offsets = record_offsets(data)
-    host = tmp_path / "h1"
-    host.mkdir()
-    (host / "meta.json").write_text(json.dumps({"host": "h1", "addresses": ["10.77.0.1/24"]}))
     early, late = host / "eth0-2359.pcap", host / "eth0-0000.pcap"  # the later file's name sorts first
     peeks: list[Path] = []
     real = scan.time_order
@@ -95,11 +102,8 @@ def test_a_rotation_set_is_followed_in_time_order(tmp_path: Path, monkeypatch) -
     late.write_bytes(data[:24] + data[offsets[10_000] :])
     live.poll()
     last = live.poll()
-    assert last.hosts[0].tx_bytes == sum(int(b) for s, b in zip(truth.src, truth.ip_bytes) if s == "10.77.0.1")
-    follow = live._hosts[0].follow
-    keys, _ = follow.flows()
-    agg = follow._t.agg[: len(keys)]
-    assert agg[:, scan.L.AGG_RETRANS_BYTES].sum() == agg[:, scan.L.AGG_REORDER_BYTES].sum() == 0  # none out of order
+    assert last.hosts[0].tx_bytes == sent
+    assert _out_of_order_bytes(live) == 0  # the generator re-sends nothing: in name order, 42.9 MB came out of order
     assert peeks.count(early) == 2 and peeks.count(late) == 2  # looked at while it grows (was it overwritten?)
     live.poll()
     assert peeks.count(early) == 2 and peeks.count(late) == 2  # and no more once it is done
@@ -110,22 +114,15 @@ def test_a_ring_file_tcpdump_overwrites_is_read_again_from_its_start(tmp_path: P
     already larger, is read from its start: every packet counted once, none out of sequence order."""
     from pcapgen import record_offsets
 
-    whole = tmp_path / "whole.pcap"
-    truth = ring_capture(whole, packets=20_000, iterations=4)
-    data = whole.read_bytes()
+    data, host, sent = _one_host(tmp_path, 20_000, 4)
     at = record_offsets(data)
-    host = tmp_path / "h1"
-    host.mkdir()
-    (host / "meta.json").write_text(json.dumps({"host": "h1", "addresses": ["10.77.0.1/24"]}))
     ring = host / "eth0.pcap0"
     live = LiveRun(host_folders([host]))
     for lo, hi in ((0, 8_000), (8_000, 10_000), (10_000, 19_000), (19_000, None)):  # smaller, then larger, ...
         ring.write_bytes(data[:24] + data[at[lo] : at[hi] if hi else None])
         last = live.poll()
-    assert last.hosts[0].tx_bytes == sum(int(b) for s, b in zip(truth.src, truth.ip_bytes) if s == "10.77.0.1")
-    follow = live._hosts[0].follow
-    agg = follow._t.agg[: len(follow.flows()[0])]
-    assert agg[:, scan.L.AGG_RETRANS_BYTES].sum() == agg[:, scan.L.AGG_REORDER_BYTES].sum() == 0
+    assert last.hosts[0].tx_bytes == sent
+    assert _out_of_order_bytes(live) == 0
 
 
 def test_without_markers_the_iterations_come_from_the_traffic_and_say_how_sure() -> None:
