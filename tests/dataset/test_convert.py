@@ -173,6 +173,27 @@ def test_analyzing_the_dataset_gives_what_analyzing_the_pcaps_gives(tmp_path: Pa
     assert sent == {h["name"]: h["tx_bytes"] for h in doc["hosts"]}
 
 
+def test_a_lossy_run_without_markers_reads_back_as_unsure_as_from_its_pcaps(tmp_path: Path) -> None:
+    """Real continuous DDP on 3 hosts over a lossy link, no markers (fixtures/real-training/ddp-lossy-rto): the
+    dataset gives the pcaps' result key by key, the doubt included: its iterations stay unsure, and say why. Its
+    flows, as each sender captured them, re-sent the 13-16 % of their payload the fixture was recorded with."""
+    real = ROOT / "fixtures/real-training/ddp-lossy-rto/run"
+    out = tmp_path / "ds"
+    assert ringscope("convert", real, "--parquet", out).returncode == 0
+    direct = ringscope("analyze", real, "--json", tmp_path / "pcaps.json")
+    again = ringscope("analyze", out, "--json", tmp_path / "dataset.json")
+    assert direct.returncode == 0 and again.returncode == 0, again.stderr
+    assert direct.stdout == again.stdout
+    doc = json.loads((tmp_path / "dataset.json").read_text())
+    assert doc == json.loads((tmp_path / "pcaps.json").read_text())
+    assert doc["iterations"]["source"] == "inferred" and not doc["iterations"]["confident"]
+    assert doc["scaling"]["unsure"]["because"]
+    own = " or ".join(f"(host = '{h['name']}' and src = '{h['addresses'][0]}')" for h in doc["hosts"])
+    flows = f"read_parquet('{out}/flows/*/*.parquet', hive_partitioning=true)"
+    (share,) = _query(f"select sum(retrans_bytes) / sum(payload_bytes) from {flows} where {own}")[0]
+    assert 0.13 <= share <= 0.16, share
+
+
 def test_a_dataset_converts_alike_in_a_pool_and_in_small_blocks(tmp_path: Path, monkeypatch) -> None:
     """Two workers (a host each) write what one does; rows handed over in blocks of 1,000 (many row groups, the
     memory bound at work) are the rows of one block."""
