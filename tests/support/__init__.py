@@ -1,0 +1,1 @@
+"""Test helpers: generators, oracles, network-namespace hosts, the browser driver, requirement checks."""
