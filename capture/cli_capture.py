@@ -34,7 +34,7 @@ def agent(
         "auto",
         "--iface",
         help="auto (the training's interface settings, else the route to MASTER_ADDR or to the other --peers; "
-        "lo only when every peer is this host), NAME or any.",
+        "lo only when every peer is this host; else the only non-loopback interface up), NAME or any.",
     ),
     snaplen: Optional[int] = typer.Option(
         None,

@@ -67,9 +67,11 @@ def choose_interface(
     2. the interface holding or routing to the addresses the training connects to (MASTER_ADDR, ...);
     3. the interface routing to the other hosts; a peer that is this host (its own name, a loopback or local
        address) never counts, and `lo` is chosen only when every peer is this host;
-    4. with no peers given (a bare sidecar): the default route's device, else the only interface that is up.
-    Peers that resolve nowhere, or no route at all, stop with one line naming the interfaces and --iface:
-    a guess would capture the wrong network in silence.
+    4. with no peers given (a bare sidecar): the default route's device;
+    5. last, when none of these decides: the only non-loopback interface that is up. With exactly one there is
+       nothing to guess (a pod or network namespace with a single NIC whose peers' names resolve nowhere).
+    With several interfaces up and nothing deciding, stop with one line naming them and --iface: a guess
+    would capture the wrong network in silence.
     """
     if requested != "auto":
         if requested != "any" and not (SYS_NET / requested).exists():
@@ -110,9 +112,9 @@ def choose_interface(
         default = _ip_json("route", "show", "default")
         if default and default[0].get("dev"):
             return default[0]["dev"], "default route (no peers given)"
-        if len(candidates) == 1:
-            return candidates[0], "the only interface up (no peers given)"
     unreached = f"the other hosts ({', '.join(unresolved)}) do not resolve or route here" if unresolved else "no route"
+    if len(candidates) == 1:
+        return candidates[0], f"the only non-loopback interface up; {unreached if peers else 'no peers given'}"
     raise CaptureError(
         f"cannot tell which interface carries the training traffic: {unreached}"
         f" and no interface setting (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, MASTER_ADDR, ...); "

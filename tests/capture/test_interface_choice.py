@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from capture import hints
+from capture import hints, netinfo
+from capture.agent import READY_LINE
+from capture.errors import CaptureError
 from netns import IFACE, MGMT_IFACE, launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
 from pcap_bytes import tcp_bytes
 
@@ -48,6 +50,103 @@ def test_interface_specs_follow_nccl():
     assert hints.matches("=eth1", names) == ["eth1"]
     assert hints.matches("^eth,lo", names) == ["ib0", "mgmt0"]
     assert hints.matches("ib,mgmt", names) == ["ib0", "mgmt0"]
+
+
+def fake_host(monkeypatch: pytest.MonkeyPatch, root: Path, interfaces: dict[str, str]) -> None:
+    """A host whose /sys/class/net holds INTERFACES ({name: operstate}), holding no address, on which no name
+    resolves: what choose_interface sees of a single-NIC pod whose peers' names are unknown to it."""
+    for name, state in interfaces.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "operstate").write_text(state + "\n")
+    monkeypatch.setattr(netinfo, "SYS_NET", root)
+    monkeypatch.setattr(netinfo, "local_addresses", lambda: {})
+    monkeypatch.setattr(netinfo, "resolve", lambda host: None)
+
+
+def test_the_only_interface_up_is_taken_when_nothing_else_decides(tmp_path, monkeypatch):
+    """One non-loopback interface up: nothing to guess, so it is taken and meta.json says why; interfaces that
+    are down do not count. Two up: still no guess."""
+    fake_host(monkeypatch, tmp_path, {"lo": "unknown", "eth1": "up", "eth2": "down"})
+    assert netinfo.choose_interface("auto", ["n1", "n2"]) == (
+        "eth1",
+        "the only non-loopback interface up; the other hosts (n1, n2) do not resolve or route here",
+    )
+    # the last resort: the job's own settings still come first
+    gloo = hints.Hints(ifaces=[("eth1", "GLOO_SOCKET_IFNAME")])
+    assert netinfo.choose_interface("auto", ["n1"], gloo) == ("eth1", "GLOO_SOCKET_IFNAME=eth1")
+
+    (tmp_path / "eth2" / "operstate").write_text("up\n")
+    with pytest.raises(CaptureError, match=r"interfaces up: eth1, eth2: pass --iface NAME"):
+        netinfo.choose_interface("auto", ["n1", "n2"])
+
+
+def rename_interface(namespace: str, old: str, new: str) -> None:
+    """OLD becomes NEW in NAMESPACE (a link is renamed only while down); its IPv4 address stays."""
+    for args in (("set", old, "down"), ("set", old, "name", new), ("set", new, "up")):
+        subprocess.run(["ip", "-n", namespace, "link", *args], check=True, capture_output=True, timeout=30)
+
+
+def test_agent_in_a_single_nic_namespace_takes_it(tmp_path, netns_cluster):  # noqa: F811
+    """A namespace with only eth1 up besides lo, its peers' names resolving nowhere: `--iface auto` captures
+    eth1, says why in meta.json, and the pcap holds the bytes the host sent its peer."""
+    cluster = netns_cluster(2)
+    host, peer = cluster.hosts
+    rename_interface(host.name, IFACE, "eth1")
+    nowhere = [f"{cluster.prefix}-nowhere1", f"{cluster.prefix}-nowhere2"]
+    out, nbytes = tmp_path / "cap", 100_000
+    server = subprocess.Popen(  # listening before the agent starts: the 2 s are left for the traffic
+        [*["ip", "netns", "exec", peer.name, PY, "-c"], RECEIVE, peer.address],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    port = server.stdout.readline().strip()
+    agent = subprocess.Popen(
+        [*["ip", "netns", "exec", host.name, *AGENT, "--iface", "auto", "--peers", ",".join(nowhere)]]
+        + ["--out", str(out), "--duration", "2"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ready = agent.stdout.readline()
+        assert ready.startswith(READY_LINE) and " iface=eth1 " in ready, agent.stderr.read()
+        sent = subprocess.run(
+            ["ip", "netns", "exec", host.name, PY, "-c", SEND, peer.address, port, str(nbytes)], timeout=30
+        )
+        assert sent.returncode == 0 and server.communicate(timeout=30)[0].strip() == str(nbytes)
+        _, err = agent.communicate(timeout=30)
+    finally:
+        for proc in (server, agent):
+            proc.kill()
+            proc.wait()
+    assert agent.returncode == 0, err
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["interface"] == "eth1" and meta["status"] == "complete", meta
+    assert meta["interface_reason"] == (
+        f"the only non-loopback interface up; the other hosts ({', '.join(nowhere)}) do not resolve or route here"
+    )
+    assert meta["counters"]["captured"] > 0 and meta["files"] == ["eth1.pcap"]
+    stream, _wire = tcp_bytes(out / "eth1.pcap", src=host.address)
+    assert stream == nbytes
+
+
+# one TCP connection's receiver (prints its port, then the bytes it got) and sender, each run in a namespace
+RECEIVE = """
+import socket, sys
+server = socket.create_server((sys.argv[1], 0))
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+total = 0
+while chunk := conn.recv(1 << 16):
+    total += len(chunk)
+print(total)
+"""
+SEND = """
+import os, socket, sys
+with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10) as client:
+    client.sendall(os.urandom(int(sys.argv[3])))
+"""
 
 
 def run_agent(cluster, host: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
