@@ -11,11 +11,18 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, List, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
 
 import typer
 
-T = TypeVar("T")
+if TYPE_CHECKING:  # the library loads inside the commands, so that `ringscope --help` stays fast
+    import click.exceptions
+    import typer._click.exceptions
+
+    from analyze.findings import WhatIf
+    from analyze.result import Result
+
+    UsageError = Union[typer._click.exceptions.UsageError, click.exceptions.UsageError]
 
 app = typer.Typer(
     name="ringscope",
@@ -172,12 +179,12 @@ def analyze(
     from analyze.read.cluster import ClusterError
     from analyze.read.engine import TABLE_IMPORT_BYTES
     from analyze.read.formats import FileError
-    from analyze.read.reading import start_reading
+    from analyze.source import open_source
 
     quiet = str(json_out) == "-" or not sys.stderr.isatty()
     try:
         with _Progress(quiet) as progress:
-            reading = start_reading(
+            reading = open_source(
                 paths,
                 bin_ns=bin_ns,
                 byte_mode=byte_mode,
@@ -316,7 +323,7 @@ class _Progress:
             self.bar.__exit__(None, None, None)
 
 
-def _write_trace(result: Any, out: Path, beside: List[Path]) -> None:
+def _write_trace(result: "Result", out: Path, beside: List[Path]) -> None:
     """Write the trace-event JSON (with the profiler traces BESIDE merged in); where and how big on stderr."""
     from reports.trace import write_trace
 
@@ -329,7 +336,7 @@ def _write_trace(result: Any, out: Path, beside: List[Path]) -> None:
     typer.echo(f"wrote {out} ({size / 1e6:.1f} MB of trace events)", err=True)
 
 
-def _write_report(result: Any, out: Path, title: Optional[str]) -> None:
+def _write_report(result: "Result", out: Path, title: Optional[str]) -> None:
     """Render and write the HTML report; where and how big on stderr."""
     from reports.html import write_html
 
@@ -365,7 +372,7 @@ def top(
     import time
 
     _analysis_command()
-    from analyze.live import LiveRun, host_folders
+    from analyze.live.view import LiveRun, host_folders
     from reports.live import View
 
     if interval <= 0:
@@ -456,8 +463,10 @@ def whatif(
 ) -> None:
     """Full-utilization scaling what-if: would training scale if the network ran at line rate?"""
     _analysis_command()
+    from analyze.whatif_run import run_whatif
+
     try:
-        run_whatif(
+        result = run_whatif(
             source,
             model=model,
             profile=profile,
@@ -472,116 +481,28 @@ def whatif(
             buckets=buckets,
             fp16=fp16,
             efficiency=efficiency,
-            json_out=json_out,
         )
     except ValueError as exc:
-        raise fail(str(exc))
+        raise fail(str(exc)) from None
+    _show_whatif(result, json_out)
 
 
-def split_values(values: Optional[Sequence[str]], parse: Callable[[str], T], what: str) -> list[T]:
-    """Values from repeated options and/or comma (or space) separated lists: ['4,8', '16'] → [4, 8, 16]."""
-    import re
-
-    out: list[T] = []
-    for value in values or ():
-        for item in re.split(r"[,\s]+", str(value).strip()):
-            if not item:
-                continue
-            try:
-                out.append(parse(item))
-            except ValueError as exc:
-                raise ValueError(f"bad {what} {item!r}: {exc}") from exc
-    return out
-
-
-def _seconds(text: str) -> float:
-    """A time in seconds: a bare number ('0.128') or a duration with unit ('128ms')."""
-    from capture.units import parse_duration
-
-    return parse_duration(text) / 1e9
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise ValueError("must be at least 1")
-    return value
-
-
-def _ratio(text: str) -> float:
-    value = float(text)
-    if not value >= 1:
-        raise ValueError("must be ≥ 1 (1 = no compression)")
-    return value
-
-
-def load_result(path: Path) -> dict[str, Any]:
-    """The analyzer's result as a dict: a result JSON file, or a run directory analyzed now."""
-    if path.is_dir():
-        from analyze.api import analyze as analyze_run
-        from analyze.read.formats import FileError
-
-        try:
-            return analyze_run([path]).to_json()
-        except FileError as exc:
-            raise ValueError(str(exc)) from None
-    from reports.inputs import load_json
-
-    return load_json(path)
-
-
-def run_whatif(
-    source: Optional[Path],
-    model: str = "ringscope",
-    profile: Optional[Path] = None,
-    single_iteration_time: Optional[str] = None,
-    reduce_cost: Optional[Path] = None,
-    workers: Sequence[str] = (),
-    bandwidth: Sequence[str] = (),
-    compression: Sequence[str] = (),
-    latency: str = "10us",
-    gpus_per_server: int = 1,
-    intra_bandwidth: str = "1.2Tbit",
-    buckets: str = "horovod",
-    fp16: bool = False,
-    efficiency: Optional[float] = None,
-    json_out: Optional[Path] = None,
-) -> dict[str, Any]:
-    """`ringscope whatif`: option strings parsed, the what-if run (analyze.whatif.request), printed and
-    written; returns the {"scaling": ...} document. User errors are ValueError with one line."""
-    from analyze.whatif.inputs import inputs_from_result
-    from analyze.whatif.request import what_if_request
-    from capture.units import parse_rate
+def _show_whatif(result: "WhatIf", json_out: Optional[Path]) -> None:
+    """Print the what-if's tables, and write {"scaling": ...} to JSON_OUT ('-': only the JSON, on stdout)."""
+    from analyze.jsonform import plain
     from reports.text import render_whatif
 
-    result = what_if_request(
-        inputs_from_result(load_result(source)) if source is not None else None,
-        model=model,
-        profile=profile,
-        single_iteration_time_s=_seconds(single_iteration_time) if single_iteration_time is not None else None,
-        reduce_cost=reduce_cost,
-        workers=split_values(workers, _positive_int, "worker count"),
-        bandwidths_bps=split_values(bandwidth, parse_rate, "bandwidth"),
-        compressions=split_values(compression, _ratio, "compression ratio"),
-        latency_s=_seconds(latency),
-        gpus_per_server=gpus_per_server,
-        intra_bandwidth_bps=parse_rate(intra_bandwidth),
-        buckets=buckets,
-        fp16=fp16,
-        efficiency=efficiency,
-    )
-    doc = {"scaling": result.to_dict()}
+    doc = {"scaling": plain(result)}
     if json_out is not None and str(json_out) == "-":
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
-    else:
-        print(render_whatif(result))
-        if json_out is not None:
-            try:
-                json_out.write_text(json.dumps(doc, indent=1) + "\n")
-            except OSError as exc:
-                raise ValueError(f"{json_out}: cannot write: {exc.strerror or exc}") from exc
-    return doc
+        return
+    print(render_whatif(result))
+    if json_out is not None:
+        try:
+            json_out.write_text(json.dumps(doc, indent=1) + "\n")
+        except OSError as exc:
+            raise fail(f"{json_out}: cannot write: {exc.strerror or exc}") from None
 
 
 @app.command()
@@ -647,13 +568,10 @@ def report(
     from reports.inputs import split_inputs
 
     try:
-        doc, extra, captures = split_inputs(paths)
+        result, extra, captures = split_inputs(paths)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    if doc is not None:
-        doc.update(extra)
-        result: Any = doc
-    else:
+    if result is None:
         from analyze.api import analyze as analyze_run
         from analyze.read.formats import FileError
         from capture.units import parse_bin, parse_rate
@@ -666,21 +584,36 @@ def report(
             )
         except (FileError, ValueError) as exc:
             raise fail(str(exc)) from None
-        result.extra.update(extra)
+    replaced = extra.get("scaling") is not None  # a `ringscope whatif --json` document: its what-if is the run's
+    if replaced:
+        from analyze.findings import WhatIf
+        from analyze.jsonform import from_plain
+
+        try:
+            result.scaling = from_plain(WhatIf, extra["scaling"])
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise fail(f"the whatif JSON's scaling is not a what-if (from `ringscope whatif --json`): {exc}") from None
+    if replaced or result.verdict is None:  # judged again on the new what-if, or never (a result JSON from before)
+        from analyze.verdict import judge
+
+        result.verdict = judge(result)
     _write_report(result, out, title)
 
 
-def _usage_error_class() -> type[Exception]:
+def _usage_error_class() -> "type[UsageError]":
     """The UsageError typer raises: its vendored click's when it has one (newer typer), else click's.
 
     The vendored one comes first because a standalone click may be installed too (dask brings one),
     and its UsageError is a different class that typer never raises.
     """
     try:
-        from typer._click.exceptions import UsageError
+        from typer._click.exceptions import UsageError as VendoredUsageError
+
+        return VendoredUsageError
     except ImportError:
-        from click.exceptions import UsageError  # type: ignore[no-redef]
-    return UsageError
+        from click.exceptions import UsageError as ClickUsageError
+
+        return ClickUsageError
 
 
 def main() -> None:
@@ -693,8 +626,7 @@ def main() -> None:
     except usage_error as exc:
         if type(exc).__name__ == "NoArgsIsHelpError" or len(sys.argv) < 2:
             app()  # no arguments: show the help, as typer does
-        ctx = getattr(exc, "ctx", None)
-        where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         typer.echo(f"ringscope: error: {exc.format_message()}{where}", err=True)
         sys.exit(2)
     except typer.Abort:
@@ -709,9 +641,9 @@ def script() -> None:
     after its output was written and its files closed; outputs are flushed first."""
     import sys
 
+    code: str | int | None = 0
     try:
         main()
-        code: object = 0
     except SystemExit as exc:
         code = exc.code
     if not _fast_exit:

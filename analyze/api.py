@@ -14,22 +14,25 @@ import pandas as pd
 
 from analyze.read import layouts as L
 from capture import layout
-from analyze.clocks import Clocks, estimate_clocks
-from analyze.collective import add_collective
-from analyze.coverage import CAPTURE_PROBLEMS, capture_problems
-from analyze.read.engine import Progress
+from analyze.wire.clocks import estimate_clocks
+from analyze.collective.inference import add_collective
+from analyze.confidence.coverage import capture_problems
+from analyze.read.work import Progress
 from analyze.read.groupsum import group_sum
 from analyze.read.fold import HostFlows, merge_host, unique_rows
 from analyze.read.outliers import set_aside
-from analyze.flows import address_key, address_text, infer_local, local_mask, proto_name
+from analyze.tables.flows import address_key, address_text, infer_local, local_mask, proto_name
 from analyze.read.inputs import HostInput, RunInput
-from analyze.markers_table import load_markers
+from analyze.tables.markers import load_markers
+from analyze.findings import Clock
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
-from analyze.read.reading import Reading, start_reading
+from analyze.read.reading import Reading
+from analyze.source import open_source
 from analyze.result_whatif import add_whatif
+from analyze.verdict import judge
 from analyze.read.scan import FileHealth, StreamScan
-from analyze.transport import diagnose, flow_transport
-from analyze.utilization import utilization
+from analyze.wire.transport import diagnose, flow_transport
+from analyze.tables.utilization import utilization
 
 ASSUMED_LINK_BPS = 10e9
 DEFAULT_BUSY_THRESHOLD = 0.01
@@ -63,7 +66,7 @@ def analyze(
     Raises analyze.read.formats.FileError (one line: file, offset, cause) when input cannot be read, and
     analyze.read.cluster.ClusterError when the Dask cluster cannot do the scans.
     """
-    reading = start_reading(
+    reading = open_source(
         paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress, scheduler=scheduler
     )
     return finish(
@@ -108,13 +111,10 @@ def finish(
     )
     metas = [h.meta for h in reading.run_input.hosts]
     views = result.tables.flow_views if result.tables is not None else pd.DataFrame()
-    problems = capture_problems(result.hosts, metas, views, result.extra.get("iterations"))
-    if problems:
-        result.extra[CAPTURE_PROBLEMS] = problems
+    result.capture_problems = capture_problems(result.hosts, metas, views, result.iterations) or None
     add_whatif(result, single_iteration_time_s=single_iteration_time_s)
-    transport = diagnose(result)
-    if transport is not None:
-        result.extra["transport"] = transport
+    result.transport = diagnose(result)
+    result.verdict = judge(result)
     return result
 
 
@@ -197,15 +197,13 @@ def build_result(
             transport_samples=transport_samples,
         ),
     )
-    clock = _clocks(run_input, host_flows, locals_, hosts)
-    if clock is not None:
-        result.extra["clock"] = clock.to_json()
+    result.clock = _clocks(run_input, host_flows, locals_, hosts)
     return result
 
 
 def _clocks(
     run_input: RunInput, host_flows: list[HostFlows], locals_: list[list[tuple[int, int]]], hosts: list[HostSummary]
-) -> Optional[Clocks]:
+) -> Optional[Clock]:
     """The hosts' clocks against the first host of the launch order (else the first host), at its first packet."""
     names = [h.name for h in hosts]
     if len(names) < 2:

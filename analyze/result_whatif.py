@@ -9,25 +9,20 @@ Everything taken or guessed is in ``scaling.assumptions``. The calculation costs
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
-from analyze.coverage import CAPTURE_PROBLEMS
 from analyze.whatif.backward_profile import stand_in_profile
-from analyze.result import plain
 from analyze.whatif.calculation import what_if
 from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
 from analyze.whatif.model import RingscopeModel
+from analyze.result import Result
 
 __all__ = ["add_whatif", "scaling_inputs", "single_iteration_time"]
 
 
-def scaling_inputs(result: Any) -> WhatIfInputs:
-    """The what-if inputs of a Result, read from the few keys they need (no full JSON round trip)."""
-    doc = {
-        "hosts": plain(result.hosts),
-        **{k: result.extra.get(k) for k in ("iterations", "topology", CAPTURE_PROBLEMS)},
-    }
-    return inputs_from_result(doc)
+def scaling_inputs(result: Result) -> WhatIfInputs:
+    """The what-if inputs of a Result (its hosts, iterations, topology and capture problems)."""
+    return inputs_from_result(result)
 
 
 def single_iteration_time(measured: WhatIfInputs, given_s: Optional[float]) -> tuple[Optional[float], Optional[str]]:
@@ -46,8 +41,8 @@ def single_iteration_time(measured: WhatIfInputs, given_s: Optional[float]) -> t
     return measured.iteration_time_s, "single-GPU iteration time not given: taken as the measured iteration period"
 
 
-def add_whatif(result: Any, single_iteration_time_s: Optional[float] = None) -> None:
-    """Store the what-if under result.extra['scaling'] when the inputs allow it; else leave it out.
+def add_whatif(result: Result, single_iteration_time_s: Optional[float] = None) -> None:
+    """Set the what-if on the result (result.scaling) when the inputs allow it; else leave it None.
 
     When only the link speed is missing, the result's assumptions say so (the verdict would otherwise be
     about a link speed nobody measured).
@@ -85,4 +80,4 @@ def add_whatif(result: Any, single_iteration_time_s: Optional[float] = None) -> 
         single_worker_measured=single_iteration_time_s is not None,
         assumptions=notes,
     )
-    result.extra["scaling"] = out.to_dict()
+    result.scaling = out

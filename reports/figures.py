@@ -1,4 +1,5 @@
-"""Plotly figure specs (plain dicts: data + layout) for the HTML report, built from the result's tables.
+"""Plotly figure specs (plain dicts: data + layout) for the HTML report, built from the result's tables and its
+typed findings (analyze.findings: Iterations, WhatIf, Transport, Clock).
 
 Arrays go in plotly's compact typed-array form ({"dtype", "bdata": base64}), so a 4,000-point trace costs
 ~64 KB, not ~200 KB of decimal text. Colors that depend on the light/dark scheme are set by the page's
@@ -10,11 +11,17 @@ from __future__ import annotations
 
 import base64
 import html
-from typing import Any, Mapping, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from analyze.findings import Clock, Iterations, Measured, Sweep, Transport, WhatIf
+from analyze.result import HostSummary
 from reports.downsample import Line, bucket_mean, bucket_share, sparse_line
+
+if TYPE_CHECKING:  # the tables are pandas frames; pandas itself is imported by the code that builds them
+    import pandas as pd
 
 TX_COLOR, RX_COLOR, BUSY_COLOR, LINE_RATE_COLOR = "#1f77b4", "#ff7f0e", "rgba(127,127,127,0.22)", "#d62728"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"]
@@ -61,22 +68,26 @@ def _resolution(lines: Sequence[Line], bin_ns: int) -> str:
     return f"every {bin_ns / 1e6:g} ms bin drawn"
 
 
-def on_reference_clock(host_series: Any, clock: Mapping[str, Any] | None, bin_ns: int) -> tuple[Any, dict[str, int]]:
+def on_reference_clock(
+    host_series: pd.DataFrame, clock: Clock | None, bin_ns: int
+) -> tuple[pd.DataFrame, dict[str, int]]:
     """HOST_SERIES with each host's times moved onto the reference host's clock (the result's `clock`, from
     the packets), by whole bins, and {host: shift in ns} for the hosts that moved. Without it, two hosts
     whose clocks are 40 ms apart would draw the same ring step four 10 ms bins apart."""
     shifts: dict[str, int] = {}
-    for h in (clock or {}).get("hosts") or []:
-        if h.get("offset_ns") is None:
+    if clock is None:
+        return host_series, shifts
+    for h in clock.hosts or []:
+        if h.offset_ns is None:
             continue
-        part = host_series["host"] == h["name"]
+        part = host_series["host"] == h.name
         if not part.any():
             continue
-        middle = float(host_series.loc[part, "t_ns"].median()) - float(clock["t0_ns"])  # type: ignore[index]
-        offset = float(h["offset_ns"]) + float(h.get("drift_ppm") or 0.0) * 1e-6 * middle
+        middle = float(host_series.loc[part, "t_ns"].median()) - float(clock.t0_ns)
+        offset = float(h.offset_ns) + float(h.drift_ppm or 0.0) * 1e-6 * middle
         bins = round(offset / bin_ns)
         if bins:
-            shifts[str(h["name"])] = bins * bin_ns
+            shifts[h.name] = bins * bin_ns
     if not shifts:
         return host_series, shifts
     moved = host_series.copy()
@@ -85,8 +96,8 @@ def on_reference_clock(host_series: Any, clock: Mapping[str, Any] | None, bin_ns
 
 
 def utilization_figure(
-    host_series: Any,
-    hosts: Sequence[Mapping[str, Any]],
+    host_series: pd.DataFrame,
+    hosts: Sequence[HostSummary],
     bin_ns: int,
     busy_threshold: float,
     t0_ns: int,
@@ -103,7 +114,7 @@ def utilization_figure(
     by_key = _groups(host_series, ["host", "direction"])
     ymax = 1.05
     for i, h in enumerate(hosts):
-        name = str(h.get("name"))
+        name = str(h.name)
         yname = "y" if i == 0 else f"y{i + 1}"
         top = 1.0 - i * (row_h + gap)
         axis = {
@@ -114,7 +125,7 @@ def utilization_figure(
             "anchor": "x",
         }
         layout["yaxis" if i == 0 else f"yaxis{i + 1}"] = axis
-        link = float(h.get("link_speed_bps") or 0) or 1.0
+        link = float(h.link_speed_bps or 0) or 1.0
         busy_t, traces = [], []
         for direction, color in (("tx", TX_COLOR), ("rx", RX_COLOR)):
             part = by_key.get((name, direction))
@@ -191,8 +202,8 @@ def utilization_figure(
 
 
 def flow_figure(
-    flow_series: Any,
-    flows: Any,
+    flow_series: pd.DataFrame,
+    flows: pd.DataFrame,
     bin_ns: int,
     t0_ns: int,
     t1_ns: int,
@@ -298,18 +309,16 @@ def _traces(
     ]
 
 
-def iteration_figures(
-    iterations: Mapping[str, Any], hosts: Sequence[str], workers: int
-) -> list[tuple[str, dict[str, Any]]]:
+def iteration_figures(iterations: Iterations, hosts: Sequence[str], workers: int) -> list[tuple[str, dict[str, Any]]]:
     """Bytes sent per iteration per host with the ring's 2(N−1)/N·S line; iteration and communication time."""
-    per = [it for it in iterations.get("per_iteration") or [] if isinstance(it, Mapping)]
+    per = iterations.per_iteration or []
     if not per:
         return []
-    idx = np.array([float(it.get("index", k)) for k, it in enumerate(per)])
-    names = list(dict.fromkeys([*hosts, *(h for it in per for h in (it.get("bytes_by_host") or {}))]))
+    idx = np.array([float(it.index) for it in per])
+    names = list(dict.fromkeys([*hosts, *(h for it in per for h in it.bytes_by_host)]))
     data = []
     for k, h in enumerate(names):
-        y = np.array([_num((it.get("bytes_by_host") or {}).get(h)) for it in per])
+        y = np.array([_num(it.bytes_by_host.get(h)) for it in per])
         if np.all(np.isnan(y)):
             continue
         data.append(
@@ -325,7 +334,7 @@ def iteration_figures(
             }
         )
     shapes, annotations = [], []
-    s = _num(iterations.get("gradient_bytes") or iterations.get("implied_gradient_bytes"))
+    s = _num(iterations.gradient_bytes or iterations.implied_gradient_bytes)
     if workers > 1 and np.isfinite(s):
         expected = 2 * (workers - 1) / workers * s
         shapes.append(
@@ -364,11 +373,11 @@ def iteration_figures(
         ),
     }
     # iteration time: start to next start (inferred windows cover only the burst); the last one: its own span
-    starts = np.array([_num(it.get("start_ns")) for it in per])
-    spans = np.array([_num(it.get("end_ns")) for it in per]) - starts
+    starts = np.array([_num(it.start_ns) for it in per])
+    spans = np.array([_num(it.end_ns) for it in per]) - starts
     it_ms = np.append(np.diff(starts), spans[-1:]) / 1e6
     it_ms[:-1] = np.where(np.diff(starts) > 0, it_ms[:-1], spans[:-1] / 1e6)
-    comm_ms = np.array([_num(it.get("comm_ns")) / 1e6 for it in per])
+    comm_ms = np.array([_num(it.comm_ns) / 1e6 for it in per])
     mode = "lines+markers" if len(per) <= 200 else "lines"
     time_fig = {
         "data": [
@@ -403,22 +412,19 @@ def iteration_figures(
     return [("fig-iter-bytes", bytes_fig), ("fig-iter-time", time_fig)]
 
 
-def whatif_figures(scaling: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def whatif_figures(scaling: WhatIf) -> list[tuple[str, dict[str, Any]]]:
     """Scaling factor vs bandwidth (curves, measured point, full-utilization point); compression needed."""
-    out = []
-    sweep = scaling.get("sweep") or {}
-    bw = np.array([_num(b) for b in sweep.get("bandwidths_bps") or []])
-    measured = scaling.get("measured") or {}
-    data = []
-    curves = [c for c in sweep.get("curves") or [] if isinstance(c, Mapping)]
-    for k, c in enumerate(curves):
-        sf = np.array([_num(v) for v in c.get("scaling_factor") or []])
+    out: list[tuple[str, dict[str, Any]]] = []
+    sweep = scaling.sweep or Sweep()
+    bw = np.array([_num(b) for b in sweep.bandwidths_bps or []])
+    measured = scaling.measured or Measured()
+    data: list[dict[str, Any]] = []
+    for k, c in enumerate(sweep.curves or []):
+        sf = np.array([_num(v) for v in c.scaling_factor or []])
         if sf.size != bw.size or not bw.size:
             continue
-        mine = measured.get("workers") == c.get("workers")
-        label = f"N = {c.get('workers')}" + (
-            f", {c.get('compression'):g}× compression" if _num(c.get("compression")) != 1 else ""
-        )
+        mine = measured.workers == c.workers
+        label = f"N = {c.workers}" + (f", {c.compression:g}× compression" if _num(c.compression) != 1 else "")
         data.append(
             {
                 "type": "scatter",
@@ -430,16 +436,16 @@ def whatif_figures(scaling: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]
                 "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3f}<extra>%{fullData.name}</extra>",
             }
         )
-    link = _num(measured.get("link_speed_bps"))
+    link = _num(measured.link_speed_bps)
     points = [
-        ("full utilization of this link", link, measured.get("full_utilization_scaling_factor"), "circle"),
+        ("full utilization of this link", link, measured.full_utilization_scaling_factor, "circle"),
         (
             "at the measured transport efficiency",
-            link * _num(measured.get("transport_efficiency")) if np.isfinite(link) else np.nan,
-            measured.get("scaling_factor_at_measured_efficiency"),
+            link * _num(measured.transport_efficiency) if np.isfinite(link) else np.nan,
+            measured.scaling_factor_at_measured_efficiency,
             "diamond",
         ),
-        ("measured", link, measured.get("measured_scaling_factor"), "x"),
+        ("measured", link, measured.measured_scaling_factor, "x"),
     ]
     for label, x, y, symbol in points:
         if np.isfinite(_num(x)) and np.isfinite(_num(y)):
@@ -448,8 +454,8 @@ def whatif_figures(scaling: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]
                     "type": "scatter",
                     "mode": "markers",
                     "name": label,
-                    "x": [float(x) / 1e9],
-                    "y": [float(y)],
+                    "x": [_num(x) / 1e9],
+                    "y": [_num(y)],
                     "marker": {
                         "size": 12,
                         "symbol": symbol,
@@ -474,14 +480,14 @@ def whatif_figures(scaling: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]
                 },
             )
         )
-    rows = [r for r in scaling.get("needed_compression") or [] if isinstance(r, Mapping)]
+    rows = scaling.needed_compression or []
     if rows:
-        n = max(int(r.get("workers") or 0) for r in rows)
+        n = max(int(r.workers or 0) for r in rows)
         cdata = []
-        for k, target in enumerate(sorted({_num(r.get("target")) for r in rows})):
+        for k, target in enumerate(sorted({_num(r.target) for r in rows})):
             sel = sorted(
-                (r for r in rows if r.get("workers") == n and _num(r.get("target")) == target),
-                key=lambda r: _num(r.get("bandwidth_bps")),
+                (r for r in rows if r.workers == n and _num(r.target) == target),
+                key=lambda r: _num(r.bandwidth_bps),
             )
             if not sel:
                 continue
@@ -490,8 +496,8 @@ def whatif_figures(scaling: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]
                     "type": "scatter",
                     "mode": "lines+markers",
                     "name": f"scaling factor {target:g}",
-                    "x": arr([_num(r.get("bandwidth_bps")) / 1e9 for r in sel]),
-                    "y": arr([_num(r.get("compression")) for r in sel]),
+                    "x": arr([_num(r.bandwidth_bps) / 1e9 for r in sel]),
+                    "y": arr([_num(r.compression) for r in sel]),
                     "line": {"color": PALETTE[k % len(PALETTE)]},
                     "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3g}×<extra>%{fullData.name}</extra>",
                 }
@@ -514,19 +520,16 @@ def whatif_figures(scaling: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]
     return out
 
 
-def _groups(df: Any, keys: list[str]) -> dict[tuple, Any]:
+def _groups(df: pd.DataFrame | None, keys: list[str]) -> dict[tuple[Any, ...], pd.DataFrame]:
     """Sub-frames by key, as a dict (one pass; empty when the table is missing or empty)."""
     if df is None or len(df) == 0 or any(k not in df.columns for k in keys):
         return {}
     return {(k if isinstance(k, tuple) else (k,)): g for k, g in df.groupby(keys, sort=False, observed=True)}
 
 
-def _num(value: Any) -> float:
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-    return out
+def _num(value: float | None) -> float:
+    """VALUE as a float; NaN where it is unknown (None)."""
+    return float("nan") if value is None else float(value)
 
 
 def _si(value: float) -> str:
@@ -542,45 +545,43 @@ def _rate(bps: float) -> str:
     return format_rate(bps)
 
 
-def transport_figures(
-    transport: Mapping[str, Any], t0_ns: int, edges: int = TOP_FLOWS
-) -> list[tuple[str, dict[str, Any]]]:
+def transport_figures(transport: Transport, t0_ns: int, edges: int = TOP_FLOWS) -> list[tuple[str, dict[str, Any]]]:
     """The judged ring edges over time, one color per edge in every figure: share of line rate per bin, bytes in
     flight after marked segments against the edge's mean advertised window (dashed), round trips of marked
     bytes (first send to the first ACK past them), and bytes re-sent per bin."""
     parts: dict[str, list[dict[str, Any]]] = {"rate": [], "inflight": [], "rtt": [], "resent": []}
-    judged = [x for x in transport.get("edges") or [] if x.get("limiter")][:edges]
+    judged = [x for x in transport.edges or [] if x.limiter][:edges]
     for k, edge in enumerate(judged):
-        s = edge.get("series") or {}
-        name = esc(f"{edge['src']} → {edge['dst']} ({edge['limiter']})")
+        s = edge.series
+        name = esc(f"{edge.src} → {edge.dst} ({edge.limiter})")
         color = PALETTE[k % len(PALETTE)]
 
-        def trace(kind: str, t_key: str, y: Any, mode: str, hover: str, **extra: Any) -> None:
-            if s.get(t_key):
+        def trace(kind: str, t_ns: Sequence[int], y: Sequence[float], mode: str, hover: str, **extra: Any) -> None:
+            if t_ns:
                 parts[kind].append(
                     {
                         "type": "scattergl",
                         "mode": mode,
                         "name": name,
                         "legendgroup": name,
-                        "x": arr(_seconds(np.asarray(s[t_key]), t0_ns)),
+                        "x": arr(_seconds(np.asarray(t_ns), t0_ns)),
                         "y": arr(y),
                         "hovertemplate": hover + " at %{x:.3f} s<extra>%{fullData.name}</extra>",
                         **extra,
                     }
                 )
 
-        trace("rate", "t_ns", s.get("utilization"), "lines", "%{y:.0%} of line rate", line={"color": color, "width": 1})
+        trace("rate", s.t_ns, s.utilization, "lines", "%{y:.0%} of line rate", line={"color": color, "width": 1})
         trace(
             "inflight",
-            "inflight_t_ns",
-            s.get("inflight_bytes"),
+            s.inflight_t_ns,
+            s.inflight_bytes,
             "markers",
             "%{y:.3s}B in flight",
             marker={"color": color, "size": 4},
         )
-        if edge.get("window_mean_bytes") and s.get("inflight_t_ns"):
-            ends = _seconds(np.asarray([s["inflight_t_ns"][0], s["inflight_t_ns"][-1]]), t0_ns)
+        if edge.window_mean_bytes and s.inflight_t_ns:
+            ends = _seconds(np.asarray([s.inflight_t_ns[0], s.inflight_t_ns[-1]]), t0_ns)
             parts["inflight"].append(
                 {
                     "type": "scatter",
@@ -589,16 +590,16 @@ def transport_figures(
                     "legendgroup": name,
                     "showlegend": False,
                     "x": arr(ends),
-                    "y": arr([edge["window_mean_bytes"]] * 2),
+                    "y": arr([edge.window_mean_bytes] * 2),
                     "line": {"color": color, "width": 1, "dash": "dash"},
                     "hovertemplate": "mean window %{y:.3s}B<extra>%{fullData.name}</extra>",
                 }
             )
-        trace("rtt", "rtt_t_ns", s.get("rtt_ms"), "markers", "%{y:.3f} ms", marker={"color": color, "size": 4})
+        trace("rtt", s.rtt_t_ns, s.rtt_ms, "markers", "%{y:.3f} ms", marker={"color": color, "size": 4})
         trace(
             "resent",
-            "resent_t_ns",
-            s.get("resent_bytes"),
+            s.resent_t_ns,
+            s.resent_bytes,
             "markers",
             "%{y:.3s}B re-sent",
             marker={"color": color, "size": 5},

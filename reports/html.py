@@ -1,21 +1,29 @@
 """The self-contained HTML report: one file, plotly embedded, opens offline.
 
-`render_html(result)` takes the analyzer's Result (with its tables: series are drawn) or the JSON form
-(a dict from `ringscope analyze --json`: everything but the time series, which that form does not carry —
-those sections then say so). It never reads captures. Sections, in order: Verdict, Run, Ring topology,
-Link utilization, Flows, Iterations, What-if, Transport.
+`render_html(result)` takes the analyzer's Result. With its tables (an analysis of captures) the time series
+are drawn; a Result read back from its JSON form (`Result.from_json`, for `ringscope report RESULT.json`) has
+everything but the time series, and those sections say so. It never reads captures and never judges: the
+verdict is the result's own (analyze.verdict). Sections, in order: Verdict, Run, Ring topology, Link
+utilization, Flows, Iterations, What-if, Transport.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
+from analyze import __version__
+from analyze.confidence.thresholds import CONFIDENT
+from analyze.findings import Iterations, Topology, Transport, WhatIf
+from analyze.result import SCHEMA_VERSION, HostSummary, Result, Tables
+from analyze.verdict import judge
 from reports import figures as F
+from reports.key_numbers import duration, key_numbers, num, pct, rate, size
 from reports.page import e, figure_block, page
 from reports.ring_diagram import mismatched_edges, ring_svg
-from reports.verdict import CONFIDENT, duration, num, pct, rate, size, verdict
 
 FLOW_TABLE_ROWS = 500
 CAPTURE_TABLE_ROWS = 200
@@ -31,40 +39,30 @@ SECTIONS = [
 ]
 
 
-def _doc_and_tables(result: Any) -> tuple[dict[str, Any], Any]:
-    if isinstance(result, Mapping):
-        doc = dict(result)
-        if isinstance(doc.get("result"), Mapping) and "hosts" not in doc:
-            doc = dict(doc["result"])
-        return doc, None
-    return result.to_json(), getattr(result, "tables", None)
-
-
-def render_html(result: Any, *, title: Optional[str] = None, max_points: int = F.MAX_POINTS) -> str:
+def render_html(result: Result, *, title: str | None = None, max_points: int = F.MAX_POINTS) -> str:
     """The report as one HTML string."""
-    doc, tables = _doc_and_tables(result)
-    run = doc.get("run") if isinstance(doc.get("run"), Mapping) else {}
-    hosts = [h for h in doc.get("hosts") or [] if isinstance(h, Mapping)]
+    run = result.run or {}
+    hosts = result.hosts
     title = title or (f"ringscope report — {run.get('run_id')}" if run.get("run_id") else "ringscope report")
     body = [
-        _section("verdict", "Verdict", _verdict_html(doc)),
-        _section("run", "Run", _run_html(doc, run, hosts)),
-        _section("topology", "Ring topology", _topology_html(doc)),
-        _section("utilization", "Link utilization over time", _utilization_html(doc, tables, hosts, max_points)),
-        _section("flows", "Per-flow throughput", _flows_html(doc, tables, max_points)),
-        _section("iterations", "Iterations", _iterations_html(doc, hosts)),
-        _section("whatif", "What-if: the network at full utilization", _whatif_html(doc)),
-        _section("transport", "Transport: why the links are not full", _transport_html(doc, hosts)),
+        _section("verdict", "Verdict", _verdict_html(result)),
+        _section("run", "Run", _run_html(result, run)),
+        _section("topology", "Ring topology", _topology_html(result.topology)),
+        _section("utilization", "Link utilization over time", _utilization_html(result, max_points)),
+        _section("flows", "Per-flow throughput", _flows_html(result, max_points)),
+        _section("iterations", "Iterations", _iterations_html(result.iterations, hosts)),
+        _section("whatif", "What-if: the network at full utilization", _whatif_html(result.scaling)),
+        _section("transport", "Transport: why the links are not full", _transport_html(result)),
     ]
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sub = (
-        f"{len(hosts)} host(s), {len(doc.get('captures') or [])} capture file(s); ringscope "
-        f"{doc.get('ringscope_version', '?')}, result schema {doc.get('schema', '?')}; generated {now}"
+        f"{len(hosts)} host(s), {len(result.captures)} capture file(s); ringscope "
+        f"{__version__}, result schema {SCHEMA_VERSION}; generated {now}"
     )
     return page(title, sub, SECTIONS, "".join(body))
 
 
-def write_html(result: Any, path: Path, *, title: Optional[str] = None) -> int:
+def write_html(result: Result, path: Path, *, title: str | None = None) -> int:
     """Write the report; returns its size in bytes."""
     text = render_html(result, title=title).encode("utf-8")
     Path(path).write_bytes(text)
@@ -79,15 +77,20 @@ def _placeholder(text: str, key: str) -> str:
     return f'<p class="placeholder" data-missing="{e(key)}">{e(text)}</p>'
 
 
+def _shown(value: float | None) -> float | None:
+    """A value as the result's JSON writes it: a NaN or infinite float is null there."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 # ---- verdict ----------------------------------------------------------------------------------------
 
 
-def _verdict_html(doc: Mapping[str, Any]) -> str:
-    v = verdict(doc)
+def _verdict_html(result: Result) -> str:
+    v = result.verdict or judge(result)
     cards = "".join(
         f'<div class="number" data-key="{e(n.key)}"><div class="label">{e(n.label)}</div>'
         f'<div class="value{" long" if len(n.value) > 9 else ""}">{e(n.value)}</div><div class="detail">{e(n.detail)}</div></div>'
-        for n in v.numbers
+        for n in key_numbers(result)
     )
     return (
         f'<p class="verdict-head answer-{e(v.answer)}" data-answer="{e(v.answer)}">{e(v.headline)}</p>'
@@ -98,28 +101,30 @@ def _verdict_html(doc: Mapping[str, Any]) -> str:
 # ---- run --------------------------------------------------------------------------------------------
 
 
-def _utc(ns: Any) -> str:
+def _utc(ns: float | None) -> str:
     value = num(ns)
     if value is None:
         return "—"
     return _dt.datetime.fromtimestamp(value / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
-def _run_html(doc: Mapping[str, Any], run: Mapping[str, Any], hosts: list[Mapping[str, Any]]) -> str:
+def _run_html(result: Result, run: Mapping[str, Any]) -> str:
+    """The run manifest (run.json, still a plain dict), the capture span, the hosts and the capture files."""
     out = []
+    hosts = result.hosts
     command = run.get("command")
     if isinstance(command, list):
         command = " ".join(str(c) for c in command)
     launch = [str(h.get("name", h) if isinstance(h, Mapping) else h) for h in run.get("hosts") or []]
-    firsts = [num(h.get("first_ns")) for h in hosts if num(h.get("last_ns"))]
-    lasts = [num(h.get("last_ns")) for h in hosts if num(h.get("last_ns"))]
+    firsts = [h.first_ns for h in hosts if h.last_ns]
+    lasts = [h.last_ns for h in hosts if h.last_ns]
     span = (max(lasts) - min(firsts)) if firsts and lasts else None
-    captures = [c for c in doc.get("captures") or [] if isinstance(c, Mapping)]
-    packets = sum(int(num(c.get("packets")) or 0) for c in captures)
-    kernel = sum(int(num((h.get("drops") or {}).get("dropped_by_kernel")) or 0) for h in hosts)
-    iface = sum(int(num((h.get("drops") or {}).get("dropped_by_interface")) or 0) for h in hosts)
-    unknown = sum(1 for h in hosts if (h.get("drops") or {}).get("dropped_by_kernel") is None)
-    bad_files = [c for c in captures if c.get("warnings")]
+    captures = result.captures
+    packets = sum(int(c.packets or 0) for c in captures)
+    kernel = sum(int(h.drops.get("dropped_by_kernel") or 0) for h in hosts)
+    iface = sum(int(h.drops.get("dropped_by_interface") or 0) for h in hosts)
+    unknown = sum(1 for h in hosts if h.drops.get("dropped_by_kernel") is None)
+    bad_files = [c for c in captures if c.warnings]
     kv = [
         (
             "command",
@@ -155,22 +160,20 @@ def _run_html(doc: Mapping[str, Any], run: Mapping[str, Any], hosts: list[Mappin
             + (f" ({unknown} host(s) without counters)" if unknown else ""),
         ),
         ("files with problems", f"{len(bad_files)} (truncated or damaged parts are skipped and counted)"),
-        ("bytes counted as", f"{e(doc.get('byte_mode'))}; {e(float(num(doc.get('bin_ns')) or 0) / 1e6)} ms bins"),
+        ("bytes counted as", f"{e(result.byte_mode)}; {e(float(result.bin_ns or 0) / 1e6)} ms bins"),
     ]
     out.append('<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in kv) + "</dl>")
     rows = []
     for h in hosts:
-        tx, rx = h.get("tx_utilization") or {}, h.get("rx_utilization") or {}
-        d = h.get("drops") or {}
-        src = h.get("link_speed_source")
+        tx, rx, d = h.tx_utilization, h.rx_utilization, h.drops
         rows.append(
-            f'<tr data-host="{e(h.get("name"))}"><td>{e(h.get("name"))}</td><td class="mono">{e(", ".join(map(str, h.get("addresses") or [])))}</td>'
-            f'<td class="n" data-v="{e(num(h.get("link_speed_bps")) or 0)}">{e(rate(num(h.get("link_speed_bps"))))}'
-            f"{' (assumed)' if src == 'assumed' else ''}</td>"
-            f'<td class="n" data-v="{e(h.get("tx_bytes"))}">{e(size(num(h.get("tx_bytes"))))}</td>'
-            f'<td class="n" data-v="{e(h.get("rx_bytes"))}">{e(size(num(h.get("rx_bytes"))))}</td>'
-            f'<td class="n">{e(pct(num(tx.get("mean"))))}</td><td class="n">{e(pct(num(tx.get("while_busy"))))}</td>'
-            f'<td class="n">{e(pct(num(tx.get("peak"))))}</td><td class="n">{e(pct(num(rx.get("while_busy"))))}</td>'
+            f'<tr data-host="{e(h.name)}"><td>{e(h.name)}</td><td class="mono">{e(", ".join(map(str, h.addresses or [])))}</td>'
+            f'<td class="n" data-v="{e(num(h.link_speed_bps) or 0)}">{e(rate(h.link_speed_bps))}'
+            f"{' (assumed)' if h.link_speed_source == 'assumed' else ''}</td>"
+            f'<td class="n" data-v="{e(h.tx_bytes)}">{e(size(h.tx_bytes))}</td>'
+            f'<td class="n" data-v="{e(h.rx_bytes)}">{e(size(h.rx_bytes))}</td>'
+            f'<td class="n">{e(pct(tx.mean))}</td><td class="n">{e(pct(tx.while_busy))}</td>'
+            f'<td class="n">{e(pct(tx.peak))}</td><td class="n">{e(pct(rx.while_busy))}</td>'
             f'<td class="n">{e(_count(d.get("dropped_by_kernel")))} / {e(_count(d.get("dropped_by_interface")))}</td></tr>'
         )
     out.append(
@@ -183,10 +186,10 @@ def _run_html(doc: Mapping[str, Any], run: Mapping[str, Any], hosts: list[Mappin
         crow = []
         for c in captures[:CAPTURE_TABLE_ROWS]:
             crow.append(
-                f'<tr><td class="mono">{e(c.get("path"))}</td><td>{e(c.get("host"))}</td><td>{e(c.get("format"))}</td>'
-                f'<td class="n" data-v="{e(c.get("packets"))}">{int(num(c.get("packets")) or 0):,}</td>'
-                f'<td class="n" data-v="{e(c.get("bytes"))}">{e(size(num(c.get("bytes"))))}</td>'
-                f"<td>{e('; '.join(map(str, c.get('warnings') or [])) or 'ok')}</td></tr>"
+                f'<tr><td class="mono">{e(c.path)}</td><td>{e(c.host)}</td><td>{e(c.format)}</td>'
+                f'<td class="n" data-v="{e(c.packets)}">{int(c.packets or 0):,}</td>'
+                f'<td class="n" data-v="{e(c.bytes)}">{e(size(c.bytes))}</td>'
+                f"<td>{e('; '.join(map(str, c.warnings or [])) or 'ok')}</td></tr>"
             )
         more = (
             f'<p class="note">… and {len(captures) - CAPTURE_TABLE_ROWS:,} more files.</p>'
@@ -198,8 +201,8 @@ def _run_html(doc: Mapping[str, Any], run: Mapping[str, Any], hosts: list[Mappin
             '<th>file</th><th>host</th><th>format</th><th class="n">packets</th><th class="n">file size</th><th>health</th>'
             f"</tr></thead><tbody>{''.join(crow)}</tbody></table></div>{more}</details>"
         )
-    warnings = [str(w) for w in doc.get("warnings") or []]
-    assumptions = [str(a) for a in doc.get("assumptions") or []]
+    warnings = [str(w) for w in result.warnings or []]
+    assumptions = [str(a) for a in result.assumptions or []]
     out.append(
         f"<h3>Warnings ({len(warnings)})</h3>"
         + (
@@ -219,26 +222,25 @@ def _run_html(doc: Mapping[str, Any], run: Mapping[str, Any], hosts: list[Mappin
     return "".join(out)
 
 
-def _count(value: Any) -> str:
+def _count(value: int | None) -> str:
     return "—" if value is None else f"{int(value):,}"
 
 
 # ---- topology ---------------------------------------------------------------------------------------
 
 
-def _topology_html(doc: Mapping[str, Any]) -> str:
-    topo = doc.get("topology")
-    if not isinstance(topo, Mapping):
+def _topology_html(topo: Topology | None) -> str:
+    if topo is None:
         return _placeholder(
             "No topology in this result: the collective's topology analysis did not run "
             "(or this result predates it), so the ring cannot be drawn.",
             "topology",
         )
-    order = [str(h) for h in topo.get("order") or []]
-    launch = [str(h) for h in topo.get("launch_order") or []]
+    order = list(topo.order or [])
+    launch = list(topo.launch_order or [])
     bad = mismatched_edges(topo)
-    conf = num(topo.get("confidence"))
-    facts = [("kind", e(topo.get("kind", "unknown")) + (f" (confidence {conf:.0%})" if conf is not None else ""))]
+    conf = num(topo.confidence)
+    facts = [("kind", e(topo.kind) + (f" (confidence {conf:.0%})" if conf is not None else ""))]
     if order:
         facts.append(
             (
@@ -250,7 +252,7 @@ def _topology_html(doc: Mapping[str, Any]) -> str:
         )
     if launch:
         facts.append(("launch order", e(" → ".join(launch))))
-        match = topo.get("matches_launch_order")
+        match = topo.matches_launch_order
         if match is False or bad:
             facts.append(
                 (
@@ -266,14 +268,13 @@ def _topology_html(doc: Mapping[str, Any]) -> str:
             )
         elif match is True:
             facts.append(("launch order check", "the ring follows the launch order"))
-    edges = [x for x in topo.get("edges") or [] if isinstance(x, Mapping)]
     rows = "".join(
-        f'<tr class="{"mismatch" if (str(x.get("src")), str(x.get("dst"))) in bad else ""}"><td>{e(x.get("src"))}</td>'
-        f'<td>{e(x.get("dst"))}</td><td class="n" data-v="{e(x.get("bytes"))}">{e(size(num(x.get("bytes"))))}</td>'
-        f'<td class="n">{e(x.get("flows", "—"))}</td><td class="n">{e(pct(num(x.get("share"))))}</td></tr>'
-        for x in sorted(edges, key=lambda x: -(num(x.get("bytes")) or 0))
+        f'<tr class="{"mismatch" if (x.src, x.dst) in bad else ""}"><td>{e(x.src)}</td>'
+        f'<td>{e(x.dst)}</td><td class="n" data-v="{e(x.bytes)}">{e(size(x.bytes))}</td>'
+        f'<td class="n">{e(x.flows)}</td><td class="n">{e(pct(x.share))}</td></tr>'
+        for x in sorted(topo.edges or [], key=lambda x: -(x.bytes or 0))
     )
-    notes = "".join(f"<li>{e(n)}</li>" for n in topo.get("notes") or [])
+    notes = "".join(f"<li>{e(n)}</li>" for n in topo.notes or [])
     side = (
         '<dl class="kv">'
         + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
@@ -295,10 +296,10 @@ def _topology_html(doc: Mapping[str, Any]) -> str:
 # ---- series -----------------------------------------------------------------------------------------
 
 
-def _span(doc: Mapping[str, Any], hosts: list[Mapping[str, Any]]) -> Optional[tuple[int, int]]:
-    bin_ns = int(num(doc.get("bin_ns")) or 1)
-    firsts = [int(num(h.get("first_ns"))) for h in hosts if num(h.get("last_ns"))]
-    lasts = [int(num(h.get("last_ns"))) for h in hosts if num(h.get("last_ns"))]
+def _span(result: Result) -> tuple[int, int] | None:
+    bin_ns = int(result.bin_ns or 1)
+    firsts = [int(h.first_ns) for h in result.hosts if h.last_ns]
+    lasts = [int(h.last_ns) for h in result.hosts if h.last_ns]
     if not firsts:
         return None
     return min(firsts) // bin_ns * bin_ns, (max(lasts) // bin_ns + 1) * bin_ns
@@ -312,48 +313,44 @@ def _no_series(key: str) -> str:
     )
 
 
-def _utilization_html(doc: Mapping[str, Any], tables: Any, hosts: list[Mapping[str, Any]], max_points: int) -> str:
-    if tables is None or getattr(tables, "host_series", None) is None:
+def _utilization_html(result: Result, max_points: int) -> str:
+    tables: Tables | None = result.tables
+    if tables is None or tables.host_series is None:
         return _no_series("host_series")
-    span = _span(doc, hosts)
+    span = _span(result)
     if span is None or len(tables.host_series) == 0:
         return _placeholder("No traffic from the hosts' own addresses was captured: nothing to draw.", "host_series")
-    series, shifts = F.on_reference_clock(tables.host_series, doc.get("clock"), int(doc["bin_ns"]))
+    bin_ns = int(result.bin_ns)
+    busy_threshold = float(result.busy_threshold or 0)
+    series, shifts = F.on_reference_clock(tables.host_series, result.clock, bin_ns)
     if shifts:
         span = (span[0] - max(0, max(shifts.values())), span[1] - min(0, min(shifts.values())))
-    spec, resolution = F.utilization_figure(
-        series,
-        hosts,
-        int(doc["bin_ns"]),
-        float(doc.get("busy_threshold") or 0),
-        *span,
-        max_points=max_points,
-    )
+    spec, resolution = F.utilization_figure(series, result.hosts, bin_ns, busy_threshold, *span, max_points=max_points)
     moved = "; ".join(f"{e(h)} {-s / 1e6:+g} ms" for h, s in shifts.items())
     clock_note = (
-        f" Times are on {e(doc['clock']['reference'])}'s clock: the hosts' clocks, measured from the packets, "
+        f" Times are on {e(result.clock.reference)}'s clock: the hosts' clocks, measured from the packets, "
         f"moved {moved}."
-        if shifts
+        if shifts and result.clock is not None
         else ""
     )
     return (
         f'<p class="note">Transmit (tx) and receive (rx) rate of each host\'s link as a share of its line rate; '
         f"the dashed line is the line rate; grey shading marks bins where the host was communicating "
-        f"(tx or rx ≥ {float(doc.get('busy_threshold') or 0):.0%} of line rate). Drag to zoom, double-click to reset."
+        f"(tx or rx ≥ {busy_threshold:.0%} of line rate). Drag to zoom, double-click to reset."
         f"{clock_note}</p>" + figure_block("fig-utilization", spec, resolution)
     )
 
 
-def _flows_html(doc: Mapping[str, Any], tables: Any, max_points: int) -> str:
+def _flows_html(result: Result, max_points: int) -> str:
     out = []
-    hosts = [h for h in doc.get("hosts") or [] if isinstance(h, Mapping)]
-    if tables is None or getattr(tables, "flow_series", None) is None or getattr(tables, "flows", None) is None:
+    tables = result.tables
+    if tables is None or tables.flow_series is None or tables.flows is None:
         out.append(_no_series("flow_series"))
     else:
-        span = _span(doc, hosts)
+        span = _span(result)
         if span is not None and len(tables.flow_series):
             spec, resolution = F.flow_figure(
-                tables.flow_series, tables.flows, int(doc["bin_ns"]), *span, max_points=max_points
+                tables.flow_series, tables.flows, int(result.bin_ns), *span, max_points=max_points
             )
             out.append(
                 f'<p class="note">The {F.TOP_FLOWS} largest flows by bytes; all others summed into one line.</p>'
@@ -361,20 +358,19 @@ def _flows_html(doc: Mapping[str, Any], tables: Any, max_points: int) -> str:
             )
         else:
             out.append(_placeholder("No flow traffic to draw.", "flow_series"))
-    flows = [f for f in doc.get("flows") or [] if isinstance(f, Mapping)]
-    flows.sort(key=lambda f: -(num(f.get("bytes")) or 0))
+    flows = sorted(result.flows, key=lambda f: -(f.bytes or 0))
     rows = []
     for i, f in enumerate(flows[:FLOW_TABLE_ROWS]):
-        dur = (num(f.get("end_ns")) or 0) - (num(f.get("start_ns")) or 0)
+        dur = float((f.end_ns or 0) - (f.start_ns or 0))
         rows.append(
-            f'<tr><td class="n">{i + 1}</td><td class="mono">{e(f.get("src"))}</td><td class="n">{e(f.get("sport"))}</td>'
-            f'<td class="mono">{e(f.get("dst"))}</td><td class="n">{e(f.get("dport"))}</td><td>{e(f.get("proto"))}</td>'
-            f'<td class="n" data-v="{e(f.get("bytes"))}">{e(size(num(f.get("bytes"))))}</td>'
-            f'<td class="n" data-v="{e(f.get("packets"))}">{int(num(f.get("packets")) or 0):,}</td>'
-            f'<td class="n" data-v="{e(f.get("mean_bps"))}">{e(rate(num(f.get("mean_bps"))))}</td>'
+            f'<tr><td class="n">{i + 1}</td><td class="mono">{e(f.src)}</td><td class="n">{e(f.sport)}</td>'
+            f'<td class="mono">{e(f.dst)}</td><td class="n">{e(f.dport)}</td><td>{e(f.proto)}</td>'
+            f'<td class="n" data-v="{e(f.bytes)}">{e(size(f.bytes))}</td>'
+            f'<td class="n" data-v="{e(f.packets)}">{int(f.packets or 0):,}</td>'
+            f'<td class="n" data-v="{e(_shown(f.mean_bps))}">{e(rate(f.mean_bps))}</td>'
             f'<td class="n" data-v="{dur:.0f}">{e(duration(dur))}</td>'
-            f'<td class="n" data-v="{e(f.get("retransmitted_bytes"))}">{e(size(num(f.get("retransmitted_bytes"))))}</td>'
-            f"<td>{e(f.get('view'))}</td></tr>"
+            f'<td class="n" data-v="{e(f.retransmitted_bytes)}">{e(size(f.retransmitted_bytes))}</td>'
+            f"<td>{e(f.view)}</td></tr>"
         )
     more = (
         f'<p class="note">Showing the {FLOW_TABLE_ROWS:,} largest of {len(flows):,} flows; all are in '
@@ -395,36 +391,34 @@ def _flows_html(doc: Mapping[str, Any], tables: Any, max_points: int) -> str:
 # ---- transport --------------------------------------------------------------------------------------
 
 
-def _transport_html(doc: Mapping[str, Any], hosts: list[Mapping[str, Any]]) -> str:
-    t = doc.get("transport")
-    if not isinstance(t, Mapping):
+def _transport_html(result: Result) -> str:
+    t: Transport | None = result.transport
+    if t is None:
         return _placeholder("No transport diagnosis in this result.", "transport")
-    if not t.get("limiter"):
-        return _placeholder("Not judged: " + "; ".join(str(n) for n in t.get("notes") or []), "transport")
-    sure = float(t.get("confidence") or 0) >= 0.5
+    if not t.limiter:
+        return _placeholder("Not judged: " + "; ".join(str(n) for n in t.notes or []), "transport")
+    sure = float(t.confidence or 0) >= 0.5
     head = (
-        f'<p class="verdict-head" data-limiter="{e(t["limiter"])}">'
-        f"{'' if sure else 'UNSURE — '}Limiter: {e(t['limiter'])} (confidence {float(t['confidence']):.2f})</p>"
+        f'<p class="verdict-head" data-limiter="{e(t.limiter)}">'
+        f"{'' if sure else 'UNSURE — '}Limiter: {e(t.limiter)} (confidence {float(t.confidence):.2f})</p>"
     )
-    items = "".join(f"<li>{e(x)}</li>" for x in [*(t.get("evidence") or []), *(t.get("notes") or [])])
+    items = "".join(f"<li>{e(x)}</li>" for x in [*(t.evidence or []), *(t.notes or [])])
     rows = []
-    for x in t.get("edges") or []:
-        if not isinstance(x, Mapping):
-            continue
+    for x in t.edges or []:
         window = (
-            f"{size(num(x.get('inflight_mean_bytes')))} / {size(num(x.get('window_mean_bytes')))}"
-            if x.get("window_mean_bytes") is not None
-            else f"{size(num(x.get('inflight_mean_bytes')))} / scale unknown"
+            f"{size(x.inflight_mean_bytes)} / {size(x.window_mean_bytes)}"
+            if x.window_mean_bytes is not None
+            else f"{size(x.inflight_mean_bytes)} / scale unknown"
         )
         rows.append(
-            f'<tr data-limiter="{e(x.get("limiter"))}"><td class="mono">{e(x.get("src"))} → {e(x.get("dst"))}</td>'
-            f'<td>{e(x.get("limiter") or "not judged")}</td><td class="n">{float(x.get("confidence") or 0):.2f}</td>'
-            f'<td class="n">{e(pct(num(x.get("rate_while_busy"))))}</td>'
-            f'<td class="n">{float(x.get("retransmitted_fraction") or 0):.2%}</td>'
-            f'<td class="n">{int(num(x.get("dup_acks")) or 0):,}</td><td class="n">{int(num(x.get("sack_acks")) or 0):,}</td>'
-            f'<td class="n">{int(num(x.get("zero_windows")) or 0):,}</td><td class="n">{e(window)}</td>'
-            f'<td class="n">{e(pct(num(x.get("window_full_fraction"))))}</td>'
-            f'<td class="n">{e(x.get("rtt_min_ms"))} / {e(x.get("rtt_median_ms"))} / {e(x.get("rtt_p99_ms"))}</td></tr>'
+            f'<tr data-limiter="{e(x.limiter)}"><td class="mono">{e(x.src)} → {e(x.dst)}</td>'
+            f'<td>{e(x.limiter or "not judged")}</td><td class="n">{float(x.confidence or 0):.2f}</td>'
+            f'<td class="n">{e(pct(x.rate_while_busy))}</td>'
+            f'<td class="n">{float(x.retransmitted_fraction or 0):.2%}</td>'
+            f'<td class="n">{int(x.dup_acks or 0):,}</td><td class="n">{int(x.sack_acks or 0):,}</td>'
+            f'<td class="n">{int(x.zero_windows or 0):,}</td><td class="n">{e(window)}</td>'
+            f'<td class="n">{e(pct(x.window_full_fraction))}</td>'
+            f'<td class="n">{e(_shown(x.rtt_min_ms))} / {e(_shown(x.rtt_median_ms))} / {e(_shown(x.rtt_p99_ms))}</td></tr>'
         )
     table = (
         '<div class="scroll"><table class="sortable transport"><thead><tr><th>edge</th><th>limiter</th>'
@@ -433,7 +427,7 @@ def _transport_html(doc: Mapping[str, Any], hosts: list[Mapping[str, Any]]) -> s
         '<th class="n">in flight / window (mean)</th><th class="n">window full</th>'
         f'<th class="n">RTT min / median / p99 (ms)</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
     )
-    span = _span(doc, hosts)
+    span = _span(result)
     figures = "".join(figure_block(i, spec) for i, spec in F.transport_figures(t, span[0] if span else 0))
     return (
         head
@@ -447,83 +441,77 @@ def _transport_html(doc: Mapping[str, Any], hosts: list[Mapping[str, Any]]) -> s
 # ---- iterations and what-if -------------------------------------------------------------------------
 
 
-def _iterations_html(doc: Mapping[str, Any], hosts: list[Mapping[str, Any]]) -> str:
-    it = doc.get("iterations")
-    if not isinstance(it, Mapping):
+def _iterations_html(it: Iterations | None, hosts: list[HostSummary]) -> str:
+    if it is None:
         return _placeholder(
             "No iterations in this result: the iteration analysis did not run or found none "
             "(markers.jsonl gives them exactly).",
             "iterations",
         )
-    per = it.get("per_iteration") or []
-    b = it.get("bytes_per_iteration_per_host") or {}
-    conf = num(it.get("confidence"))
-    sure = it.get("source") == "markers" or (conf is not None and conf >= CONFIDENT)
-    found = e(it.get("source", "?")) + (f" (confidence {conf:.2f})" if conf is not None else "")
+    b = it.bytes_per_iteration_per_host
+    conf = num(it.confidence)
+    sure = it.source == "markers" or (conf is not None and conf >= CONFIDENT)
+    found = e(it.source) + (f" (confidence {conf:.2f})" if conf is not None else "")
     if not sure:
         found += " — UNSURE: a guess, not a finding; markers, --iterations or --gradient-bytes make it sure"
     facts = [
         ("found by", found),
-        ("iterations", e(it.get("count", len(per)))),
-        ("period", e(duration(num(it.get("period_ns"))))),
+        ("iterations", e(it.count)),
+        ("period", e(duration(it.period_ns))),
         (
             "bytes sent per host per iteration",
-            f"median {e(size(num(b.get('median'))))} "
-            f"(p5 {e(size(num(b.get('p5'))))}, p95 {e(size(num(b.get('p95'))))})",
+            f"median {e(size(b.median))} (p5 {e(size(b.p5))}, p95 {e(size(b.p95))})",
         ),
-        ("gradient bytes S implied", e(size(num(it.get("implied_gradient_bytes"))))),
+        ("gradient bytes S implied", e(size(it.implied_gradient_bytes))),
     ]
-    if num(it.get("theory_ratio")) is not None:
-        facts.append(("measured / 2(N−1)/N·S", f"{num(it.get('theory_ratio')):.3f}"))
-    names = [str(h.get("name")) for h in hosts]
+    ratio = num(it.theory_ratio)
+    if ratio is not None:
+        facts.append(("measured / 2(N−1)/N·S", f"{ratio:.3f}"))
+    names = [str(h.name) for h in hosts]
     out = ['<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"]
     for fig_id, spec in F.iteration_figures(it, names, len(names)):
         out.append(figure_block(fig_id, spec))
     return "".join(out)
 
 
-def _whatif_html(doc: Mapping[str, Any]) -> str:
-    sc = doc.get("scaling")
-    if not isinstance(sc, Mapping):
+def _whatif_html(sc: WhatIf | None) -> str:
+    if sc is None:
         return _placeholder(
             "No what-if in this result. `ringscope whatif RESULT.json --profile PROFILE "
             "--single-iteration-time T` computes the full-utilization scaling factor and the "
             "compression each bandwidth needs.",
             "scaling",
         )
-    m = sc.get("measured") or {}
+    m = sc.measured
     facts = [
-        ("model", e(sc.get("model"))),
-        ("single-GPU iteration time T", e(duration((num(sc.get("single_iteration_time_s")) or 0) * 1e9))),
-        ("communication hides behind backward from", e(rate(num(sc.get("hide_bandwidth_bps"))))),
+        ("model", e(sc.model)),
+        ("single-GPU iteration time T", e(duration((num(sc.single_iteration_time_s) or 0) * 1e9))),
+        ("communication hides behind backward from", e(rate(sc.hide_bandwidth_bps))),
     ]
-    for key, label in (
-        ("full_utilization_scaling_factor", "scaling factor, link fully used"),
-        ("scaling_factor_at_measured_efficiency", "scaling factor at measured efficiency"),
-        ("measured_scaling_factor", "scaling factor measured"),
-    ):
-        if num(m.get(key)) is not None:
-            facts.append((label, f"{num(m.get(key)):.3f}"))
+    if m is not None:
+        for value, label in (
+            (m.full_utilization_scaling_factor, "scaling factor, link fully used"),
+            (m.scaling_factor_at_measured_efficiency, "scaling factor at measured efficiency"),
+            (m.measured_scaling_factor, "scaling factor measured"),
+        ):
+            factor = num(value)
+            if factor is not None:
+                facts.append((label, f"{factor:.3f}"))
     out = [
-        f'<p class="verdict-text">{e(sc.get("verdict", ""))}</p>',
+        f'<p class="verdict-text">{e(sc.verdict)}</p>',
         '<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
     ]
     for fig_id, spec in F.whatif_figures(sc):
         out.append(figure_block(fig_id, spec))
-    rows = [r for r in sc.get("needed_compression") or [] if isinstance(r, Mapping)]
+    rows = sc.needed_compression or []
     if rows:
-        targets = sorted({num(r.get("target")) for r in rows if num(r.get("target")) is not None})
-        keyed: dict[tuple, dict] = {}
+        targets = sorted({t for t in (num(r.target) for r in rows) if t is not None})
+        keyed: dict[tuple[int | None, float | None], dict[float | None, float | None]] = {}
         for r in rows:
-            keyed.setdefault((r.get("workers"), num(r.get("bandwidth_bps"))), {})[num(r.get("target"))] = num(
-                r.get("compression")
-            )
+            keyed.setdefault((r.workers, num(r.bandwidth_bps)), {})[num(r.target)] = num(r.compression)
         body = "".join(
             f'<tr><td class="n">{e(n)}</td><td class="n">{e(rate(bw))}</td>'
-            + "".join(
-                f'<td class="n">{"—" if cells.get(t) is None else ("none" if cells[t] <= 1 else f"{cells[t]:.3g}×")}</td>'
-                for t in targets
-            )
+            + "".join(f'<td class="n">{_compression(cells.get(t))}</td>' for t in targets)
             + "</tr>"
             for (n, bw), cells in sorted(keyed.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1] or 0))
         )
@@ -533,7 +521,7 @@ def _whatif_html(doc: Mapping[str, Any]) -> str:
             + f'</tr></thead><tbody>{body}</tbody></table><p class="note">— : no compression ratio reaches it '
             "(latency, reduction and the last bucket remain).</p>"
         )
-    assumptions = sc.get("assumptions") or []
+    assumptions = sc.assumptions or []
     if assumptions:
         out.append(
             '<h3>Assumed by the model</h3><ul class="assumptions">'
@@ -541,3 +529,10 @@ def _whatif_html(doc: Mapping[str, Any]) -> str:
             + "</ul>"
         )
     return "".join(out)
+
+
+def _compression(ratio: float | None) -> str:
+    """A needed compression ratio: '—' where none reaches the target, 'none' where the link needs none."""
+    if ratio is None:
+        return "—"
+    return "none" if ratio <= 1 else f"{ratio:.3g}×"

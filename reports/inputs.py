@@ -1,13 +1,15 @@
-"""What `ringscope report` is given besides captures: a result JSON (`ringscope analyze --json`, drawn as it
-is: it holds the summaries, not the time series) and extra JSON documents such as `ringscope whatif --json`'s
-{"scaling": ...}. JSON only: captures are analyzed by the caller, never read here.
+"""What `ringscope report` is given besides captures: a result JSON (`ringscope analyze --json`, read back as the
+typed Result and drawn as it is: it holds the summaries, not the time series) and extra JSON documents such as
+`ringscope whatif --json`'s {"scaling": ...}. JSON only: captures are analyzed by the caller, never read here.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
+
+from analyze.saved import is_result, load_json, result_from_json
+from analyze.result import Result
 
 
 def is_json(path: Path) -> bool:
@@ -22,36 +24,21 @@ def is_json(path: Path) -> bool:
     return head.startswith(b"{")
 
 
-def load_json(path: Path) -> dict[str, Any]:
-    """A JSON object written by ringscope (a result, or `whatif --json`'s document); a result saved inside
-    {"result": ...} is unwrapped. Every failure is one ValueError line naming the file."""
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a result JSON (from `ringscope analyze --json`): {exc}") from None
-    if not isinstance(doc, dict):
-        raise ValueError(
-            f"{path}: expected a JSON object (a result from `ringscope analyze --json` or `ringscope whatif --json`)"
-        )
-    if isinstance(doc.get("result"), dict) and "hosts" not in doc:
-        doc = doc["result"]
-    return doc
-
-
-def split_inputs(paths: list[Path]) -> tuple[Optional[dict[str, Any]], dict[str, Any], list[Path]]:
-    """(result JSON or None, extra keys from other JSONs such as whatif's {"scaling": ...}, capture paths)."""
-    result, extra, captures = None, {}, []
+def split_inputs(paths: list[Path]) -> tuple[Optional[Result], dict[str, Any], list[Path]]:
+    """(the result a result JSON holds, or None; the keys of the other JSONs such as whatif's {"scaling": ...};
+    the capture paths)."""
+    result: Optional[Result] = None
+    extra: dict[str, Any] = {}
+    captures: list[Path] = []
     for p in paths:
         if not is_json(p):
             captures.append(p)
             continue
         doc = load_json(p)
-        if isinstance(doc.get("hosts"), list):
+        if is_result(doc):
             if result is not None:
                 raise ValueError(f"{p}: a second result JSON; give one run per report")
-            result = doc
+            result = result_from_json(doc, p)
         else:
             extra.update(doc)
     if result is not None and captures:

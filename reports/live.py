@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, TextIO
 
-from analyze.now import HostNow, Now
+from analyze.live.now import HostNow, Now
 
 EDGES_SHOWN = 4
 

@@ -1,15 +1,18 @@
 """The ring topology as an inline SVG: hosts on a circle in ring order, directed edges sized by bytes.
 
-Reads the result's `topology` key {kind, order[], edges[{src, dst, bytes, flows, share}], launch_order[],
-matches_launch_order, confidence, notes[]}. An edge joining two hosts that are not neighbours in the launch
-order is drawn red and dashed: that is the launch-order mismatch Horovod users need to see.
+Reads the result's Topology (analyze.findings): its ring `order`, its `edges` (src, dst, bytes, flows, share) and
+the `launch_order`. An edge joining two hosts that are not neighbours in the launch order is drawn red and
+dashed: that is the launch-order mismatch Horovod users need to see.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Sequence
+from typing import Any
+
+from analyze.findings import Topology
 
 MISMATCH_COLOR = "#d62728"
 EDGE_COLOR = "#1f77b4"
@@ -27,29 +30,29 @@ def launch_neighbours(launch: Sequence[str]) -> set[frozenset[str]]:
     return {frozenset((launch[i], launch[(i + 1) % n])) for i in range(n)}
 
 
-def mismatched_edges(topology: Mapping[str, Any]) -> set[tuple[str, str]]:
+def mismatched_edges(topology: Topology) -> set[tuple[str, str]]:
     """Edges (src, dst) whose hosts are not launch-order neighbours (empty without a launch order)."""
-    launch = [str(h) for h in topology.get("launch_order") or []]
+    launch = list(topology.launch_order or [])
     pairs = launch_neighbours(launch)
     if not pairs:
         return set()
     out = set()
-    for e in topology.get("edges") or []:
-        src, dst = str(e.get("src")), str(e.get("dst"))
+    for e in topology.edges or []:
+        src, dst = e.src, e.dst
         if src in launch and dst in launch and frozenset((src, dst)) not in pairs:
             out.add((src, dst))
     return out
 
 
-def ring_svg(topology: Mapping[str, Any], size: int = 400) -> str:
+def ring_svg(topology: Topology, size: int = 400) -> str:
     """The diagram: nodes labelled with the host and its launch position, arrows in the data's direction."""
-    order = [str(h) for h in topology.get("order") or []]
-    edges = [e for e in topology.get("edges") or [] if isinstance(e, Mapping)]
+    order = list(topology.order or [])
+    edges = list(topology.edges or [])
     for e in edges:  # hosts seen only in edges still get a place on the circle
-        for h in (str(e.get("src")), str(e.get("dst"))):
+        for h in (e.src, e.dst):
             if h not in order:
                 order.append(h)
-    launch = [str(h) for h in topology.get("launch_order") or []]
+    launch = list(topology.launch_order or [])
     bad = mismatched_edges(topology)
     n = len(order)
     if n == 0:
@@ -62,7 +65,7 @@ def ring_svg(topology: Mapping[str, Any], size: int = 400) -> str:
         for i, h in enumerate(order)
     }
     node_r = 26 if n <= 16 else max(6, 300 / n)
-    max_bytes = max((float(e.get("bytes") or 0) for e in edges), default=0) or 1.0
+    max_bytes = max((float(e.bytes or 0) for e in edges), default=0) or 1.0
     parts = [
         f'<svg class="ring" viewBox="0 0 {size + 2 * pad} {size}" width="{size + 2 * pad}" height="{size}" role="img" '
         f'aria-label="ring topology diagram">',
@@ -75,7 +78,7 @@ def ring_svg(topology: Mapping[str, Any], size: int = 400) -> str:
         f'<path d="M0,0 L10,5 L0,10 z" fill="{MISMATCH_COLOR}"/></marker></defs>',
     ]
     for e in edges:
-        src, dst = str(e.get("src")), str(e.get("dst"))
+        src, dst = e.src, e.dst
         if src not in pos or dst not in pos or src == dst:
             continue
         (x1, y1), (x2, y2) = pos[src], pos[dst]
@@ -87,14 +90,14 @@ def ring_svg(topology: Mapping[str, Any], size: int = 400) -> str:
         ex, ey = x2 - ux * (node_r + 2), y2 - uy * (node_r + 2)
         bow = min(40.0, dist * 0.18)
         mx, my = (sx + ex) / 2 - uy * bow, (sy + ey) / 2 + ux * bow
-        width = 1.5 + 5.5 * float(e.get("bytes") or 0) / max_bytes
+        width = 1.5 + 5.5 * float(e.bytes or 0) / max_bytes
         is_bad = (src, dst) in bad
         color = MISMATCH_COLOR if is_bad else EDGE_COLOR
         dash = ' stroke-dasharray="7 4"' if is_bad else ""
-        share = e.get("share")
+        share = e.share
         tip = (
-            f"{src} → {dst}: {_bytes(e.get('bytes'))}, {e.get('flows', '?')} flow(s)"
-            + (f", {float(share):.1%} of ring bytes" if isinstance(share, (int, float)) else "")
+            f"{src} → {dst}: {_bytes(e.bytes)}, {e.flows} flow(s)"
+            + (f", {share:.1%} of ring bytes" if share is not None and math.isfinite(share) else "")
             + (" — not neighbours in the launch order" if is_bad else "")
         )
         parts.append(
@@ -122,11 +125,10 @@ def ring_svg(topology: Mapping[str, Any], size: int = 400) -> str:
     return "".join(parts)
 
 
-def _bytes(value: Any) -> str:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
+def _bytes(value: float | None) -> str:
+    if value is None:
         return "? B"
+    v = float(value)
     for factor, prefix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
         if v >= factor:
             return f"{v / factor:.3g} {prefix}"

@@ -1,23 +1,22 @@
 """Everything ringscope prints on a terminal: the analysis summary, its topology, iterations and what-if
-lines, and `ringscope whatif`'s tables. Rendering only: each function takes the result (or its JSON parts)
-and returns text, so the summary, the report and the JSON are three views of one result.
+lines, and `ringscope whatif`'s tables. Rendering only: each function takes the typed Result (or one of its
+findings) and returns text, so the summary, the report and the JSON are three views of one result.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import math
+from dataclasses import fields
 
-from analyze.collective import RING_KINDS
-from analyze.coverage import CAPTURE_PROBLEMS
-from analyze.doubt import headline
-from analyze.staircase import CONFIDENT
+from analyze.collective.topology import RING_KINDS
+from analyze.confidence.doubt import headline
+from analyze.confidence.thresholds import CONFIDENT
+from analyze.findings import Clock, Iterations, Topology, Transport, WhatIf
+from analyze.result import Result
 from capture.units import format_rate
 
-if TYPE_CHECKING:
-    from analyze.whatif.calculation import WhatIfResult
 
-
-def summary_text(result: Any) -> str:
+def summary_text(result: Result) -> str:
     """The human summary: captures, hosts with utilization, top flows, warnings."""
     lines = []
     packets = sum(c.packets for c in result.captures)
@@ -25,7 +24,7 @@ def summary_text(result: Any) -> str:
         f"{len(result.captures)} capture file(s), {packets:,} packets, {len(result.hosts)} host(s), "
         f"{len(result.flows):,} flow(s); bytes counted as {result.byte_mode}, bins of {result.bin_ns / 1e6:g} ms"
     )
-    for problem in result.extra.get(CAPTURE_PROBLEMS) or []:
+    for problem in result.capture_problems or []:
         lines.append(f"CAPTURE PROBLEM: {problem}")
     lines.append("")
     lines.append(
@@ -47,14 +46,14 @@ def summary_text(result: Any) -> str:
         )
     if len(result.flows) > 10:
         lines.append(f"  ... and {len(result.flows) - 10:,} more")
-    if result.extra.get("clock"):
-        lines.extend(clock_lines(result.extra["clock"]))
-    if "topology" in result.extra:
-        lines.extend(collective_lines(result.extra))
-    if result.extra.get("scaling"):
-        lines.extend(scaling_lines(result.extra["scaling"]))
-    if result.extra.get("transport"):
-        lines.extend(transport_lines(result.extra["transport"]))
+    if result.clock is not None:
+        lines.extend(clock_lines(result.clock))
+    if result.topology is not None:
+        lines.extend(collective_lines(result.topology, result.iterations))
+    if result.scaling is not None:
+        lines.extend(scaling_lines(result.scaling))
+    if result.transport is not None:
+        lines.extend(transport_lines(result.transport))
     for a in result.assumptions:
         lines.append(f"assumed: {a}")
     for w in result.warnings:
@@ -62,120 +61,120 @@ def summary_text(result: Any) -> str:
     return "\n".join(lines)
 
 
-def clock_lines(clock: dict[str, Any]) -> list[str]:
+def clock_lines(clock: Clock) -> list[str]:
     """The hosts' clocks against the reference, as the packets show them (one line, notes after)."""
     shown = [
-        f"{h['name']} {h['offset_ns'] / 1e6:+.3f} ms"
-        + (f" {h['drift_ppm']:+.1f} ppm" if h["drift_ppm"] is not None else "")
-        + f" (±{h['uncertainty_ns'] / 1e3:.0f} µs)"
-        for h in clock["hosts"]
-        if h["name"] != clock["reference"] and h["offset_ns"] is not None
+        f"{h.name} {h.offset_ns / 1e6:+.3f} ms"
+        + (f" {h.drift_ppm:+.1f} ppm" if h.drift_ppm is not None else "")
+        + f" (±{(h.uncertainty_ns or 0) / 1e3:.0f} µs)"
+        for h in clock.hosts
+        if h.name != clock.reference and h.offset_ns is not None
     ]
-    lines = ["", f"clocks from the packets, against {clock['reference']}: " + ("; ".join(shown) or "none")]
-    return lines + [f"  {note}" for note in clock["notes"]]
+    lines = ["", f"clocks from the packets, against {clock.reference}: " + ("; ".join(shown) or "none")]
+    return lines + [f"  {note}" for note in clock.notes]
 
 
-def transport_lines(transport: dict[str, Any]) -> list[str]:
+def transport_lines(transport: Transport) -> list[str]:
     """Why the links are not full: the job's limiter with its evidence, then one line per judged edge."""
-    limiter = transport["limiter"]
+    limiter = transport.limiter
     if limiter is None:
-        return ["", "transport: not judged"] + [f"  note: {n}" for n in transport["notes"]]
-    sure = "" if transport["confidence"] >= 0.5 else ": UNSURE"
-    lines = ["", f"transport limiter: {limiter} (confidence {transport['confidence']:.2f}{sure})"]
-    lines += [f"  {e}" for e in transport["evidence"]]
-    for e in transport["edges"][:12]:
-        if e["limiter"] is None:
+        return ["", "transport: not judged"] + [f"  note: {n}" for n in transport.notes]
+    sure = "" if transport.confidence >= 0.5 else ": UNSURE"
+    lines = ["", f"transport limiter: {limiter} (confidence {transport.confidence:.2f}{sure})"]
+    lines += [f"  {e}" for e in transport.evidence]
+    for e in transport.edges[:12]:
+        if e.limiter is None:
             continue
-        rate = f"{e['rate_while_busy']:.0%}" if e["rate_while_busy"] is not None else "-"
-        rtt = f"{e['rtt_median_ms']:.3g} ms" if e["rtt_median_ms"] is not None else "-"
-        window = f"{e['window_full_fraction']:.0%}" if e["window_full_fraction"] is not None else "?"
+        rate = f"{e.rate_while_busy:.0%}" if e.rate_while_busy is not None else "-"
+        rtt = f"{e.rtt_median_ms:.3g} ms" if e.rtt_median_ms is not None else "-"
+        window = f"{e.window_full_fraction:.0%}" if e.window_full_fraction is not None else "?"
         lines.append(
-            f"  {e['src']} -> {e['dst']}: {e['limiter']} ({e['confidence']:.2f}); {rate} of line rate while "
-            f"sending, {e['retransmitted_fraction']:.2%} re-sent, window full {window}, rtt median {rtt}"
+            f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {rate} of line rate while "
+            f"sending, {e.retransmitted_fraction:.2%} re-sent, window full {window}, rtt median {rtt}"
         )
-    return lines + [f"  note: {n}" for n in transport["notes"]]
+    return lines + [f"  note: {n}" for n in transport.notes]
 
 
-def collective_lines(extra: dict[str, Any]) -> list[str]:
+def collective_lines(t: Topology, it: Iterations | None) -> list[str]:
     """The summary's topology and iterations section (a few human lines)."""
-    t, it = extra["topology"], extra.get("iterations") or {}
-    lines = ["", f"topology: {t['kind']} (confidence {t['confidence']:.2f})"]
-    if t["order"]:
-        arrow = " -> " if t["kind"] == "ring" else " <-> " if t["kind"] == "bidirectional_ring" else ", "
+    lines = ["", f"topology: {t.kind} (confidence {t.confidence:.2f})"]
+    if t.order:
+        arrow = " -> " if t.kind == "ring" else " <-> " if t.kind == "bidirectional_ring" else ", "
         lines.append(
             "  "
-            + arrow.join(t["order"][:12])
-            + (" ..." if len(t["order"]) > 12 else "")
-            + (arrow + t["order"][0] if t["kind"] in RING_KINDS else "")
+            + arrow.join(t.order[:12])
+            + (" ..." if len(t.order) > 12 else "")
+            + (arrow + t.order[0] if t.kind in RING_KINDS else "")
         )
-    if t["matches_launch_order"] is not None:
+    if t.matches_launch_order is not None:
         lines.append(
-            f"  launch order: {'matches' if t['matches_launch_order'] else 'DOES NOT match'}"
-            + (f" ({t['direction'].replace('_', ' ')})" if t.get("direction") else "")
+            f"  launch order: {'matches' if t.matches_launch_order else 'DOES NOT match'}"
+            + (f" ({t.direction.replace('_', ' ')})" if t.direction else "")
         )
-    if "nccl" in t and t["nccl"]["matches"] is not None:
-        lines.append(f"  NCCL log ring: {'agrees' if t['nccl']['matches'] else 'DIFFERS'}")
-    lines.extend(f"  note: {n}" for n in t["notes"])
-    if it.get("count"):
-        b = it["bytes_per_iteration_per_host"]
-        how = it["source"] if it["method"] == it["source"] else f"{it['source']}: {it['method']}"
-        sure = it["source"] == "markers" or it["confidence"] >= CONFIDENT
+    if t.nccl is not None and t.nccl.matches is not None:
+        lines.append(f"  NCCL log ring: {'agrees' if t.nccl.matches else 'DIFFERS'}")
+    lines.extend(f"  note: {n}" for n in t.notes)
+    if it is not None and it.count:
+        b, rx = it.bytes_per_iteration_per_host, it.rx_bytes_per_iteration_per_host
+        how = it.source if it.method == it.source else f"{it.source}: {it.method}"
+        sure = it.source == "markers" or it.confidence >= CONFIDENT
         lines.append(
-            f"iterations: {it['count']} ({how}, confidence {it['confidence']:.2f}"
+            f"iterations: {it.count} ({how}, confidence {it.confidence:.2f}"
             + ("" if sure else ": UNSURE, a guess")
             + ")"
-            + (f", every {it['period_ns'] / 1e6:.4g} ms" if it.get("period_ns") else "")
+            + (f", every {it.period_ns / 1e6:.4g} ms" if it.period_ns else "")
         )
         lines.append(
-            f"  bytes per iteration per host (tx): median {b['median']:,.0f}, p5 {b['p5']:,.0f}, "
-            f"p95 {b['p95']:,.0f}; rx median {it['rx_bytes_per_iteration_per_host']['median']:,.0f}"
+            f"  bytes per iteration per host (tx): median {b.median:,.0f}, p5 {b.p5:,.0f}, "
+            f"p95 {b.p95:,.0f}; rx median {rx.median:,.0f}"
         )
-        if it.get("comm_ns_median"):
+        if it.comm_ns_median and it.rate_bps_median is not None:
             lines.append(
-                f"  communication {it['comm_ns_median'] / 1e6:.4g} ms per iteration at "
-                f"{it['rate_bps_median'] / 1e9:.3g} Gbit/s per host"
+                f"  communication {it.comm_ns_median / 1e6:.4g} ms per iteration at "
+                f"{it.rate_bps_median / 1e9:.3g} Gbit/s per host"
             )
-        lines.extend(f"  note: {n}" for n in it.get("notes", []) if n.startswith("DISAGREEMENT"))
-        if it.get("implied_gradient_bytes"):
+        lines.extend(f"  note: {n}" for n in it.notes if n.startswith("DISAGREEMENT"))
+        if it.implied_gradient_bytes:
             lines.append(
-                f"  implied gradient S = {it['implied_gradient_bytes']:,.0f} B "
-                f"(~{it['implied_params_fp32']:,.0f} fp32 / {it['implied_params_fp16']:,.0f} fp16 params)"
-                + (f"; measured/theory {it['theory_ratio']:.4f}" if it.get("theory_ratio") else "")
+                f"  implied gradient S = {it.implied_gradient_bytes:,.0f} B "
+                f"(~{it.implied_params_fp32:,.0f} fp32 / {it.implied_params_fp16:,.0f} fp16 params)"
+                + (f"; measured/theory {it.theory_ratio:.4f}" if it.theory_ratio else "")
             )
     return lines
 
 
-def scaling_lines(scaling: dict[str, Any]) -> list[str]:
+def scaling_lines(scaling: WhatIf) -> list[str]:
     """The summary's what-if: one line of numbers, then the verdict's first sentences (1–3 lines). When its
     inputs are unsure the first line says so, the numbers are marked as resting on them, no conclusion is
     printed, and the last line names what would make it sure."""
-    m = scaling.get("measured") or {}
-    numbers = [f"T {scaling['single_iteration_time_s'] * 1e3:.4g} ms"]
-    for key, label in (
-        ("full_utilization_scaling_factor", "scaling factor with the link fully used"),
-        ("scaling_factor_at_measured_efficiency", "at the measured efficiency"),
-        ("measured_scaling_factor", "measured"),
-    ):
-        if m.get(key) is not None:
-            numbers.append(f"{label} {m[key]:.3f}")
-    unsure = scaling.get("unsure")
+    m = scaling.measured
+    numbers = [f"T {scaling.single_iteration_time_s * 1e3:.4g} ms"]
+    if m is not None:
+        for value, label in (
+            (m.full_utilization_scaling_factor, "scaling factor with the link fully used"),
+            (m.scaling_factor_at_measured_efficiency, "at the measured efficiency"),
+            (m.measured_scaling_factor, "measured"),
+        ):
+            if value is not None:
+                numbers.append(f"{label} {value:.3f}")
+    unsure = scaling.unsure
     if unsure:
         return [
             "",
-            f"what-if ({scaling['model']} model): {headline(unsure)}",
+            f"what-if ({scaling.model} model): {headline(unsure)}",
             "  no conclusion: these numbers rest on that guess: " + ", ".join(numbers),
-            "  to make it sure, give one of: " + "; ".join(unsure["would_make_sure"]),
+            "  to make it sure, give one of: " + "; ".join(unsure.would_make_sure),
         ]
     # the verdict's first sentence repeats the numbers above; then one line per sentence, at most three
-    sentences = [s.strip().rstrip(".") + "." for s in str(scaling.get("verdict") or "").split(". ") if s.strip()]
+    sentences = [s.strip().rstrip(".") + "." for s in (scaling.verdict or "").split(". ") if s.strip()]
     return [
         "",
-        f"what-if ({scaling['model']} model): " + ", ".join(numbers),
+        f"what-if ({scaling.model} model): " + ", ".join(numbers),
         *(f"  {s}" for s in (sentences[1:4] if len(sentences) > 1 else sentences)),
     ]
 
 
-def _replay_lines(result: "WhatIfResult") -> list[str]:
+def _replay_lines(result: WhatIf) -> list[str]:
     """The replay error, printed before the counterfactuals it vouches for; nothing when there is no replay.
 
     A flagged replay says plainly that the what-if is not to be trusted yet, and what usually makes a profile
@@ -186,26 +185,27 @@ def _replay_lines(result: "WhatIfResult") -> list[str]:
     r = result.replay
     if not r:
         return []
-    m = result.measured or {}
-    link, eff = m.get("link_speed_bps"), m.get("transport_efficiency")
-    rate = format_rate(r["bandwidth_bps"])
+    m = result.measured
+    link = m.link_speed_bps if m is not None else None
+    eff = m.transport_efficiency if m is not None else None
+    rate = format_rate(r.bandwidth_bps)
     at = (
         f"{rate}: {format_rate(link)} at the measured {eff:.0%} efficiency"
-        if eff
+        if eff and link is not None
         else f"{rate}, no efficiency measured"
     )
     lines = [
-        f"replay of the measured run (N = {r['workers']}, {at}): the model gives "
-        f"{r['modelled_iteration_ns'] / 1e6:.4g} ms per iteration against {r['measured_iteration_ns'] / 1e6:.4g} ms "
-        f"measured (error {r['error']:+.1%})"
+        f"replay of the measured run (N = {r.workers}, {at}): the model gives "
+        f"{r.modelled_iteration_ns / 1e6:.4g} ms per iteration against {r.measured_iteration_ns / 1e6:.4g} ms "
+        f"measured (error {r.error:+.1%})"
     ]
-    if not r["single_iteration_time_given"]:
+    if not r.single_iteration_time_given:
         lines.append(
             "  T was taken from the measured period, so this checks only the communication the model leaves "
             "exposed; give --single-iteration-time to check the whole iteration."
         )
-    if r["flagged"]:
-        grad = m.get("gradient_bytes")
+    if r.flagged:
+        grad = m.gradient_bytes if m is not None else None
         lines.append(
             f"  The replay misses the measured iteration by more than {REPLAY_TOLERANCE:.0%}: the what-if below "
             f"does not reproduce the measured job and should not be trusted until it does. Check that the profile "
@@ -219,7 +219,7 @@ def _replay_lines(result: "WhatIfResult") -> list[str]:
     return lines
 
 
-def render_whatif(result: "WhatIfResult") -> str:
+def render_whatif(result: WhatIf) -> str:
     """Plain-text summary for the terminal."""
     lines = [
         f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
@@ -242,28 +242,33 @@ def render_whatif(result: "WhatIfResult") -> str:
     lines += [
         "",
         "compression needed for scaling factor "
-        + " / ".join(f"{x:g}" for x in sorted({r["target"] for r in result.needed_compression})),
+        + " / ".join(f"{x:g}" for x in sorted({r.target for r in result.needed_compression})),
     ]
     by_key: dict[tuple[int, float], list[str]] = {}
     for r in result.needed_compression:
-        c = r["compression"]
-        by_key.setdefault((r["workers"], r["bandwidth_bps"]), []).append("—" if c is None or c != c else f"{c:.3g}×")
+        c = r.compression
+        by_key.setdefault((r.workers, r.bandwidth_bps), []).append("—" if c is None or c != c else f"{c:.3g}×")
     for (n, b), cells in by_key.items():
         lines.append(f"{n:>7}  {format_rate(b):>12}  " + "  ".join(f"{c:>8}" for c in cells))
     lines += [
         "",
         "communication hides behind backward from: "
-        + ", ".join(f"N={h['workers']}: {format_rate(h['bandwidth_bps'])}" for h in result.hide_bandwidth),
+        + ", ".join(f"N={h.workers}: {_rate_or_infinite(h.bandwidth_bps)}" for h in result.hide_bandwidth),
     ]
     if result.measured:
         m = result.measured
-        shown = {k: v for k, v in m.items() if v is not None}
+        shown = {f.name: getattr(m, f.name) for f in fields(m) if getattr(m, f.name) is not None}
         lines += [
             "",
             "measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()),
         ]
     lines += ["", "assumed: " + "; ".join(result.assumptions), "", result.verdict]
     return "\n".join(lines)
+
+
+def _rate_or_infinite(bps: float | None) -> str:
+    """A rate; None is one JSON could not hold (it has no infinity): never reached, '∞' as format_rate writes it."""
+    return format_rate(math.inf if bps is None else bps)
 
 
 __all__ = ["summary_text", "collective_lines", "scaling_lines", "transport_lines", "render_whatif"]

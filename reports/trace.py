@@ -21,7 +21,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from analyze.result import Result
+from analyze.result import Result, Tables
 
 PID_BASE = 1_000_000  # above real process ids, so a merged Kineto trace's processes never share a pid with ours
 TID_ITERATIONS, TID_COMMUNICATION, TID_STEPS = 1, 2, 10
@@ -104,8 +104,8 @@ def merge(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
 
 def _offsets(result: Result) -> dict[str, int]:
     """Each host's clock ahead of the reference host's, in ns (0 where the analysis could not tell)."""
-    clock = result.extra.get("clock") or {}
-    return {h["name"]: int(h["offset_ns"] or 0) for h in clock.get("hosts", [])}
+    hosts = result.clock.hosts if result.clock is not None else []
+    return {h.name: int(h.offset_ns or 0) for h in hosts}
 
 
 def _us(ns: int, base: int) -> float:
@@ -145,9 +145,9 @@ def _iterations(result: Result, host: str) -> list[tuple[int, int]]:
     if m is not None and len(m) and (m["host"] == host).any():
         g = m[m["host"] == host].groupby("iteration").agg(start=("start_ns", "min"), end=("end_ns", "max"))
         return [(int(a), int(b)) for a, b in zip(g["start"], g["end"])]
-    rows = (result.extra.get("iterations") or {}).get("per_iteration", [])
+    rows = result.iterations.per_iteration if result.iterations is not None else []
     shift = _offsets(result).get(host, 0)
-    return [(int(r["start_ns"]) + shift, int(r["end_ns"]) + shift) for r in rows]
+    return [(int(r.start_ns) + shift, int(r.end_ns) + shift) for r in rows]
 
 
 def _on_host(ns: np.ndarray, seen_by: str, host: str, offset: dict[str, int]) -> np.ndarray:
@@ -156,7 +156,7 @@ def _on_host(ns: np.ndarray, seen_by: str, host: str, offset: dict[str, int]) ->
 
 
 def _ring_steps(
-    t: Any, owner: dict[str, str], host: str, offset: dict[str, int], bin_ns: int
+    t: Tables, owner: dict[str, str], host: str, offset: dict[str, int], bin_ns: int
 ) -> dict[str, list[tuple[int, int, int]]]:
     """Per peer the host sends to, runs of consecutive busy bins: (start ns, end ns, bytes), on the host's clock."""
     flows = t.flows[t.flows["src"].map(owner) == host]
@@ -200,9 +200,9 @@ def _counter(pid: int, name: str, rows: pd.DataFrame, bin_ns: int, base: int) ->
     return sorted(events, key=lambda e: e["ts"])
 
 
-def _resent(t: Any, owner: dict[str, str], host: str, bin_ns: int, pid: int, base: int) -> list[dict[str, Any]]:
+def _resent(t: Tables, owner: dict[str, str], host: str, bin_ns: int, pid: int, base: int) -> list[dict[str, Any]]:
     """An instant event per bin in which the host's data flows re-sent bytes. The transport samples are read on
-    the sender's capture (analyze.transport), so they are on the host's clock already."""
+    the sender's capture (analyze.wire.transport), so they are on the host's clock already."""
     s = t.transport_samples
     if s is None or not len(s):
         return []

@@ -1,7 +1,7 @@
 """The collective, end to end: topology, iterations, bytes per iteration and the ring theory check.
 
-One entry point, `add_collective`, runs after `build_result` and stores two JSON-ready keys in
-`Result.extra`: `topology` and `iterations`. Everything here is computed from the Result's tables; the
+One entry point, `add_collective`, runs after `build_result` and sets the result's `topology` and
+`iterations` (analyze.findings). Everything here is computed from the Result's tables; the
 only file it may read is the NCCL log the user named.
 """
 
@@ -13,19 +13,21 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from analyze.iterations import (
+from analyze.collective.iterations import (
     assign_cuts,
     host_percentiles,
     per_iteration,
     ring_theory,
     windows_from_markers,
 )
-from analyze.nccl_log import compare_rings, read_nccl_log
-from analyze.staircase import CONFIDENT, EdgeSeries, Staircase, infer
-from analyze.topology import address_hosts, classify, flow_hosts, host_edges, ring_pairs
+from analyze.collective.nccl_log import compare_rings, read_nccl_log
+from analyze.confidence.thresholds import CONFIDENT
+from analyze.findings import Iterations, Topology
+from analyze.jsonform import from_plain
+from analyze.collective.staircase import EdgeSeries, Staircase, infer
+from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
+from analyze.tables.hosts import address_hosts, flow_hosts
 from capture import layout
-
-RING_KINDS = ("ring", "bidirectional_ring")
 
 
 def launch_order_of(run: Optional[dict[str, Any]]) -> Optional[list[str]]:
@@ -47,7 +49,7 @@ def add_collective(
     nccl_log: Optional[Path] = None,
     iterations: Optional[int] = None,
 ) -> None:
-    """Compute `topology` and `iterations` from the result's tables and store them in result.extra.
+    """Compute the topology and the iterations from the result's tables and set them on the result.
     gradient_bytes (S) and iterations (the count the user knows) anchor the inference without markers."""
     tables = result.tables
     addr_host = address_hosts(result.hosts)
@@ -63,24 +65,26 @@ def add_collective(
         ranks_per_host = int(markers.groupby("host")["rank"].nunique().max())
     log = read_nccl_log(Path(nccl_log)) if nccl_log else None
     if log is not None:
-        topo["nccl"] = compare_rings(log, topo["order"] if topo["kind"] in RING_KINDS else [], addr_host)
+        topo.nccl = compare_rings(log, topo.order if topo.kind in RING_KINDS else [], addr_host)
         ranks_per_host = max(ranks_per_host, log.ranks_per_host())
-        if topo["nccl"]["matches"] is False:
-            topo["notes"].append("the NCCL log's ring differs from the ring the packets took")
+        if topo.nccl.matches is False:
+            topo.notes.append("the NCCL log's ring differs from the ring the packets took")
     if ranks_per_host > 1:
-        topo["notes"].append(
+        topo.notes.append(
             f"{ranks_per_host} ranks per server: only the inter-server ring edges are visible "
             f"in packets; GPU-to-GPU hops inside a server are not"
         )
-    result.extra["topology"] = topo
-    result.extra["iterations"] = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log, iterations)
+    result.topology = topo
+    result.iterations = from_plain(
+        Iterations, _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log, iterations)
+    )
 
 
 def _iterations(
     result: Any,
     flows: pd.DataFrame,
     addr_host: dict[str, str],
-    topo: dict[str, Any],
+    topo: Topology,
     markers: pd.DataFrame,
     gradient_bytes: Optional[float],
     log: Any,
@@ -110,7 +114,7 @@ def _iterations(
     series = _with_hosts(fs, flow_hosts(flows, addr_host))
     series = series[series["src_host"] != series["dst_host"]]
     pairs = ring_pairs(topo)
-    n = _ring_size(markers, log, len(topo["order"]) or len({e["src"] for e in topo["edges"]}))
+    n = _ring_size(markers, log, len(topo.order) or len({e.src for e in topo.edges}))
     cell_iteration = None
     if len(markers):
         windows = windows_from_markers(markers)
@@ -121,7 +125,7 @@ def _iterations(
                 f"{len(windows)} iterations; the markers are used"
             )
     elif pairs:
-        hint = _bytes_hint(gradient_bytes, n, topo["kind"], result.byte_mode)
+        hint = _bytes_hint(gradient_bytes, n, topo.kind, result.byte_mode)
         edges = _edge_series(result.tables, flows, addr_host, pairs)
         stairs = infer(edges, bin_ns, count_given, hint)
         if count_given or hint:
@@ -143,9 +147,7 @@ def _iterations(
     else:
         out["notes"].append("no collective traffic to cut into iterations")
         return out
-    nodes = sorted({e["src"] for e in topo["edges"]} | {e["dst"] for e in topo["edges"]}) or sorted(
-        set(series["src_host"])
-    )
+    nodes = sorted({e.src for e in topo.edges} | {e.dst for e in topo.edges}) or sorted(set(series["src_host"]))
     keep = (series["src_host"].isin(nodes) | series["dst_host"].isin(nodes)).to_numpy()
     series = series[keep]
     if cell_iteration is not None:
@@ -168,7 +170,7 @@ def _iterations(
     out["gradient_bytes"] = known
     out["gradient_bytes_source"] = source if known else None
     n = _ring_size(markers, log, len(nodes))
-    if topo["kind"] in RING_KINDS:
+    if topo.kind in RING_KINDS:
         theory = ring_theory(out["bytes_per_iteration_per_host"]["median"], n, known)
         out.update(theory)
         # S implied by the bytes per iteration is as sure as the iterations it divides by
@@ -184,7 +186,7 @@ def _iterations(
             )
     else:
         out.update(ring_theory(None, n, None))
-        out["notes"].append(f"no ring found ({topo['kind']}): the 2(N-1)/N x S check applies to ring all-reduce only")
+        out["notes"].append(f"no ring found ({topo.kind}): the 2(N-1)/N x S check applies to ring all-reduce only")
     return out
 
 

@@ -1,7 +1,7 @@
 """Count each host's bytes per training iteration, once the iterations' windows are known.
 
 Windows come from markers (markers.jsonl: ground truth when a job wrote them) or from the traffic itself
-(analyze.staircase). Everything works on the sparse binned series (flow_series), never on packets.
+(analyze.collective.staircase). Everything works on the sparse binned series (flow_series), never on packets.
 """
 
 from __future__ import annotations

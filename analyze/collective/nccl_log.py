@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from analyze.findings import NcclComparison
+from analyze.jsonform import from_plain
+
 _PREFIX = re.compile(
     r"(?:\[\d+,(?P<mpirank>\d+)\]<std(?:out|err)>:)?(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO "
 )
@@ -137,7 +140,7 @@ def read_nccl_log(path: Path) -> NcclLog:
     return parse_nccl_log(Path(path).read_text(errors="replace"))
 
 
-def compare_rings(log: NcclLog, packet_order: Sequence[str], addr_host: dict[str, str]) -> dict[str, Any]:
+def compare_rings(log: NcclLog, packet_order: Sequence[str], addr_host: dict[str, str]) -> NcclComparison:
     """Compare the log's host ring with the packet ring (same cycle and direction, any rotation)."""
     net = sorted({(e["src"], e["dst"]) for e in log.edges if e["via"].startswith("NET")})
     host_ring = [addr_host.get(h, h) for h in log.host_ring()]
@@ -166,7 +169,7 @@ def compare_rings(log: NcclLog, packet_order: Sequence[str], addr_host: dict[str
             and (host_ring[host_ring.index(ring[0]) :] + host_ring[: host_ring.index(ring[0])] == ring)
         )
         out["matches"] = bool(same)
-    return out
+    return from_plain(NcclComparison, out)
 
 
 __all__ = ["NcclLog", "parse_nccl_log", "read_nccl_log", "compare_rings"]

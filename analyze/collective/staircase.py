@@ -36,6 +36,7 @@ from typing import Optional
 
 import numpy as np
 
+
 LOW_FRACTION = 0.25  # a bin below this share of the edge's busy rate (its p90 bin) is part of a pause
 TOOTH_TOLERANCE = 0.12  # a tooth is the pause within this share of B from where the comb predicts it
 MAX_HARMONIC = 12  # sub-multiples B/m, m <= this, are weighed against B (Horovod fuses 7-12 all-reduces)
@@ -47,7 +48,6 @@ COMB_EDGES = 8  # and that the comb lines up
 COMB_BLOCK = 256  # candidate periods scored at once (x up to MAX_PAUSES pauses: 16 MB of phases)
 HARMONIC_TEETH = 400  # and only the first periods of each, so a long run costs no more than a short one
 SURE_CLASSES = 0.99  # classes of teeth this surely different make the period m times longer
-CONFIDENT = 0.8  # at or above: the count is stated as fact; below, the summary and verdict say it is unsure
 MAX_DENSE_BINS = 1 << 20  # an edge spanning more bins is read on coarser ones: its arrays stay under ~50 MB
 
 
@@ -580,4 +580,4 @@ def _steady_offsets(cuts: list[EdgeCuts]) -> float:
     return float(max(0.0, 1.0 - worst / (0.25 * step)))
 
 
-__all__ = ["EdgeSeries", "EdgeCuts", "Staircase", "pauses", "comb_score", "track", "infer", "CONFIDENT"]
+__all__ = ["EdgeSeries", "EdgeCuts", "Staircase", "pauses", "comb_score", "track", "infer"]

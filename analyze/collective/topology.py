@@ -15,23 +15,14 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from analyze.findings import Topology
+from analyze.jsonform import from_plain
+from analyze.tables.hosts import flow_hosts
+
+RING_KINDS = ("ring", "bidirectional_ring")  # the shapes whose order is a cycle
 HEAVY_FRACTION = 0.1  # an edge is heavy at >= 10% of the reference edge; ACK streams are ~0.1-2%
 MIN_COLLECTIVE_BYTES = 1e6  # below this much traffic a "shape" is as likely a rendezvous store as a collective
 EDGE_COLUMNS = ["src", "dst", "bytes", "payload_bytes", "flows", "start_ns", "end_ns", "inferred"]
-
-
-def address_hosts(hosts: Sequence[Any]) -> dict[str, str]:
-    """Map each captured host's own addresses to its name (Result.hosts items: .name, .addresses)."""
-    return {a: h.name for h in hosts for a in h.addresses}
-
-
-def flow_hosts(flows: pd.DataFrame, addr_host: dict[str, str]) -> pd.DataFrame:
-    """Flows with src_host/dst_host; uncaptured endpoints keep their address as their name."""
-    src = flows["src"].map(addr_host)
-    dst = flows["dst"].map(addr_host)
-    return flows.assign(
-        src_host=src.fillna(flows["src"]), dst_host=dst.fillna(flows["dst"]), inferred=src.isna() | dst.isna()
-    )
 
 
 def _group_address(address: str) -> bool:
@@ -162,8 +153,8 @@ def _ring_direction(order: list[str], launch: list[str]) -> Optional[str]:
 
 def classify(
     edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str], launch_order: Optional[Sequence[str]] = None
-) -> dict[str, Any]:
-    """Name the shape of the heavy-edge graph: the `topology` result key (JSON-ready).
+) -> Topology:
+    """Name the shape of the heavy-edge graph: the result's topology.
 
     `hosts` are the captured hosts in their given order (run.json order when there is one); the ring is
     reported as a cycle in the direction the data flows, starting at the first launch-order host.
@@ -185,7 +176,7 @@ def classify(
     }
     if len(nodes) < 2:
         notes.append("fewer than two hosts exchange a significant share of the bytes")
-        return out
+        return from_plain(Topology, out)
     uncaptured = sorted(nodes - set(hosts))
     if uncaptured:
         notes.append(
@@ -308,7 +299,7 @@ def classify(
         }
         for r in used.itertuples(index=False)
     ]
-    return out
+    return from_plain(Topology, out)
 
 
 def _connected(und: dict[frozenset, float], nodes: set[str]) -> bool:
@@ -327,14 +318,13 @@ def _connected(und: dict[frozenset, float], nodes: set[str]) -> bool:
     return seen == nodes
 
 
-def ring_pairs(topology: dict[str, Any]) -> list[tuple[str, str]]:
+def ring_pairs(topology: Topology) -> list[tuple[str, str]]:
     """The directed host pairs the topology uses (its heavy edges), for per-iteration edge bytes."""
-    return [(e["src"], e["dst"]) for e in topology.get("edges", [])]
+    return [(e.src, e.dst) for e in topology.edges]
 
 
 __all__ = [
-    "address_hosts",
-    "flow_hosts",
+    "RING_KINDS",
     "host_edges",
     "heavy_edges",
     "classify",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from analyze.findings import Iterations
 from analyze.result import HostSummary
 from capture import layout
 
@@ -26,7 +27,7 @@ def capture_problems(
     hosts: Sequence[HostSummary],
     metas: Sequence[Mapping[str, Any] | None],
     views: "pd.DataFrame",
-    iterations: Mapping[str, Any] | None,
+    iterations: Iterations | None,
 ) -> list[str]:
     """One line per captured host that did not capture the job (empty for a single host). VIEWS: the flows
     as each host's capture saw them (Tables.flow_views), so a host is judged by its own capture only (the
@@ -51,10 +52,10 @@ def capture_problems(
             f"{host.name}: its capture holds no traffic with the other captured hosts "
             f"({host.tx_bytes + host.rx_bytes:,} bytes of other traffic): it missed the job's network; {FIX}"
         )
-    if isinstance(iterations, Mapping) and iterations.get("source") == "markers":
-        per = iterations.get("per_iteration") or []
+    if iterations is not None and iterations.source == "markers":
+        per = iterations.per_iteration
         for host in hosts:
-            if per and all(not (it.get("bytes_by_host") or {}).get(host.name) for it in per):
+            if per and all(not it.bytes_by_host.get(host.name) for it in per):
                 if not any(p.startswith(f"{host.name}:") for p in problems):
                     problems.append(
                         f"{host.name}: it sent no byte in any of the {len(per)} marked iterations: its capture "

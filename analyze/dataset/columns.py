@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analyze.flows import address_text, proto_name
+from analyze.tables.flows import address_text, proto_name
 from analyze.read import layouts as L
 from analyze.read.scan import FileHealth, StreamScan
 

@@ -26,7 +26,8 @@ from analyze.dataset import columns
 from analyze.dataset.manifest import FORMAT, MANIFEST, PART, SCHEMA, DatasetError, markers_path, partition
 from analyze.read import layouts as L
 from analyze.read.compiled import kernels
-from analyze.read.engine import Progress, biggest_first, default_workers
+from analyze.read.engine import default_workers
+from analyze.read.work import Progress, biggest_first
 from analyze.read.fold import scan_host
 from analyze.read.formats import scan_bytes
 from analyze.read.inputs import HostInput, discover

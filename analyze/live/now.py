@@ -1,4 +1,4 @@
-"""A running capture at one poll: the numbers a live view shows (analyze.live makes them, reports.live draws them).
+"""A running capture at one poll: the numbers a live view shows (analyze.live.view makes them, reports.live draws them).
 
 A module of its own so that the drawing side imports no read path.
 """
@@ -36,4 +36,4 @@ class Now:
     iterations: Optional[int]  # finished iterations (markers: the most any rank finished), None when not known yet
     iterations_source: Optional[str] = None  # "markers", or "traffic": found in the ring edges' bytes so far
     iterations_confidence: Optional[float] = None  # 1 for markers; the staircase's confidence for traffic
-    iterations_sure: bool = False  # markers, or traffic at analyze.staircase.CONFIDENT or more
+    iterations_sure: bool = False  # markers, or traffic at analyze.collective.staircase.CONFIDENT or more

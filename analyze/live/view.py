@@ -16,19 +16,21 @@ from typing import Optional
 
 import numpy as np
 
-from analyze.flows import address_key, local_mask
-from analyze.now import HostNow, Now
+from analyze.tables.flows import address_key, local_mask
+from analyze.live.now import HostNow, Now
 from analyze.read import layouts as L
 from analyze.read.formats import is_capture
 from analyze.read.scan import Follow
-from analyze.staircase import CONFIDENT, EdgeSeries, Staircase, infer
+from analyze.confidence.thresholds import CONFIDENT
+from analyze.collective.staircase import EdgeSeries, Staircase, infer
 from capture import layout
 
 BIN_NS = 10_000_000  # the bins the ring edges' series are kept in, as analyze's default
-# Without markers, iterations are found in the ring edges' bytes (analyze.staircase, as analyze does): that costs
-# more than a poll and grows with the run, so it is redone every TRAFFIC_EVERY_S, or TRAFFIC_SHARE times as long as
-# the last search took when that is longer (a 20th of a core at most), and at the last poll. Edges under HEAVY_EDGE
-# of the heaviest one's bytes (control traffic, ACKs) are left out, as the topology leaves out light edges.
+# Without markers, iterations are found in the ring edges' bytes (analyze.collective.staircase, as analyze does):
+# that costs more than a poll and grows with the run, so it is redone every TRAFFIC_EVERY_S, or TRAFFIC_SHARE times
+# as long as the last search took when that is longer (a 20th of a core at most), and at the last poll.
+# Edges under HEAVY_EDGE of the heaviest one's bytes (control traffic, ACKs) are left out, as the topology leaves
+# out light edges.
 TRAFFIC_EVERY_S = 5.0
 TRAFFIC_SHARE = 20.0
 HEAVY_EDGE = 0.1

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from analyze.read.engine import Progress, biggest_first
+from analyze.read.work import Progress, biggest_first
 from analyze.read.fold import scan_host
 from analyze.read.scan import StreamScan
 

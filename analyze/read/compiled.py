@@ -194,7 +194,7 @@ def _build_in_subprocess(dest: Path) -> bool:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 timeout=BUILD_TIMEOUT_S,
-                cwd=_HERE.parents[1],  # above the package: inside it analyze/coverage.py shadows `coverage`
+                cwd=_HERE.parents[1],  # above the package: inside it analyze/confidence/coverage.py shadows `coverage`
             )
         ok = proc.returncode == 0
         why = f"exit status {proc.returncode}"

@@ -22,13 +22,12 @@ from analyze.read import pieces
 from analyze.read.fold import scan_host
 from analyze.read.formats import scan_bytes
 from analyze.read.scan import StreamScan, scan_range
+from analyze.read.work import Progress, biggest_first
 
 POOL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 # A host's stream costs a worker about as much as reading this many bytes more (2 ms here: opening its files,
 # folding its flows and handing back its series cells; 128 hosts' 2 MB captures took a worker 0.31 s).
 STREAM_COST_BYTES = 8 << 20
-
-Progress = Callable[[Path, int], None]  # called as each stream or piece of one is read, with its bytes
 
 
 @dataclass(frozen=True)
@@ -165,8 +164,3 @@ def _scan_here(
         if progress:
             progress(files[0], size)
     return out
-
-
-def biggest_first(sizes: list[int]) -> list[int]:
-    """Stream indices by size, largest first, so one large stream does not start last and stretch the wall time."""
-    return sorted(range(len(sizes)), key=lambda i: -sizes[i])

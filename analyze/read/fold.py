@@ -18,7 +18,7 @@ from analyze.read.groupsum import group_sum
 from analyze.read.scan import StreamScan, scan_stream
 
 SUMMED = [L.AGG_PACKETS, L.AGG_IP_BYTES, L.AGG_WIRE_BYTES, L.AGG_PAYLOAD_BYTES, L.AGG_RETRANS_BYTES]
-# TCP behaviour counters (analyze.transport), added up like the totals. A flow cut by a piece boundary starts
+# TCP behaviour counters (analyze.wire.transport), added up like the totals. A flow cut by a piece boundary starts
 # its second half not knowing the ACK or window before it, so pieces count a few segments fewer than one read.
 TRANSPORT_SUMMED = [
     L.AGG_REORDER_BYTES,

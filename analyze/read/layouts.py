@@ -79,7 +79,7 @@ AGG_SEQ_FIRST_NS = 17  # when that segment was captured
 AGG_ACK_TOP = 18  # highest TCP acknowledgment number seen (mod 2^32), -1 before the first ACK
 AGG_DATA_MARKS = 19  # sample positions this flow's new data has passed (see SAMPLE_BUDGET)
 AGG_ACK_MARKS = 20  # sample positions this flow's ACKs have passed
-# TCP behaviour (analyze.transport): counted per flow in the same pass, from the headers only.
+# TCP behaviour (analyze.wire.transport): counted per flow in the same pass, from the headers only.
 AGG_REV = 21  # row of the reverse flow (its ACKs and windows answer this flow's data), -1 until found
 AGG_WIN = 22  # the latest advertised window field (unscaled), -1 before the first ACK
 AGG_WSCALE = 23  # window scale this flow announced in its SYN (0: SYN without the option), -1: no SYN seen
@@ -182,12 +182,12 @@ STATUS_ROWS_FULL = 8
 # the segmentation (TSO, GRO) on each side. A data sample is the first new segment holding a byte at a multiple
 # of 2^SAMPLE_SHIFT of the sequence space; an ACK sample is the first acknowledgment reaching past one. Rows of
 # the int64 samples table: (flow row << SAMPLE_FLOW_SHIFT | position | SAMPLE_ACK for an ACK, capture time ns),
-# 16 bytes each. They give one-way delays between two hosts' captures (analyze.clocks).
+# 16 bytes each. They give one-way delays between two hosts' captures (analyze.wire.clocks).
 # Memory stays flat however long a flow runs: after SAMPLE_BUDGET positions a flow keeps every second one, after
 # 3 x SAMPLE_BUDGET every fourth, and so on (about SAMPLE_BUDGET per doubling). Two captures of one flow that
 # began at different positions may be at different levels; the coarser one keeps a subset of the finer one's
 # positions, so every sample of the coarser side still has its match.
-# More kinds of row share the table, for the transport's time series (analyze.transport): at each kept data
+# More kinds of row share the table, for the transport's time series (analyze.wire.transport): at each kept data
 # sample, the bytes in flight just after it (SAMPLE_INFLIGHT); a segment's re-sent bytes (SAMPLE_RESENT), kept
 # like the samples (every one at first, every 2nd after SAMPLE_BUDGET, ...) and so stored multiplied by the
 # share they stand for, so a sum over time stays near the flow's re-sent total; and TCP timestamps: a value's

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from analyze.read import layouts as L
-from analyze.read.engine import Progress, ScanOptions, start_host_scans
+from analyze.read.engine import ScanOptions, start_host_scans
+from analyze.read.work import Progress
 from analyze.read.inputs import RunInput, discover
 from analyze.read.scan import StreamScan
-from analyze.dataset.manifest import is_dataset
 
 DEFAULT_BIN_NS = 10_000_000
 
@@ -41,16 +41,12 @@ def start_reading(
 ) -> Reading:
     """Check the options, find the captures under `paths` and start scanning them (see analyze.api.analyze).
 
-    bin_ns and byte_mode default to DEFAULT_BIN_NS and "ip", or to the ones a Parquet dataset (`ringscope
-    convert`) was written with: a dataset is read back instead of scanned (analyze.dataset.load).
+    bin_ns and byte_mode default to DEFAULT_BIN_NS and "ip". A Parquet dataset (`ringscope convert`) is read back
+    instead, one layer up (analyze.source).
     busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_host_scans).
 
     Raises ValueError for bad options and analyze.read.formats.FileError when the input cannot be found.
     """
-    if len(paths) == 1 and is_dataset(Path(paths[0])):
-        from analyze.dataset.load import read_dataset  # pyarrow, only for a dataset
-
-        return read_dataset(Path(paths[0]), bin_ns=bin_ns, byte_mode=byte_mode)
     bin_ns = DEFAULT_BIN_NS if bin_ns is None else bin_ns
     byte_mode = byte_mode or "ip"
     check_options(bin_ns, byte_mode, workers, scheduler)

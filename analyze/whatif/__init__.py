@@ -1,7 +1,8 @@
 """The what-if: a backward profile and a scaling model -> the full-utilization scaling calculation.
 
-backward_profile and torch_profile give the per-tensor gradient timings, gradient_buckets the DDP/Horovod
-bucket rule, paper and model the two scaling models (Zhang et al. 2020's, and ringscope's refinements),
-calculation replays them (what_if, the replay error), verdict words the answer and inputs takes the
-measured quantities from a result's JSON form. It never reads captures.
+backward_profile and torch_profile give the per-tensor gradient timings, gradient_buckets the DDP/Horovod bucket
+rule, paper and model the two scaling models (Zhang et al. 2020's, and ringscope's refinements), replay binds a
+model to a profile, calculation runs the points asked (what_if, the replay error) into the what-if record
+(analyze.findings.WhatIf), verdict words the answer and inputs takes the measured quantities from a typed Result.
+request turns option strings into a what-if. It never reads captures.
 """

@@ -1,16 +1,20 @@
 """What an analyzed run tells the what-if calculation: N, link speed, iteration and communication time, bytes.
 
-The analyzer's result JSON (`ringscope analyze --json`) is read defensively — every key may be absent —
-and every value taken or guessed is said in ``assumptions`` so the what-if output can repeat it.
+Read from the typed Result (`ringscope analyze`'s, or one read back from its JSON with Result.from_json, where
+a value the analysis did not know is None), and every value taken or guessed is said in ``assumptions`` so the
+what-if output can repeat it.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
-from analyze.doubt import doubt
+from analyze.confidence.doubt import doubt
+from analyze.findings import Unsure
+from analyze.result import Result
 
 __all__ = ["WhatIfInputs", "inputs_from_result"]
 
@@ -26,7 +30,7 @@ class WhatIfInputs:
     comm_time_s: Optional[float] = None
     transport_efficiency: Optional[float] = None
     assumptions: list[str] = field(default_factory=list)
-    unsure: Optional[dict[str, Any]] = None  # analyze.doubt: inferred inputs not sure enough to state as fact
+    unsure: Optional[Unsure] = None  # analyze.confidence.doubt: inferred inputs too unsure to state
 
     def achieved_rate_bps(self) -> Optional[float]:
         """Ring all-reduce goodput implied by bytes and communication time: 2(N−1)/N·8S / t_comm."""
@@ -47,34 +51,23 @@ class WhatIfInputs:
         }
 
 
-def _number(value: Any) -> Optional[float]:
-    """A positive finite float, or None (the result may hold nulls, strings or NaN)."""
-    try:
-        out = float(value)
-    except (TypeError, ValueError):
+def _number(value: Optional[float]) -> Optional[float]:
+    """A positive finite float, or None (a result read back from JSON may hold nulls where it knew nothing)."""
+    if value is None:
         return None
-    return out if out > 0 and out == out and out != float("inf") else None
+    out = float(value)
+    return out if out > 0 and math.isfinite(out) else None
 
 
-def _hosts(result: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    hosts = result.get("hosts")
-    if isinstance(hosts, Mapping):
-        return [h for h in hosts.values() if isinstance(h, Mapping)]
-    if isinstance(hosts, list):
-        return [h for h in hosts if isinstance(h, Mapping)]
-    return []
-
-
-def inputs_from_result(result: Mapping[str, Any]) -> WhatIfInputs:
-    """Extract what-if inputs from an analyzer result dict (or a document wrapping it under 'result')."""
-    if isinstance(result.get("result"), Mapping) and "hosts" not in result:
-        result = result["result"]
+def inputs_from_result(result: Result) -> WhatIfInputs:
+    """The what-if inputs an analyzed run gives: N and link speed from its hosts, the transport efficiency from
+    their utilization, the period, gradient bytes and communication time from its iterations."""
     out = WhatIfInputs()
-    hosts = _hosts(result)
+    hosts = result.hosts or []
     if hosts:
         out.workers = len(hosts)
         out.assumptions.append(f"N = {len(hosts)} workers: one per captured host")
-        speeds = [s for s in (_number(h.get("link_speed_bps")) for h in hosts) if s is not None]
+        speeds = [s for s in (_number(h.link_speed_bps) for h in hosts) if s is not None]
         if speeds:
             out.link_speed_bps = min(speeds)
             if len(set(speeds)) > 1:
@@ -83,11 +76,7 @@ def inputs_from_result(result: Mapping[str, Any]) -> WhatIfInputs:
                 )
         busy = [
             b
-            for b in (
-                _number((h.get("tx_utilization") or {}).get("while_busy"))
-                for h in hosts
-                if isinstance(h.get("tx_utilization"), Mapping)
-            )
+            for b in (_number(h.tx_utilization.while_busy) for h in hosts if h.tx_utilization is not None)
             if b is not None
         ]
         if busy:
@@ -103,21 +92,19 @@ def inputs_from_result(result: Mapping[str, Any]) -> WhatIfInputs:
                 f"(range {min(busy):.0%}–{max(busy):.0%})"
             )
     out.unsure = doubt(result)
-    iterations = result.get("iterations")
-    if isinstance(iterations, Mapping):
-        period = _number(iterations.get("period_ns"))
+    iterations = result.iterations
+    if iterations is not None:
+        period = _number(iterations.period_ns)
         if period is not None:
             out.iteration_time_s = period / 1e9
-        grad = _number(iterations.get("implied_gradient_bytes"))
+        grad = _number(iterations.implied_gradient_bytes)
         if grad is not None:
             out.gradient_bytes = grad
             out.assumptions.append(
                 "gradient bytes: implied by the bytes each host sent per iteration (ring: 2(N−1)/N·S)"
             )
-        per = iterations.get("per_iteration")
-        if isinstance(per, list):
-            comm = [c for c in (_number(it.get("comm_ns")) for it in per if isinstance(it, Mapping)) if c is not None]
-            if comm:
-                out.comm_time_s = statistics.median(comm) / 1e9
-                out.assumptions.append(f"communication time per iteration: median over {len(comm)} iterations")
+        comm = [c for c in (_number(it.comm_ns) for it in iterations.per_iteration) if c is not None]
+        if comm:
+            out.comm_time_s = statistics.median(comm) / 1e9
+            out.assumptions.append(f"communication time per iteration: median over {len(comm)} iterations")
     return out

@@ -1,20 +1,26 @@
 """A what-if from what the user gave and what the run measured: options first, then the run's measurements,
-then stated guesses (every one in the result's assumptions). The command line parses its strings into these
-arguments (cli.py); a notebook calls this directly. User errors are ValueError with one clear line.
+then stated guesses (every one in the result's assumptions). `what_if_request` takes typed values (a notebook
+calls it directly); `what_if_options` takes the option strings `ringscope whatif` is given ('10G,25G', '128ms')
+and parses them into those values. User errors are ValueError with one clear line.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
+from analyze.findings import WhatIf
 from analyze.whatif.backward_profile import load_profile, load_reduce_cost, stand_in_profile
-from analyze.whatif.calculation import WhatIfResult, what_if
+from analyze.whatif.calculation import what_if
 from analyze.whatif.inputs import WhatIfInputs
 from analyze.whatif.model import RingscopeModel, RingscopeOptions
 from analyze.whatif.paper import PaperModel
+from capture.units import parse_duration, parse_rate
 
-__all__ = ["what_if_request"]
+__all__ = ["what_if_request", "what_if_options", "split_values"]
+
+T = TypeVar("T")
 
 
 def what_if_request(
@@ -33,7 +39,7 @@ def what_if_request(
     buckets: str = "horovod",
     fp16: bool = False,
     efficiency: Optional[float] = None,
-) -> WhatIfResult:
+) -> WhatIf:
     """Resolve N, bandwidth, T and the profile, choose the model, run the what-if."""
     notes: list[str] = list(measured.assumptions) if measured else []
     n_list = list(workers) or ([measured.workers] if measured and measured.workers else [])
@@ -95,3 +101,73 @@ def what_if_request(
         profile_measured=profile is not None,
         assumptions=notes,
     )
+
+
+def what_if_options(
+    measured: Optional[WhatIfInputs],
+    *,
+    model: str = "ringscope",
+    profile: Optional[Path] = None,
+    single_iteration_time: Optional[str] = None,
+    reduce_cost: Optional[Path] = None,
+    workers: Sequence[str] = (),
+    bandwidth: Sequence[str] = (),
+    compression: Sequence[str] = (),
+    latency: str = "10us",
+    gpus_per_server: int = 1,
+    intra_bandwidth: str = "1.2Tbit",
+    buckets: str = "horovod",
+    fp16: bool = False,
+    efficiency: Optional[float] = None,
+) -> WhatIf:
+    """`what_if_request` from option strings as `ringscope whatif` takes them: times in seconds or with a unit
+    ('0.128', '128ms'), rates with a unit ('25G'), and lists as repeated values and/or comma lists."""
+    return what_if_request(
+        measured,
+        model=model,
+        profile=profile,
+        single_iteration_time_s=_seconds(single_iteration_time) if single_iteration_time is not None else None,
+        reduce_cost=reduce_cost,
+        workers=split_values(workers, _positive_int, "worker count"),
+        bandwidths_bps=split_values(bandwidth, parse_rate, "bandwidth"),
+        compressions=split_values(compression, _ratio, "compression ratio"),
+        latency_s=_seconds(latency),
+        gpus_per_server=gpus_per_server,
+        intra_bandwidth_bps=parse_rate(intra_bandwidth),
+        buckets=buckets,
+        fp16=fp16,
+        efficiency=efficiency,
+    )
+
+
+def split_values(values: Optional[Sequence[str]], parse: Callable[[str], T], what: str) -> list[T]:
+    """Values from repeated options and/or comma (or space) separated lists: ['4,8', '16'] → [4, 8, 16]."""
+    out: list[T] = []
+    for value in values or ():
+        for item in re.split(r"[,\s]+", str(value).strip()):
+            if not item:
+                continue
+            try:
+                out.append(parse(item))
+            except ValueError as exc:
+                raise ValueError(f"bad {what} {item!r}: {exc}") from exc
+    return out
+
+
+def _seconds(text: str) -> float:
+    """A time in seconds: a bare number ('0.128') or a duration with unit ('128ms')."""
+    return parse_duration(text) / 1e9
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be at least 1")
+    return value
+
+
+def _ratio(text: str) -> float:
+    value = float(text)
+    if not value >= 1:
+        raise ValueError("must be ≥ 1 (1 = no compression)")
+    return value

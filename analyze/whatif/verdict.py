@@ -13,17 +13,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from analyze.doubt import headline
+from analyze.confidence.doubt import headline
+from analyze.confidence.thresholds import FILLS_LINK
+from analyze.findings import Measured
 from capture.units import format_rate
 
 if TYPE_CHECKING:
-    from analyze.whatif.calculation import Replay, WhatIfResult
+    from analyze.findings import WhatIf
+    from analyze.whatif.replay import Replay
 
-__all__ = ["verdict_text", "BOTTLENECK_SF", "FILLS_LINK"]
+__all__ = ["verdict_text", "BOTTLENECK_SF"]
 
 BOTTLENECK_SF = 0.95
 _NOTABLE_GAP = 0.02
-FILLS_LINK = 0.8  # a transport at ≥ 80 % of line rate while communicating uses the link it has
 _EXPLAINED = 1.5  # measured time above T up to 1.5× the communication time (10 ms bins): explained by communication
 _MOSTLY = 0.5  # ... and at least half of it: most of the communication is exposed
 
@@ -34,26 +36,27 @@ def _needed(replay: "Replay", t: float, workers: int, bandwidth: float, target: 
     return "no compression ratio" if c != c else ("no compression" if c <= 1 else f"{c:.2g}× compression")
 
 
-def verdict_text(result: "WhatIfResult", replay: "Replay") -> str:
+def verdict_text(result: "WhatIf", replay: "Replay") -> str:
     """One paragraph: is the network the bottleneck, and would a faster link or a better transport help.
-    When the measured inputs are unsure (analyze.doubt) it says so first and states the rest as conditional."""
+    When the measured inputs are unsure (analyze.confidence.doubt) it says so first and states the rest as
+    conditional."""
     text = _verdict(result, replay)
     if result.unsure:
         return (
             f"{headline(result.unsure)}. Nothing below is a finding until that is sure; if those inferences are "
-            f"right: {text} To make it sure, give one of: {'; '.join(result.unsure['would_make_sure'])}."
+            f"right: {text} To make it sure, give one of: {'; '.join(result.unsure.would_make_sure)}."
         )
     return text
 
 
-def _verdict(result: "WhatIfResult", replay: "Replay") -> str:
+def _verdict(result: "WhatIf", replay: "Replay") -> str:
     t = result.single_iteration_time_s
     n = max(p.workers for p in result.points)
     hide = result.hide_bandwidth_bps or float("nan")
     sf_hide = float(replay.scaling_factor(t, n, hide)[0])
     sf_inf = float(replay.scaling_factor(t, n, 1e18)[0])
-    m = result.measured or {}
-    link = m.get("link_speed_bps") if m.get("workers") == n else None
+    m = result.measured or Measured()
+    link = m.link_speed_bps if m.workers == n else None
     parts: list[str] = []
     if link:
         sf = float(replay.scaling_factor(t, n, link)[0])
@@ -74,8 +77,8 @@ def _verdict(result: "WhatIfResult", replay: "Replay") -> str:
                 f"{format_rate(hide)}{')' if link < hide else ''}, so a faster link would gain at most "
                 f"{sf_inf - sf:.3f}."
             )
-        eff = m.get("transport_efficiency")
-        sf_eff = m.get("scaling_factor_at_measured_efficiency")
+        eff = m.transport_efficiency
+        sf_eff = m.scaling_factor_at_measured_efficiency
         if eff and sf < BOTTLENECK_SF:
             parts.append(
                 f"The transport filled {eff:.0%} of line rate while communicating: it uses the link it has; "
@@ -105,7 +108,7 @@ def _verdict(result: "WhatIfResult", replay: "Replay") -> str:
                 f"The transport used {eff:.0%} of line rate while communicating, close enough that it is not "
                 f"what limits scaling."
             )
-        msf = m.get("measured_scaling_factor")
+        msf = m.measured_scaling_factor
         if msf is not None and msf < min(sf, sf_eff if sf_eff is not None else sf) - 0.05:
             parts.append(_measured_gap(msf, t, m))
     else:
@@ -142,9 +145,9 @@ def _verdict(result: "WhatIfResult", replay: "Replay") -> str:
     return " ".join(parts)
 
 
-def _measured_gap(msf: float, t: float, m: dict) -> str:
+def _measured_gap(msf: float, t: float, m: Measured) -> str:
     """Why the measured scaling factor is below the model's: exposed communication, or time lost elsewhere."""
-    period, comm = m.get("iteration_time_s"), m.get("comm_time_s")
+    period, comm = m.iteration_time_s, m.comm_time_s
     exposed = period - t if period else None
     if exposed and comm and 0 < exposed <= _EXPLAINED * comm:
         how = "most" if exposed >= _MOSTLY * comm else "part"

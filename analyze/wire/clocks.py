@@ -16,11 +16,12 @@ for each host against the reference by least squares over those pairs (a ring gi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
+from analyze.findings import Clock, HostClock
 from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, unique_rows
 
@@ -42,19 +43,6 @@ class PairClock:
     drift_ppm: float | None  # b's clock rate against a's, parts per million (None: too short to tell)
     uncertainty_ns: float
     samples: int
-
-
-@dataclass
-class Clocks:
-    """The JSON `clock` section: offsets and drifts against the reference host, or why there are none."""
-
-    reference: str
-    t0_ns: int
-    hosts: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"reference": self.reference, "t0_ns": self.t0_ns, "hosts": self.hosts, "notes": self.notes}
 
 
 def _owner(keys: np.ndarray, cols: tuple[int, int], locals_: Sequence[Sequence[tuple[int, int]]]) -> np.ndarray:
@@ -201,7 +189,7 @@ def estimate_clocks(
     locals_: Sequence[Sequence[tuple[int, int]]],
     reference: str,
     t0_ns: int,
-) -> Clocks | None:
+) -> Clock | None:
     """Every host's offset and drift against REFERENCE at T0_NS; None for a single host."""
     n = len(names)
     if n < 2 or reference not in names:
@@ -218,11 +206,11 @@ def estimate_clocks(
     usable = [p for p in pairs if p.a in reach and p.b in reach]
     offsets, drifts = _solve(usable, n, ref, "offset_ns"), _solve(usable, n, ref, "drift_ppm")
     drift_reach = _connected([p for p in usable if p.drift_ppm is not None], ref)
-    out = Clocks(reference=reference, t0_ns=int(t0_ns))
+    out = Clock(reference=reference, t0_ns=int(t0_ns))
     for h, name in enumerate(names):
         mine = [p for p in usable if h in (p.a, p.b)]
         if h not in reach:
-            out.hosts.append({"name": name, "offset_ns": None, "drift_ppm": None, "uncertainty_ns": None, "samples": 0})
+            out.hosts.append(HostClock(name, offset_ns=None, drift_ppm=None, uncertainty_ns=None, samples=0))
             out.notes.append(
                 f"{name}: clock not estimated: no TCP bytes of it were captured both by it and by a host whose "
                 f"clock is known (captured on one side only)"
@@ -231,12 +219,12 @@ def estimate_clocks(
         uncertainty = 0.0 if h == ref else min(p.uncertainty_ns for p in mine)
         drift_known = h in drift_reach
         out.hosts.append(
-            {
-                "name": name,
-                "offset_ns": int(round(offsets[h])),
-                "drift_ppm": round(float(drifts[h]), 3) if drift_known else None,
-                "uncertainty_ns": int(round(uncertainty)),
-                "samples": int(sum(p.samples for p in mine)),
-            }
+            HostClock(
+                name,
+                offset_ns=int(round(offsets[h])),
+                drift_ppm=round(float(drifts[h]), 3) if drift_known else None,
+                uncertainty_ns=int(round(uncertainty)),
+                samples=int(sum(p.samples for p in mine)),
+            )
         )
     return out

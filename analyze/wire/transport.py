@@ -29,15 +29,17 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from analyze.clocks import earliest
+from analyze.wire.clocks import earliest
 from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, unique_rows
-from analyze.topology import address_hosts, flow_hosts
+from analyze.confidence.thresholds import FILLS_LINK
+from analyze.findings import Iterations, Transport
+from analyze.jsonform import from_plain
+from analyze.tables.hosts import address_hosts, flow_hosts
 
 LOSS_FRACTION = 0.005  # re-sent bytes above this share of the edge's data: loss shapes the transfer
 WINDOW_FULL_FRACTION = 0.2  # data sent with the window full above this share: the receiver holds it back
 ZERO_WINDOW_SHARE = 0.05  # time at a zero window above this share of the edge's busy time
-LINK_FRACTION = 0.8  # rate while sending at or above this share of line rate: the link itself (whatif.verdict)
 LATENCY_STEP_BDPS = 4.0  # ring steps smaller than this many bandwidth-delay products wait on round trips
 NONE_BUSY_SHARE = 0.1  # edges busy less than this share of the job: communication is not what limits it
 MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
@@ -298,9 +300,9 @@ def _judge(row: dict[str, Any], step_bdps: Optional[float]) -> tuple[str, float,
             max(_margin(full or 0.0, WINDOW_FULL_FRACTION), _margin(zero, ZERO_WINDOW_SHARE)),
             evidence,
         )
-    if rate is not None and rate >= LINK_FRACTION:
+    if rate is not None and rate >= FILLS_LINK:
         evidence.append(f"{rate:.0%} of line rate while sending")
-        return "link", _margin(rate, LINK_FRACTION, full_at=1.0), evidence
+        return "link", _margin(rate, FILLS_LINK, full_at=1.0), evidence
     if step_bdps is not None and step_bdps < LATENCY_STEP_BDPS:
         evidence.append(
             f"each ring step carries {step_bdps:.2g} bandwidth-delay products (line rate × min round trip "
@@ -318,7 +320,7 @@ def _judge(row: dict[str, Any], step_bdps: Optional[float]) -> tuple[str, float,
         evidence.append(
             f"in flight {row['inflight_mean_bytes']:,} B on average against a {row['window_mean_bytes']:,} B window"
         )
-    confidence = 0.5 if rate is None else _margin(LINK_FRACTION, max(rate, 1e-9))
+    confidence = 0.5 if rate is None else _margin(FILLS_LINK, max(rate, 1e-9))
     return "sender", confidence, evidence
 
 
@@ -334,8 +336,8 @@ def _ms(ns: Any) -> Optional[float]:
     return None if ns is None or not np.isfinite(ns) else round(float(ns) / 1e6, 4)
 
 
-def diagnose(result: Any) -> Optional[dict[str, Any]]:
-    """The JSON `transport` section from the result's tables (None when it has no tables)."""
+def diagnose(result: Any) -> Optional[Transport]:
+    """The transport finding from the result's tables (None when it has no tables)."""
     tables = result.tables
     if tables is None:
         return None
@@ -352,7 +354,7 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
         judged = np.zeros(0, bool)
     if not judged.any():
         out["notes"].append("no TCP data between two captured hosts, captured at its sender: nothing to diagnose")
-        return out
+        return from_plain(Transport, out)
     assert ft is not None and samples is not None
     ft, src, dst = ft[judged], src[judged], dst[judged]
     code, pairs = pd.factorize(pd.MultiIndex.from_arrays([src, dst]))
@@ -377,15 +379,15 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
     busy_util = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0) * e_util, minlength=n)
     busy_weight = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0), minlength=n)
     span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
-    iterations = result.extra.get("iterations") or {}
-    ring_n = len((result.extra.get("topology") or {}).get("order") or [])
-    count = int(iterations.get("count") or 0) if iterations.get("confident") else 0
+    iterations = result.iterations or Iterations()
+    ring_n = len(result.topology.order) if result.topology else 0
+    count = iterations.count if iterations.confident else 0
     if not (ft["window_scale"] >= 0).any():
         out["notes"].append(
             "no connection's handshake was captured (long-lived collective connections): the receivers' window "
             "scale is unknown, so window-full cannot be judged; start the capture before the job to see it"
         )
-    if not iterations.get("confident"):
+    if not iterations.confident:
         out["notes"].append("iterations are not known for sure: ring steps, and so latency, are not judged")
     shift = _shift(result, [src for src, _ in pairs])  # each edge's sender clock against the reference
     resent = (s_code >= 0) & (s_what == RESENT)
@@ -457,23 +459,23 @@ def diagnose(result: Any) -> Optional[dict[str, Any]]:
             e.update(limiter=None, confidence=0.0, evidence=["too little data to judge"])
     out["edges"] = edges
     _verdict(out, [e for e in edges if e["limiter"] is not None])
-    return out
+    return from_plain(Transport, out)
 
 
 def _shift(result: Any, hosts: Sequence[str]) -> np.ndarray:
-    """Each named host's clock offset from the reference (analyze.clocks; 0 where unknown), to subtract from its
+    """Each named host's clock offset from the reference (analyze.wire.clocks; 0 where unknown), to subtract from its
     times so they sit on the reference's clock beside the iterations."""
-    offsets = {h["name"]: h["offset_ns"] or 0 for h in (result.extra.get("clock") or {}).get("hosts", [])}
+    offsets = {h.name: h.offset_ns or 0 for h in (result.clock.hosts if result.clock else [])}
     return np.array([offsets.get(h, 0) for h in hosts], dtype=np.int64)
 
 
-def _windows(result: Any, iterations: dict[str, Any]) -> np.ndarray:
+def _windows(result: Any, iterations: Iterations) -> np.ndarray:
     """The iterations' [start, end) on the reference clock: inferred windows are on iterations.clock's host
     clock, marker windows on the ranks' own (taken as the reference's)."""
-    rows = [(int(w["start_ns"]), int(w["end_ns"])) for w in iterations.get("per_iteration") or []]
+    rows = [(int(w.start_ns), int(w.end_ns)) for w in iterations.per_iteration]
     windows = np.array(rows, dtype=np.int64).reshape(-1, 2)
-    if iterations.get("clock"):
-        windows -= _shift(result, [iterations["clock"]])[0]
+    if iterations.clock:
+        windows -= _shift(result, [iterations.clock])[0]
     return windows[np.argsort(windows[:, 0], kind="stable")]
 
 

@@ -18,8 +18,8 @@ import pytest
 
 from capture import tcpdump
 from capture.units import parse_rate, parse_size
-from pcap_bytes import payload_kept, tcp_bytes
-from requirements import require, require_capture
+from tests.support.pcap_bytes import payload_kept, tcp_bytes
+from tests.support.requirements import require, require_capture
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = [sys.executable, "-m", "capture", "agent"]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
-from requirements import require, require_capture
+from tests.support.netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.requirements import require, require_capture
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable

@@ -18,9 +18,9 @@ import pytest
 from capture.errors import CaptureError
 from capture.hosts import hosts_from_command, read_hostfile
 from capture.remote import remote_argv, resolve_template
-from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
-from pcap_bytes import tcp_bytes
-from requirements import require, require_capture
+from tests.support.netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_bytes import tcp_bytes
+from tests.support.requirements import require, require_capture, require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -196,7 +196,7 @@ def test_netns_socket_ring_four_hosts(tmp_path, netns_cluster):  # noqa: F811
 
 
 def test_netns_torch_ddp_gloo_three_hosts(tmp_path, netns_cluster):  # noqa: F811
-    pytest.importorskip("torch")
+    require_module("torch")
     cluster = netns_cluster(3, rate="1gbit")
     names = cluster.names
     hosts = [names[2], names[0], names[1]]  # launch order differs from address order

@@ -14,8 +14,9 @@ import pytest
 from capture import hints, netinfo
 from capture.agent import READY_LINE
 from capture.errors import CaptureError
-from netns import IFACE, MGMT_IFACE, launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
-from pcap_bytes import tcp_bytes
+from tests.support.netns import IFACE, MGMT_IFACE, launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_bytes import tcp_bytes
+from tests.support.requirements import require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -192,7 +193,7 @@ def test_agent_choice_on_two_networks(tmp_path, netns_cluster):  # noqa: F811
 def test_real_ddp_on_two_networks_is_captured_on_the_training_nic(tmp_path, netns_cluster, names, setting):  # noqa: F811
     """`capture run` with no --iface: the job's own setting, seen on its command line, picks the training NIC
     on every host; its captures hold the all-reduce (2(N-1)/N of the gradient per iteration from every host)."""
-    pytest.importorskip("torch")
+    require_module("torch")
     cluster = netns_cluster(3, rate="1gbit", two_networks=names)
     hosts = [cluster.names[1], cluster.names[2], cluster.names[0]]  # launch order differs from address order
     address = {h.name: h.address for h in cluster.hosts}

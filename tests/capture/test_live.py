@@ -8,10 +8,10 @@ import re
 import subprocess
 from pathlib import Path
 
-from analyze.live import LiveRun, host_folders
+from analyze.live.view import LiveRun, host_folders
 from analyze.read import scan
-from expect import ROOT
-from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.expect import ROOT
+from tests.support.netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
 from tests.benchmarks.synth import ring_capture
 
 PY = str(ROOT / ".venv/bin/python") if (ROOT / ".venv/bin/python").exists() else "python3"
@@ -85,7 +85,7 @@ def test_a_rotation_set_is_followed_in_time_order(tmp_path: Path, monkeypatch) -
     """Two files of a rotation set whose names sort against their times (strftime names across midnight), both
     grown between two polls: read in capture order, so no byte comes out of sequence order; a file's first
     packet is looked up while the file grows, not at every poll."""
-    from pcapgen import record_offsets
+    from tests.support.pcapgen import record_offsets
 
     data, host, sent = _one_host(tmp_path, 20_000, 4)
     offsets = record_offsets(data)
@@ -112,7 +112,7 @@ def test_a_rotation_set_is_followed_in_time_order(tmp_path: Path, monkeypatch) -
 def test_a_ring_file_tcpdump_overwrites_is_read_again_from_its_start(tmp_path: Path) -> None:
     """tcpdump -C -W: the ring's files are reused. A file begun anew between two polls, smaller than before or
     already larger, is read from its start: every packet counted once, none out of sequence order."""
-    from pcapgen import record_offsets
+    from tests.support.pcapgen import record_offsets
 
     data, host, sent = _one_host(tmp_path, 20_000, 4)
     at = record_offsets(data)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from capture import markers
+from tests.support.requirements import require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 _ENV = (
@@ -114,7 +115,7 @@ def test_ranks_appending_to_one_file_never_interleave(tmp_path):
 
 
 def test_hook_optimizer_makes_each_step_an_iteration(tmp_path, monkeypatch):
-    torch = pytest.importorskip("torch")
+    torch = require_module("torch")
     monkeypatch.setenv("RINGSCOPE_MARKERS", str(tmp_path / "markers.jsonl"))
     markers.configure()
     model = torch.nn.Linear(10, 3)
@@ -130,7 +131,7 @@ def test_hook_optimizer_makes_each_step_an_iteration(tmp_path, monkeypatch):
 
 
 def test_hook_model_counts_training_forwards(tmp_path, monkeypatch):
-    torch = pytest.importorskip("torch")
+    torch = require_module("torch")
     monkeypatch.setenv("RINGSCOPE_MARKERS", str(tmp_path / "markers.jsonl"))
     markers.configure()
     model = markers.hook_model(torch.nn.Linear(10, 3))

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from analyze.api import analyze
-from pcap_clock import reclock
-from requirements import require
+from tests.support.pcap_clock import reclock
+from tests.support.requirements import require
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real-training"
 OFFSET_NS, DRIFT_PPM = 500_000, 5.0  # what the issue asks: offsets within 0.5 ms, drifts within 5 ppm
@@ -43,15 +43,15 @@ def test_offsets_and_drifts_match_the_rewrite(case, tmp_path):
     for host, (offset, ppm) in CLOCKS[case].items():
         pcap = next((run / host).glob("eth0.pcap*"))
         reclock(pcap, pcap, offset, ppm)
-    clock = analyze([run]).extra["clock"]
-    ref = clock["reference"]
-    assert ref not in CLOCKS[case] and clock["t0_ns"] == first[ref] and not clock["notes"]
-    for h in clock["hosts"]:
-        offset, ppm = CLOCKS[case].get(h["name"], (0, 0.0))
-        want = offset + (first[ref] - first[h["name"]]) * ppm / 1e6
-        assert abs(h["offset_ns"] - want) <= OFFSET_NS, (h, want)
-        assert h["drift_ppm"] is not None and abs(h["drift_ppm"] - ppm) <= DRIFT_PPM, (h, ppm)
-        assert h["samples"] > 1000 and 0 <= h["uncertainty_ns"] <= OFFSET_NS, h
+    clock = analyze([run]).clock
+    ref = clock.reference
+    assert ref not in CLOCKS[case] and clock.t0_ns == first[ref] and not clock.notes
+    for h in clock.hosts:
+        offset, ppm = CLOCKS[case].get(h.name, (0, 0.0))
+        want = offset + (first[ref] - first[h.name]) * ppm / 1e6
+        assert abs(h.offset_ns - want) <= OFFSET_NS, (h, want)
+        assert h.drift_ppm is not None and abs(h.drift_ppm - ppm) <= DRIFT_PPM, (h, ppm)
+        assert h.samples > 1000 and 0 <= h.uncertainty_ns <= OFFSET_NS, h
 
 
 def test_a_host_seen_from_one_side_only_is_not_estimated(tmp_path):
@@ -67,11 +67,11 @@ def test_a_host_seen_from_one_side_only_is_not_estimated(tmp_path):
     address = json.loads((run / "h1" / "meta.json").read_text())["addresses"][0].split("/")[0]
     done = subprocess.run(["tcpdump", "-r", str(plain), "-w", str(run / "h1" / "eth0.pcap"), f"src host {address}"])
     assert done.returncode == 0
-    clock = analyze([run]).extra["clock"]
-    hosts = {h["name"]: h for h in clock["hosts"]}
-    assert hosts["h1"]["offset_ns"] is None and hosts["h1"]["samples"] == 0
-    assert [n for n in clock["notes"] if n.startswith("h1: clock not estimated")]
-    assert hosts["h3"]["offset_ns"] is not None and abs(hosts["h3"]["offset_ns"]) <= OFFSET_NS
+    clock = analyze([run]).clock
+    hosts = {h.name: h for h in clock.hosts}
+    assert hosts["h1"].offset_ns is None and hosts["h1"].samples == 0
+    assert [n for n in clock.notes if n.startswith("h1: clock not estimated")]
+    assert hosts["h3"].offset_ns is not None and abs(hosts["h3"].offset_ns) <= OFFSET_NS
 
 
 def test_the_report_draws_every_host_on_the_reference_clock(tmp_path):
@@ -87,7 +87,7 @@ def test_the_report_draws_every_host_on_the_reference_clock(tmp_path):
         pcap = run / host / "eth0.pcap.gz"
         reclock(pcap, pcap, offset, 0.0)
     original, moved = analyze([FIXTURES / "ddp-100mbit" / "run"]), analyze([run])
-    series, shifts = on_reference_clock(moved.tables.host_series, moved.extra["clock"], moved.bin_ns)
+    series, shifts = on_reference_clock(moved.tables.host_series, moved.clock, moved.bin_ns)
     assert shifts == moves
     for host in moves:
         want = original.tables.host_series.query("host == @host").reset_index(drop=True)

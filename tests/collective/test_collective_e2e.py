@@ -15,10 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from netns import capturing, launch, netns_cluster  # noqa: F401  (pytest fixture)
-from requirements import require
+from tests.support.netns import capturing, launch, netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.requirements import require, require_module
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "fixtures" / "collective" / "gloo_allreduce.py"
@@ -77,7 +75,7 @@ def _launch_with_markers(order: list[str], argv: list[str], run: Path, port: int
 
 def test_gloo_ring_in_netns(tmp_path, netns_cluster):  # noqa: F811
     require(shutil.which("tcpdump") is not None, "needs tcpdump")
-    pytest.importorskip("torch")
+    require_module("torch")
     from analyze.api import analyze
 
     cluster = netns_cluster(4)
@@ -90,13 +88,13 @@ def test_gloo_ring_in_netns(tmp_path, netns_cluster):  # noqa: F811
 
     # 1. with markers, payload bytes: the tightest check of bytes per iteration
     res = analyze([run], byte_mode="payload", workers=1)
-    topo, its = res.extra["topology"], res.extra["iterations"]
-    assert topo["kind"] == "ring", topo
+    topo, its = res.topology, res.iterations
+    assert topo.kind == "ring", topo
     # gloo's ring: rank r sends to rank r-1, so the data visits the launch order backwards
-    assert topo["order"] == [order[0]] + order[:0:-1]
-    assert topo["direction"] == "against_launch_order" and topo["matches_launch_order"] is True
-    assert [(e["src"], e["dst"]) for e in topo["edges"]] == [(order[r], order[r - 1]) for r in (0, 3, 2, 1)]
-    assert its["source"] == "markers" and its["count"] == ITERS
+    assert topo.order == [order[0]] + order[:0:-1]
+    assert topo.direction == "against_launch_order" and topo.matches_launch_order is True
+    assert [(e.src, e.dst) for e in topo.edges] == [(order[r], order[r - 1]) for r in (0, 3, 2, 1)]
+    assert its.source == "markers" and its.count == ITERS
     theory = 2 * (n - 1) / n * S
     # gloo frames each message with a small preamble and sends a few small notifications back on each
     # pair (measured: 1,728 payload bytes per host per all-reduce, 2.9e-4 of 6 MB); allow 0.2%, plus any
@@ -105,38 +103,38 @@ def test_gloo_ring_in_netns(tmp_path, netns_cluster):  # noqa: F811
     flows = res.tables.flows
     resent = {h: int(flows.loc[flows["src"] == address[h], "retransmitted_bytes"].sum()) for h in order}
     into = {h: int(flows.loc[flows["dst"] == address[h], "retransmitted_bytes"].sum()) for h in order}
-    for it in its["per_iteration"]:
+    for it in its.per_iteration:
         for host in order:
-            assert theory <= it["bytes_by_host"][host] <= theory * 1.002 + resent[host], (host, it, resent)
-            assert theory <= it["rx_bytes_by_host"][host] <= theory * 1.002 + into[host], (host, it, into)
+            assert theory <= it.bytes_by_host[host] <= theory * 1.002 + resent[host], (host, it, resent)
+            assert theory <= it.rx_bytes_by_host[host] <= theory * 1.002 + into[host], (host, it, into)
     # retransmissions must stay an exception. On a loaded 2-core VM, TCP's RTO and tail-loss probes resend
     # segments spuriously (seen: 1.5 % of the bytes in one CI run), so the guard is 5 %; the per-iteration
     # bounds above only ever add a host's own counted re-sent bytes
     assert sum(resent.values()) <= 0.05 * S * ITERS
-    assert its["gradient_bytes"] == S and its["gradient_bytes_source"] == "markers"
-    assert 1.0 <= its["theory_ratio"] <= 1.002  # the median host-iteration: untouched by a rare retransmission
-    assert abs(its["implied_gradient_bytes"] / S - 1) < 0.002
+    assert its.gradient_bytes == S and its.gradient_bytes_source == "markers"
+    assert 1.0 <= its.theory_ratio <= 1.002  # the median host-iteration: untouched by a rare retransmission
+    assert abs(its.implied_gradient_bytes / S - 1) < 0.002
 
     # 2. without markers, ip bytes: iterations inferred from the traffic alone
     for host in order:
         (run / host / "markers.jsonl").rename(run / host / "markers.jsonl.hidden")
     res = analyze([run], byte_mode="ip", workers=1, gradient_bytes=S)
-    topo, its = res.extra["topology"], res.extra["iterations"]
-    assert topo["kind"] == "ring" and topo["direction"] == "against_launch_order"
-    assert its["source"] == "inferred" and its["count"] == ITERS, its["notes"]
-    assert its["confidence"] >= 0.7
-    assert abs(its["period_ns"] / 1e9 - FORWARD_S) < 0.1
+    topo, its = res.topology, res.iterations
+    assert topo.kind == "ring" and topo.direction == "against_launch_order"
+    assert its.source == "inferred" and its.count == ITERS, its.notes
+    assert its.confidence >= 0.7
+    assert abs(its.period_ns / 1e9 - FORWARD_S) < 0.1
     # IP and TCP headers ride on top: veth hands tcpdump GSO segments (one header per up to 64 KB), so
     # ip bytes add well under 1% here (on a 1500-byte MTU NIC they would add ~3.5%)
-    assert 1.0 <= its["theory_ratio"] <= 1.01
+    assert 1.0 <= its.theory_ratio <= 1.01
     print(
         json.dumps(
             {
-                "theory_ratio_ip": its["theory_ratio"],
-                "count": its["count"],
-                "method": its["method"],
-                "confidence": its["confidence"],
-                "topology_confidence": topo["confidence"],
+                "theory_ratio_ip": its.theory_ratio,
+                "count": its.count,
+                "method": its.method,
+                "confidence": its.confidence,
+                "topology_confidence": topo.confidence,
             }
         )
     )

@@ -8,9 +8,9 @@ import shutil
 from pathlib import Path
 
 from analyze.api import analyze
-from analyze.coverage import CAPTURE_PROBLEMS
+from analyze.confidence.coverage import CAPTURE_PROBLEMS
+from analyze.verdict import judge
 from reports.text import summary_text
-from reports.verdict import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = ROOT / "fixtures" / "real-training" / "ddp-100mbit" / "run"
@@ -19,7 +19,7 @@ UNRELATED = ROOT / "fixtures" / "accounting" / "retransmissions.pcap"
 
 def test_a_real_run_has_no_capture_problem():
     result = analyze([RUN])
-    assert CAPTURE_PROBLEMS not in result.extra and CAPTURE_PROBLEMS not in result.to_json()
+    assert result.capture_problems is None and CAPTURE_PROBLEMS not in result.to_json()
 
 
 def test_a_host_that_captured_the_wrong_network_is_said_first(tmp_path):
@@ -28,11 +28,14 @@ def test_a_host_that_captured_the_wrong_network_is_said_first(tmp_path):
     (run / "h3" / "eth0.pcap.gz").unlink()
     shutil.copy(UNRELATED, run / "h3" / "eth0.pcap")
     result = analyze([run])
-    problems = result.extra[CAPTURE_PROBLEMS]
+    problems = result.capture_problems
+    assert problems is not None and result.to_json()[CAPTURE_PROBLEMS] == problems
     assert len(problems) == 1 and problems[0].startswith("h3: its capture holds no traffic with the other")
     assert summary_text(result).splitlines()[1] == f"CAPTURE PROBLEM: {problems[0]}"
-    doc = result.to_json()
-    assert verdict(doc).answer == "unclear" and "missed the job's traffic" in verdict(doc).headline
-    scaling = doc["scaling"]  # the what-if is unsure for the same reason, and says so first
-    assert scaling["unsure"]["because"][0] == problems[0] and scaling["unsure"]["confidence"] == 0.0
-    assert scaling["verdict"].startswith("UNSURE: h3:") and "--iface NAME" in scaling["unsure"]["would_make_sure"][0]
+    v = result.verdict
+    assert v is not None and v == judge(result)  # the one answer, judged once by the analysis
+    assert v.answer == "unclear" and "missed the job's traffic" in v.headline
+    scaling = result.scaling  # the what-if is unsure for the same reason, and says so first
+    assert scaling is not None and scaling.unsure is not None
+    assert scaling.unsure.because[0] == problems[0] and scaling.unsure.confidence == 0.0
+    assert scaling.verdict.startswith("UNSURE: h3:") and "--iface NAME" in scaling.unsure.would_make_sure[0]

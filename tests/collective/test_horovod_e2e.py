@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from clirun import ringscope
-from netns import netns_cluster  # noqa: F401  (pytest fixture)
-from requirements import require
-from training_capture import FAKE_SSH, HOROVODRUN, horovodrun_argv
+from tests.support.clirun import ringscope
+from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.requirements import require
+from tests.support.training_capture import FAKE_SSH, HOROVODRUN, horovodrun_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -84,7 +84,7 @@ def test_fake_ssh_runs_the_command_in_the_hosts_namespace(netns_cluster, tmp_pat
 def test_multicast_is_no_collective_peer():
     """Fresh interfaces send IPv6 router solicitations and MLD reports; counted as endpoints they lowered
     the heavy-edge reference until Horovod's one-off parameter broadcast looked like part of a mesh."""
-    from analyze.topology import classify, host_edges
+    from analyze.collective.topology import classify, host_edges
 
     class H:
         def __init__(self, name: str, address: str) -> None:
@@ -114,7 +114,7 @@ def test_multicast_is_no_collective_peer():
 def test_back_to_back_iterations_are_not_one_burst():
     """Horovod on busy cores runs its iterations without silences between them; a start-up pause before
     them made the whole training one 'burst', which the analyzer then gave wholly to a single iteration."""
-    from analyze.iterations import per_iteration
+    from analyze.collective.iterations import per_iteration
 
     bin_ns, per_bin = 10_000_000, 1000
     t = [0, bin_ns] + [k * bin_ns for k in range(50, 150)]  # set-up traffic, a pause, then 100 busy bins

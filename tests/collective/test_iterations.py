@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import collective_synth as synth  # noqa: E402
+from fixtures.collective import collective_synth as synth  # noqa: E402
 
 from analyze.read import groupsum  # noqa: E402
 from analyze.api import analyze  # noqa: E402
-from analyze.iterations import per_iteration, ring_theory, windows_from_markers  # noqa: E402
+from analyze.collective.iterations import per_iteration, ring_theory, windows_from_markers  # noqa: E402
 
 BIN = 10_000_000
 
@@ -37,37 +37,37 @@ def test_generated_run_iterations_and_bytes(tmp_path, with_markers):
     n, s, iters = 6, 3_000_000, 7
     root = synth.build("ring", tmp_path / "r", n, nbytes=s, iterations=iters, gap_ns=150_000_000, markers=with_markers)
     res = analyze([root], workers=1, gradient_bytes=s)
-    it = res.extra["iterations"]
-    assert it["source"] == ("markers" if with_markers else "inferred") and it["count"] == iters
-    assert it["period_ns"] == pytest.approx(190_000_000, abs=10_000_000)
+    it = res.iterations
+    assert it.source == ("markers" if with_markers else "inferred") and it.count == iters
+    assert it.period_ns == pytest.approx(190_000_000, abs=10_000_000)
     per = 2 * (n - 1) * s // n
     segments = -(-per // synth.SEGMENT)
     expected_ip = per + segments * synth.HEADERS  # ip bytes: every planned segment's 40 header bytes
-    for row in it["per_iteration"]:
-        assert row["bytes_by_host"] == {f"h{i}": expected_ip for i in range(n)}
-        assert row["rx_bytes_by_host"] == row["bytes_by_host"]
-        assert row["bytes_by_edge"] == {f"h{i}->h{(i - 1) % n}": expected_ip for i in range(n)}
-        assert 0 < row["comm_ns"] <= 60_000_000
-    assert it["bytes_per_iteration_per_host"]["median"] == expected_ip
-    assert it["theory_ratio"] == pytest.approx(expected_ip / per)
-    assert it["gradient_bytes_source"] == "option"
+    for row in it.per_iteration:
+        assert row.bytes_by_host == {f"h{i}": expected_ip for i in range(n)}
+        assert row.rx_bytes_by_host == row.bytes_by_host
+        assert row.bytes_by_edge == {f"h{i}->h{(i - 1) % n}": expected_ip for i in range(n)}
+        assert 0 < row.comm_ns <= 60_000_000
+    assert it.bytes_per_iteration_per_host.median == expected_ip
+    assert it.theory_ratio == pytest.approx(expected_ip / per)
+    assert it.gradient_bytes_source == "option"
     res = analyze([root], workers=1, byte_mode="payload")
-    assert res.extra["iterations"]["implied_gradient_bytes"] == pytest.approx(s, rel=1e-6)
+    assert res.iterations.implied_gradient_bytes == pytest.approx(s, rel=1e-6)
 
 
 def test_iterations_option_against_markers(tmp_path):
     """Markers win, and a count that disagrees with them is said, not obeyed."""
     root = synth.build("ring", tmp_path / "r", 4, nbytes=1_000_000, iterations=5, gap_ns=150_000_000, markers=True)
-    it = analyze([root], workers=1, iterations=7).extra["iterations"]
-    assert it["source"] == "markers" and it["count"] == 5
-    assert any(n.startswith("DISAGREEMENT: --iterations 7") for n in it["notes"])
-    assert not any("DISAGREEMENT" in n for n in analyze([root], workers=1, iterations=5).extra["iterations"]["notes"])
+    it = analyze([root], workers=1, iterations=7).iterations
+    assert it.source == "markers" and it.count == 5
+    assert any(n.startswith("DISAGREEMENT: --iterations 7") for n in it.notes)
+    assert not any("DISAGREEMENT" in n for n in analyze([root], workers=1, iterations=5).iterations.notes)
 
 
 def test_non_ring_has_no_theory(tmp_path):
     res = analyze([synth.build("star", tmp_path / "s", 4, iterations=3)], workers=1, gradient_bytes=1e6)
-    it = res.extra["iterations"]
-    assert it["count"] == 3 and it["theory_ratio"] is None and it["implied_gradient_bytes"] is None
+    it = res.iterations
+    assert it.count == 3 and it.theory_ratio is None and it.implied_gradient_bytes is None
 
 
 def _cells(rows: list[tuple[str, str, int, int]]) -> pd.DataFrame:

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 
-import collective_synth as synth  # noqa: E402
+from fixtures.collective import collective_synth as synth  # noqa: E402
 
-from analyze.nccl_log import compare_rings, parse_nccl_log, read_nccl_log  # noqa: E402
+from analyze.collective.nccl_log import compare_rings, parse_nccl_log, read_nccl_log  # noqa: E402
 
 SAMPLE = ROOT / "fixtures" / "nccl" / "log.example"
 A, B = "172.31.89.192", "172.31.93.195"
@@ -55,7 +55,7 @@ def test_new_style_lines():
     # ring 0 2 1 3 alternates servers: node1 node2 node1 node2 -> not collapsible to one visit each
     assert log.host_ring() == ["node1", "node2", "node1", "node2"]
     out = compare_rings(log, ["node1", "node2"], {})
-    assert out["matches"] is False
+    assert out.matches is False
 
 
 def _two_server_run(tmp_path: Path) -> Path:
@@ -68,11 +68,11 @@ def test_compare_with_packets(tmp_path):
     from analyze.api import analyze
 
     res = analyze([_two_server_run(tmp_path)], workers=1, nccl_log=SAMPLE)
-    topo = res.extra["topology"]
-    assert topo["kind"] == "ring" and topo["nccl"]["matches"] is True
-    assert topo["nccl"]["host_ring"] == ["ip-172-31-89-192", "ip-172-31-93-195"]
-    assert any("4 ranks per server" in n for n in topo["notes"])
-    assert res.extra["iterations"]["ring_size"] == 8  # N for 2(N-1)/N is the log's rank count
+    topo = res.topology
+    assert topo.kind == "ring" and topo.nccl.matches is True
+    assert topo.nccl.host_ring == ["ip-172-31-89-192", "ip-172-31-93-195"]
+    assert any("4 ranks per server" in n for n in topo.notes)
+    assert res.iterations.ring_size == 8  # N for 2(N-1)/N is the log's rank count
 
 
 def test_cli_options(tmp_path):

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netns import netns_cluster  # noqa: F401  (pytest fixture)
-from pcap_clock import reclock
-from training_capture import live_capture
+from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_clock import reclock
+from tests.support.training_capture import live_capture
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "real-training"
@@ -61,19 +61,19 @@ def check_against_truth(
     boundary_misses: boundaries allowed further than a bin from the ranks' step ends (a lossy link: a
     retransmission timeout just before an iteration's last segments is a pause as long as its end's)."""
     res = analyze_run(run, byte_mode="payload")
-    its, topo = res.extra["iterations"], res.extra["topology"]
+    its, topo = res.iterations, res.topology
     n, s, steps = truth["world_size"], truth["gradient_bytes"], truth["iterations"]
-    assert topo["kind"] == "ring", topo
-    assert its["source"] == "inferred" and its["count"] == len(steps), (its["count"], its["notes"])
+    assert topo.kind == "ring", topo
+    assert its.source == "inferred" and its.count == len(steps), (its.count, its.notes)
     if confident:
-        assert its["confident"] and its["confidence"] >= 0.8, its["evidence"]
-        assert "unsure" not in res.extra.get("scaling", {})
+        assert its.confident and its.confidence >= 0.8, its.evidence
+        assert res.scaling is None or res.scaling.unsure is None
     # bytes per iteration per host: the ring's 2(N-1)/N x S plus what rides on it, measured here: gloo's
     # message framing and Horovod's negotiation (0.1-0.4 %), and on a lossy link the payload re-sent
     theory = 2 * (n - 1) / n * s
     flows = res.tables.flows
     resent = flows["retransmitted_bytes"].sum() / len(res.hosts) / len(steps)
-    median = its["bytes_per_iteration_per_host"]["median"]
+    median = its.bytes_per_iteration_per_host.median
     assert theory <= median <= 1.015 * theory + resent, (median / theory, resent / theory)
     # boundaries: iteration k starts when iteration k-1's communication ended, i.e. between the first and the
     # last rank's own end of step k-1 (the ranks share the test machine's clock), within one bin: the
@@ -88,23 +88,23 @@ def check_against_truth(
         return lo - bin_ns <= t <= hi + bin_ns
 
     missed = [
-        (it["index"], it["start_ns"], ends[it["index"] - 1])
-        for it in its["per_iteration"][1:]
-        if not near_ends(it["index"] - 1, it["start_ns"])
+        (it.index, it.start_ns, ends[it.index - 1])
+        for it in its.per_iteration[1:]
+        if not near_ends(it.index - 1, it.start_ns)
     ]
-    if not near_ends(len(steps) - 1, its["per_iteration"][-1]["end_ns"]):
-        missed.append(("end", its["per_iteration"][-1]["end_ns"], ends[len(steps) - 1]))
+    if not near_ends(len(steps) - 1, its.per_iteration[-1].end_ns):
+        missed.append(("end", its.per_iteration[-1].end_ns, ends[len(steps) - 1]))
     assert len(missed) <= boundary_misses, missed
     # the period within 2 % of the ranks' mean step. A boundary allowed to miss (a retransmission timeout's stall,
     # 0.2 s) moves the fitted period by up to 2 % over 10 iterations, two at opposite ends by 4 %: with misses, the
     # period is fitted through the boundaries that did land on the ranks' step ends, and held to the same tolerance
     truth_period = steady_period([it["start_ns"] for it in steps])
-    period = its["period_ns"]
+    period = its.period_ns
     if missed:
         away = {m[0] for m in missed}
-        kept = [(it["index"], it["start_ns"]) for it in its["per_iteration"][1:] if it["index"] not in away]
+        kept = [(it.index, it.start_ns) for it in its.per_iteration[1:] if it.index not in away]
         period = float(np.polyfit([k for k, _ in kept], [t - kept[0][1] for _, t in kept], 1)[0])
-    assert abs(period / truth_period - 1) <= period_tolerance, (its["period_ns"], period, truth_period, missed)
+    assert abs(period / truth_period - 1) <= period_tolerance, (its.period_ns, period, truth_period, missed)
     return its
 
 
@@ -126,26 +126,28 @@ def check_clock_independence(run: Path, tmp_path: Path) -> None:
     traffic, within 2 %), and the communication times within one bin."""
     a = analyze_run(run)
     b = analyze_run(reclocked(run, tmp_path / "reclocked"))
-    ia, ib = a.extra["iterations"], b.extra["iterations"]
-    assert a.extra["topology"]["order"] == b.extra["topology"]["order"]
-    assert ia["count"] == ib["count"] and ib["confident"] == ia["confident"]
-    median = ia["bytes_per_iteration_per_host"]["median"]
-    assert ib["bytes_per_iteration_per_host"]["median"] == pytest.approx(median, rel=0.001)
-    for x, y in zip(ia["per_iteration"], ib["per_iteration"]):
-        for host, nbytes in x["bytes_by_host"].items():
-            rel = 0.02 if x["index"] == 0 else 0.01
-            assert y["bytes_by_host"][host] == pytest.approx(nbytes, rel=rel), (x["index"], host)
-        assert abs(x["comm_ns"] - y["comm_ns"]) <= a.bin_ns
-    assert abs(ia["comm_ns_median"] - ib["comm_ns_median"]) <= a.bin_ns
+    ia, ib = a.iterations, b.iterations
+    assert a.topology.order == b.topology.order
+    assert ia.count == ib.count and ib.confident == ia.confident
+    median = ia.bytes_per_iteration_per_host.median
+    assert ib.bytes_per_iteration_per_host.median == pytest.approx(median, rel=0.001)
+    for x, y in zip(ia.per_iteration, ib.per_iteration):
+        for host, nbytes in x.bytes_by_host.items():
+            rel = 0.02 if x.index == 0 else 0.01
+            assert y.bytes_by_host[host] == pytest.approx(nbytes, rel=rel), (x.index, host)
+        assert abs(x.comm_ns - y.comm_ns) <= a.bin_ns
+    assert abs(ia.comm_ns_median - ib.comm_ns_median) <= a.bin_ns
     # the transport is read from each sender's own capture: its TCP counters do not move. An edge's rate while
     # sending may, by a bin's edge effects, so a verdict that sits at a threshold (an edge's confidence under
     # 0.6, the job's under 0.5, which the summary calls UNSURE) may flip between two limiters
-    ta, tb = a.extra["transport"], b.extra["transport"]
-    assert ta["limiter"] == tb["limiter"] or max(ta["confidence"], tb["confidence"]) < 0.5, (ta, tb)
+    ta, tb = a.transport, b.transport
+    assert ta.limiter == tb.limiter or max(ta.confidence, tb.confidence) < 0.5, (ta, tb)
     counters = ("src", "dst", "retransmitted_bytes", "dup_acks", "sack_acks", "window_full_fraction")
-    assert [[e[k] for k in counters] for e in ta["edges"]] == [[e[k] for k in counters] for e in tb["edges"]]
-    for x, y in zip(ta["edges"], tb["edges"]):
-        assert x["limiter"] == y["limiter"] or min(x["confidence"], y["confidence"]) < 0.6, (x, y)
+    assert [[getattr(e, k) for k in counters] for e in ta.edges] == [
+        [getattr(e, k) for k in counters] for e in tb.edges
+    ]
+    for x, y in zip(ta.edges, tb.edges):
+        assert x.limiter == y.limiter or min(x.confidence, y.confidence) < 0.6, (x, y)
 
 
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "truth.json").is_file()) if FIXTURES.is_dir() else []
@@ -162,9 +164,9 @@ def test_committed_capture(case):
 @pytest.mark.parametrize("case", sorted(UNSURE))
 def test_committed_capture_it_cannot_be_sure_of(case):
     res = analyze_run(FIXTURES / case / "run")
-    its = res.extra["iterations"]
-    assert not its["confident"] and its["confidence"] < 0.8, its["evidence"]
-    assert res.extra["scaling"]["unsure"]["because"] and res.extra["scaling"]["verdict"].startswith("UNSURE")
+    its = res.iterations
+    assert not its.confident and its.confidence < 0.8, its.evidence
+    assert res.scaling.unsure.because and res.scaling.verdict.startswith("UNSURE")
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c not in UNSURE])
@@ -174,8 +176,8 @@ def test_committed_capture_with_other_clocks(case, tmp_path):
 
 @pytest.mark.parametrize("case", sorted(UNSURE))
 def test_unsure_capture_stays_unsure_with_other_clocks(case, tmp_path):
-    its = analyze_run(reclocked(FIXTURES / case / "run", tmp_path / "reclocked")).extra["iterations"]
-    assert not its["confident"], its["evidence"]
+    its = analyze_run(reclocked(FIXTURES / case / "run", tmp_path / "reclocked")).iterations
+    assert not its.confident, its.evidence
 
 
 def test_the_fixtures_are_there():
@@ -188,30 +190,30 @@ def test_partial_capture_of_eight_hosts(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(FIXTURES / "ddp-8h" / "run", run)
     shutil.rmtree(run / truth["launch_order"][3])
-    its = analyze_run(run).extra["iterations"]
-    assert its["count"] == len(truth["iterations"]) and its["confident"], its["notes"]
+    its = analyze_run(run).iterations
+    assert its.count == len(truth["iterations"]) and its.confident, its.notes
 
 
 def test_anchors_are_checked_not_obeyed():
     truth = json.loads((FIXTURES / "ddp-100mbit" / "truth.json").read_text())
     run, count, s = FIXTURES / "ddp-100mbit" / "run", len(truth["iterations"]), truth["gradient_bytes"]
-    agree = analyze_run(run, iterations=count, gradient_bytes=s).extra["iterations"]
-    assert agree["count"] == count and agree["confidence"] >= 0.95
+    agree = analyze_run(run, iterations=count, gradient_bytes=s).iterations
+    assert agree.count == count and agree.confidence >= 0.95
     wrong = analyze_run(run, iterations=count + 3)
-    its = wrong.extra["iterations"]
-    assert its["count"] == count and its["confidence"] <= 0.5
-    assert any(n.startswith("DISAGREEMENT: --iterations") for n in its["notes"])
-    assert wrong.extra["scaling"]["unsure"]["because"]
+    its = wrong.iterations
+    assert its.count == count and its.confidence <= 0.5
+    assert any(n.startswith("DISAGREEMENT: --iterations") for n in its.notes)
+    assert wrong.scaling.unsure.because
     # twice the gradient: every other step would fit it, and the traffic's own count disagrees
-    bad_s = analyze_run(run, gradient_bytes=2 * s).extra["iterations"]
-    assert any(n.startswith("DISAGREEMENT") for n in bad_s["notes"]) and not bad_s["confident"]
-    assert bad_s["count"] == count
+    bad_s = analyze_run(run, gradient_bytes=2 * s).iterations
+    assert any(n.startswith("DISAGREEMENT") for n in bad_s.notes) and not bad_s.confident
+    assert bad_s.count == count
 
 
 def test_unsure_summary_says_so_first(tmp_path):
     """The terminal summary of an unsure case: the what-if's first line says UNSURE and why, no conclusion
     follows as fact, and what would make it sure is named."""
-    from clirun import ringscope
+    from tests.support.clirun import ringscope
 
     run = FIXTURES / "ddp-100mbit" / "run"
     done = ringscope("analyze", run, "--iterations", "11", "--workers", "1")
@@ -227,7 +229,7 @@ def test_unsure_summary_says_so_first(tmp_path):
 
 def test_whatif_on_an_unsure_result_says_so_first(tmp_path):
     """`ringscope whatif RESULT.json` obeys the same doubt as analyze: UNSURE on the line after its header."""
-    from clirun import ringscope
+    from tests.support.clirun import ringscope
 
     out = tmp_path / "unsure.json"
     assert ringscope("analyze", FIXTURES / "ddp-lossy-rto" / "run", "--json", out, "--workers", "1").returncode == 0
@@ -247,24 +249,24 @@ def check_lossy(run: Path, truth: dict) -> None:
     moves the fitted period by up to 3 % over 10 iterations); an unsure answer must say so (seen: the DDP
     case unsure in 2 runs of 3, the gloo loop right in 5 of 6 and once unsure-or-wrong at half the period)."""
     res = analyze_run(run)
-    its = res.extra["iterations"]
+    its = res.iterations
     resent = int(res.tables.flows["retransmitted_bytes"].sum())
     print(
         json.dumps(
             {
-                "count": its["count"],
+                "count": its.count,
                 "truth": len(truth["iterations"]),
-                "confidence": its["confidence"],
-                "evidence": its["evidence"],
+                "confidence": its.confidence,
+                "evidence": its.evidence,
                 "resent": resent,
             }
         )
     )
-    if its["confident"]:
+    if its.confident:
         check_against_truth(run, truth, boundary_misses=2, period_tolerance=0.03)
     else:
-        assert res.extra["scaling"]["unsure"]["because"]
-    assert res.extra["transport"]["limiter"] == "loss", res.extra["transport"]["evidence"]
+        assert res.scaling.unsure.because
+    assert res.transport.limiter == "loss", res.transport.evidence
 
 
 # a tbf queue of 0.5 ms with a 16 kB burst, offloads off: it overflows under the ring's bursts
@@ -272,19 +274,19 @@ LOSSY = {"rate": "1gbit", "qdisc": "tbf", "latency": "0.5ms", "burst": "16kb", "
 
 
 def test_live_ddp_four_hosts_gigabit(tmp_path, netns_cluster):  # noqa: F811
-    from training_capture import Job
+    from tests.support.training_capture import Job
 
     job = Job(workload="ddp", hosts=4, rate="1gbit", iters=15, batch=128, order=[3, 1, 4, 2])
     run, truth = live_capture(tmp_path, netns_cluster, job)
     its = check_against_truth(run, truth, confident=False)
-    print(json.dumps({"count": its["count"], "confidence": its["confidence"], "evidence": its["evidence"]}))
+    print(json.dumps({"count": its.count, "confidence": its.confidence, "evidence": its.evidence}))
     check_clock_independence(run, tmp_path)
 
 
 def test_live_ddp_lossy_link(tmp_path, netns_cluster):  # noqa: F811
     """A tbf queue of 0.5 ms with a 16 kB burst overflows under the ring's bursts: segments are dropped and
     re-sent (10-20 % of the bytes): a confident count must be the job's, else the answer says it is unsure."""
-    from training_capture import Job
+    from tests.support.training_capture import Job
 
     job = Job(
         workload="ddp",
@@ -302,7 +304,7 @@ def test_live_gloo_loop_on_a_lossy_link(tmp_path, netns_cluster):  # noqa: F811
     """The issue's lossy case: a gloo all_reduce loop with 0.2 s pauses (as long as a retransmission timeout)
     over a tbf queue of 0.5 ms that overflows under ring bursts (10-20 % of bytes re-sent): confident and right,
     or unsure and saying so."""
-    from training_capture import Job
+    from tests.support.training_capture import Job
 
     job = Job(
         workload="gloo",
@@ -318,16 +320,18 @@ def test_live_gloo_loop_on_a_lossy_link(tmp_path, netns_cluster):  # noqa: F811
 
 
 def test_live_ddp_three_hosts_jumbo_no_offloads(tmp_path, netns_cluster):  # noqa: F811
-    from training_capture import Job
+    from tests.support.training_capture import Job
 
     job = Job(workload="ddp", hosts=3, rate="500mbit", mtu=9000, offloads=False, iters=12, batch=256, order=[2, 3, 1])
     run, truth = live_capture(tmp_path, netns_cluster, job)
     its = check_against_truth(run, truth, confident=False)
-    print(json.dumps({"count": its["count"], "confidence": its["confidence"], "evidence": its["evidence"]}))
+    print(json.dumps({"count": its.count, "confidence": its.confidence, "evidence": its.evidence}))
 
 
-if __name__ == "__main__":  # print how the analyzer does on captures made by tests/support/training_capture.py
+# print how the analyzer does on captures made by tests.support.training_capture, from the repository root:
+#     python -m tests.collective.test_real_training OUT...
+if __name__ == "__main__":
     for folder in sys.argv[1:]:
         t = json.loads((Path(folder) / "truth.json").read_text())
-        i = analyze_run(Path(folder) / "run").extra["iterations"]
-        print(folder, len(t["iterations"]), i["count"], i["confidence"], np.round(i["period_ns"] / 1e6, 1))
+        i = analyze_run(Path(folder) / "run").iterations
+        print(folder, len(t.iterations), i.count, i.confidence, np.round(i.period_ns / 1e6, 1))

@@ -1,5 +1,5 @@
-"""Iterations found in the bytes (analyze.staircase), on synthetic ring traffic whose iteration count is fixed
-before the series is made: forward-pass pauses, bucket all-reduces with waits between them, step-time
+"""Iterations found in the bytes (analyze.collective.staircase), on synthetic ring traffic whose iteration count is
+fixed before the series is made: forward-pass pauses, bucket all-reduces with waits between them, step-time
 jitter, chatter, a long rendezvous and a parameter broadcast before training, teardown after it, re-sent
 bytes, and per-host clock offsets. The property that matters: every answer given with confidence at or above
 CONFIDENT is right. A second test keeps that from holding vacuously: clean cases must come out confident."""
@@ -13,7 +13,8 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from analyze.staircase import CONFIDENT, EdgeSeries, infer, pauses
+from analyze.confidence.thresholds import CONFIDENT
+from analyze.collective.staircase import EdgeSeries, infer, pauses
 
 BIN = 10_000_000
 LINE = 1_250_000.0  # bytes per 10 ms bin at 1 Gbit/s

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netns import netns_cluster  # noqa: F401  (pytest fixture)
-from requirements import require
-from training_capture import Job, live_capture
+from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.requirements import require
+from tests.support.training_capture import Job, live_capture
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "real-training"
@@ -35,20 +35,20 @@ RMEM_CAP = "4096 8192 16384"  # receive buffers of at most 16 kB: windows of abo
 def _transport(run: Path) -> dict:
     from analyze.api import analyze
 
-    t = analyze([run], workers=1).extra["transport"]
-    print(json.dumps({k: t[k] for k in ("limiter", "confidence", "evidence", "notes")}))
+    t = analyze([run], workers=1).transport
+    print(json.dumps({k: getattr(t, k) for k in ("limiter", "confidence", "evidence", "notes")}))
     return t
 
 
 def _ring_edges(t: dict, hosts: int) -> list[dict]:
     """The ring's edges: the `hosts` heaviest (each carries the all-reduce; the rest is control traffic)."""
-    return t["edges"][:hosts]
+    return t.edges[:hosts]
 
 
 def _named(t: dict, cause: str, hosts: int) -> None:
-    assert t["limiter"] == cause, t["evidence"]
-    assert t["confidence"] >= 0.5
-    assert [e["limiter"] for e in _ring_edges(t, hosts)] == [cause] * hosts
+    assert t.limiter == cause, t.evidence
+    assert t.confidence >= 0.5
+    assert [e.limiter for e in _ring_edges(t, hosts)] == [cause] * hosts
 
 
 @pytest.mark.parametrize("case, cause, hosts", [("ddp-lossy-rto", "loss", 3), ("ddp-100mbit", "link", 4)])
@@ -57,21 +57,21 @@ def test_committed_ddp_captures_name_the_cause_applied(case: str, cause: str, ho
     _named(t, cause, hosts)
     ring = _ring_edges(t, hosts)
     if cause == "loss":  # the capture's README: segments dropped by the tbf queue and re-sent
-        assert all(e["retransmitted_fraction"] > 0.05 and e["dup_acks"] > 100 for e in ring)
+        assert all(e.retransmitted_fraction > 0.05 and e.dup_acks > 100 for e in ring)
         # the re-sent bytes over time (thinned like the samples, each kept segment standing for those it
         # replaces) add up to the flow's exact total within 2 %
         for e in ring:
-            assert sum(e["series"]["resent_bytes"]) == pytest.approx(e["retransmitted_bytes"], rel=0.02)
+            assert sum(e.series.resent_bytes) == pytest.approx(e.retransmitted_bytes, rel=0.02)
     else:  # a deep htb queue at 100 Mbit/s: busy at line rate, nothing lost, the window never full
-        assert all(e["rate_while_busy"] > 0.85 and e["retransmitted_fraction"] < 1e-4 for e in ring)
-        assert all(e["window_full_fraction"] < 0.01 for e in ring)
+        assert all(e.rate_while_busy > 0.85 and e.retransmitted_fraction < 1e-4 for e in ring)
+        assert all(e.window_full_fraction < 0.01 for e in ring)
         # and so in every iteration the job ran (8, from each rank's own step record): sending at line rate,
         # hardly ever idle while communicating
         truth = json.loads((FIXTURES / case / "truth.json").read_text())
         for e in ring:
-            per = e["per_iteration"]
-            assert len(per["index"]) >= len(truth["iterations"]), per
-            assert np.median(per["rate_while_busy"]) > 0.85 and np.median(per["idle_share"]) < 0.1, per
+            per = e.per_iteration
+            assert len(per.index) >= len(truth["iterations"]), per
+            assert np.median(per.rate_while_busy) > 0.85 and np.median(per.idle_share) < 0.1, per
 
 
 def test_live_gloo_receive_window(tmp_path: Path, netns_cluster) -> None:  # noqa: F811
@@ -90,9 +90,9 @@ def test_live_gloo_receive_window(tmp_path: Path, netns_cluster) -> None:  # noq
     t = _transport(run)
     _named(t, "receive_window", 3)
     for e in _ring_edges(t, 3):
-        assert e["window_full_fraction"] > 0.5 and e["window_mean_bytes"] < 16_384
-        assert e["inflight_max_bytes"] <= 16_384
-        assert 0 < max(e["series"]["inflight_bytes"]) <= 16_384  # over time too, never past the capped buffer
+        assert e.window_full_fraction > 0.5 and e.window_mean_bytes < 16_384
+        assert e.inflight_max_bytes <= 16_384
+        assert 0 < max(e.series.inflight_bytes) <= 16_384  # over time too, never past the capped buffer
     _audit(run)
 
 
@@ -108,7 +108,7 @@ def test_live_gloo_link(tmp_path: Path, netns_cluster) -> None:  # noqa: F811
     run, _ = live_capture(tmp_path, netns_cluster, job)
     t = _transport(run)
     _named(t, "link", 3)
-    assert all(e["rate_while_busy"] > 0.85 for e in _ring_edges(t, 3))
+    assert all(e.rate_while_busy > 0.85 for e in _ring_edges(t, 3))
 
 
 SENDER_LIMITED = {
@@ -128,8 +128,8 @@ def test_live_sender(tmp_path: Path, netns_cluster, name: str) -> None:  # noqa:
     t = _transport(run)
     _named(t, "sender", 3)
     for e in _ring_edges(t, 3):
-        assert e["rate_while_busy"] < max_rate and e["retransmitted_fraction"] < 0.005
-        assert e["inflight_mean_bytes"] < e["window_mean_bytes"] / 4
+        assert e.rate_while_busy < max_rate and e.retransmitted_fraction < 0.005
+        assert e.inflight_mean_bytes < e.window_mean_bytes / 4
 
 
 # ---- the audit: tshark's TCP analysis of the same files
@@ -178,10 +178,10 @@ def _ours(pcap: Path) -> dict[tuple[int, int], dict[str, float]]:
     """The same per port pair from ringscope's read of the one file (its kernel counters and round trips)."""
     import pandas as pd
 
-    from analyze.flows import address_text
+    from analyze.tables.flows import address_text
     from analyze.read import layouts as L
     from analyze.read.fold import merge_host, scan_host
-    from analyze.transport import flow_transport
+    from analyze.wire.transport import flow_transport
 
     hf = merge_host("h", [scan_host([pcap], bin_ns=10_000_000, byte_mode=L.BYTES_IP)])
     ports = (hf.keys[:, 4] >> np.uint64(8)).astype(np.int64)

@@ -15,12 +15,22 @@ from pathlib import Path
 
 import pytest
 
-from clirun import one_line_error, ringscope
-from expect import ROOT
-from pcapgen import ETHERNET, LINKTYPE_ETHERNET, LINKTYPE_LINUX_SLL2, Flow, Frame, Link, pcap_bytes, udp_fragments
-from scenarios import mixed, v4, v6
+from tests.support.clirun import one_line_error, ringscope
+from tests.support.expect import ROOT
+from tests.support.pcapgen import (
+    ETHERNET,
+    LINKTYPE_ETHERNET,
+    LINKTYPE_LINUX_SLL2,
+    Flow,
+    Frame,
+    Link,
+    pcap_bytes,
+    udp_fragments,
+)
+from tests.support.requirements import require_module
+from tests.support.scenarios import mixed, v4, v6
 
-duckdb = pytest.importorskip("duckdb")  # a test extra: pip install -e '.[test]'
+duckdb = require_module("duckdb")  # a test extra: pip install -e '.[test]'
 
 EXAMPLE = ROOT / "fixtures/example-ddp"
 IP_KINDS = ("tcp", "udp", "ip_fragment")
@@ -269,7 +279,7 @@ def test_a_damaged_capture_converts_its_valid_part_and_says_so(tmp_path: Path) -
 def test_frames_padded_or_not_keep_their_own_frame_length(tmp_path: Path) -> None:
     """frame_bytes is the length on the link (a padded 60-byte frame), ip_bytes the IP header's."""
     flow = Flow(v4(5, 1), v4(5, 2), 1, 2, "udp")
-    from pcapgen import ip_packet
+    from tests.support.pcapgen import ip_packet
 
     f = ip_packet(replace(ETHERNET, pad=True), T0, flow, 6)
     data, _ = pcap_bytes([f], linktype=LINKTYPE_ETHERNET)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from requirements import have, require
+from tests.support.requirements import have, require
 
 
 def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:

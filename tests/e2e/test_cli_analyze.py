@@ -15,10 +15,10 @@ from typer.testing import CliRunner
 
 from analyze.result import SCHEMA_PATH
 from cli import app
-from clirun import one_line_error, ringscope
-from expect import FIXTURES, flows_by_key, run, wire_truth
-from pcapgen import BASE_NS, ETHERNET, Flow, ip_packet, pcap_bytes, write
-from scenarios import load_truth, mixed
+from tests.support.clirun import one_line_error, ringscope
+from tests.support.expect import FIXTURES, flows_by_key, run, wire_truth
+from tests.support.pcapgen import BASE_NS, ETHERNET, Flow, ip_packet, pcap_bytes, write
+from tests.support.scenarios import load_truth, mixed
 
 EXAMPLE = FIXTURES / "example"
 EXPECTED = json.loads((EXAMPLE / "expected.json").read_text())
@@ -272,3 +272,34 @@ def test_console_script_writes_everything_before_its_fast_exit(tmp_path: Path) -
     assert (tmp_path / "r.html").read_text().rstrip().endswith("</html>")
     assert ringscope("capture", "agent", "--help").returncode == 0  # capture exits the ordinary way
     one_line_error(ringscope("analyze", tmp_path / "missing.pcap"))
+
+
+def test_report_of_a_saved_result_takes_a_whatif_json_and_judges_again(tmp_path: Path) -> None:
+    """`report RESULT.json WHATIF.json`: the result is read back typed, the whatif JSON's scaling replaces the
+    run's, and the verdict is judged again on it (the result JSON's own verdict is the old what-if's)."""
+    from analyze.jsonform import from_plain, plain
+    from analyze.findings import WhatIf
+    from analyze.result import Result
+    from analyze.verdict import judge
+
+    assert invoke(EXAMPLE, "--json", tmp_path / "r.json").exit_code == 0
+    doc = json.loads((tmp_path / "r.json").read_text())
+    saved = Result.from_json(doc)
+    assert saved.scaling is not None and saved.verdict is not None and saved.verdict.answer == "yes"
+    assert saved.to_json() == doc  # read back whole: the report draws what the analysis found
+    res = CliRunner().invoke(app, ["whatif", str(tmp_path / "r.json"), "--json", str(tmp_path / "w.json")])
+    assert res.exit_code == 0, res.output
+    scaling = json.loads((tmp_path / "w.json").read_text())["scaling"]
+    assert plain(from_plain(WhatIf, scaling)) == scaling
+    # a what-if in which the run's own link, fully used, hides the communication: no longer "yes"
+    scaling["measured"]["full_utilization_scaling_factor"] = 0.99
+    scaling["measured"]["scaling_factor_at_measured_efficiency"] = 0.99
+    (tmp_path / "w.json").write_text(json.dumps({"scaling": scaling}))
+    saved.scaling = from_plain(WhatIf, scaling)
+    assert judge(saved).answer == "no"
+    out = tmp_path / "r.html"
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "r.json"), str(tmp_path / "w.json"), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert 'data-answer="no"' in out.read_text() and 'data-answer="yes"' not in out.read_text()
+    res = CliRunner().invoke(app, ["report", str(tmp_path / "w.json"), "-o", str(out)])
+    assert res.exit_code == 2 and "a whatif JSON alone has no run to report" in res.output

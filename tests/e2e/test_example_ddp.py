@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from clirun import ringscope
-from expect import ROOT
+from tests.support.clirun import ringscope
+from tests.support.expect import ROOT
 
 EXAMPLE = ROOT / "fixtures/example-ddp"
 

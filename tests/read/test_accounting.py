@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from analyze.result import Result
-from expect import FIXTURES, flow_mismatches, flows_by_key, run, wire_truth
-from pcapgen import BASE_NS, ETHERNET, Flow, TcpConn, pcap_bytes, truth, udp_fragments, write
-from scenarios import MSS, TSO_PAYLOAD, load_truth, mixed
+from tests.support.expect import FIXTURES, flow_mismatches, flows_by_key, run, wire_truth
+from tests.support.pcapgen import BASE_NS, ETHERNET, Flow, TcpConn, pcap_bytes, truth, udp_fragments, write
+from tests.support.scenarios import MSS, TSO_PAYLOAD, load_truth, mixed
 
 EXAMPLE = FIXTURES / "example"
 

@@ -14,12 +14,23 @@ from pathlib import Path
 
 import pytest
 
-from clirun import one_line_error, ringscope
-from expect import FIXTURES, FLOW_FIELDS, flow_mismatches, run
-from oracles import dpkt_flows
-from pcapgen import BASE_NS, ETHERNET, Block, Frame, Section, gzip_bytes, pcap_bytes, pcapng_bytes, truth, write
-from requirements import is_root
-from scenarios import load_truth, mixed, multi_pcapng
+from tests.support.clirun import one_line_error, ringscope
+from tests.support.expect import FIXTURES, FLOW_FIELDS, flow_mismatches, run
+from tests.support.oracles import dpkt_flows
+from tests.support.pcapgen import (
+    BASE_NS,
+    ETHERNET,
+    Block,
+    Frame,
+    Section,
+    gzip_bytes,
+    pcap_bytes,
+    pcapng_bytes,
+    truth,
+    write,
+)
+from tests.support.requirements import is_root
+from tests.support.scenarios import load_truth, mixed, multi_pcapng
 
 
 def test_truncated_last_record_warns_and_keeps_the_rest() -> None:

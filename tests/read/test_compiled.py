@@ -16,8 +16,8 @@ import pytest
 import analyze.read.scan as scan_mod
 from analyze.read import compiled as K
 from analyze.read.formats import is_capture
-from expect import FIXTURES, ROOT
-from requirements import require
+from tests.support.expect import FIXTURES, ROOT
+from tests.support.requirements import require
 from tests.benchmarks.synth import ring_capture
 
 FILES = sorted(

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from expect import FIXTURES, run
-from oracles import Totals, dpkt_flows, tshark_flows
-from requirements import have, require
-from scenarios import SCENARIOS
+from tests.support.expect import FIXTURES, run
+from tests.support.oracles import Totals, dpkt_flows, tshark_flows
+from tests.support.requirements import have, require
+from tests.support.scenarios import SCENARIOS
 
 CAPTURES = [n for n in SCENARIOS if not n.endswith("corrupt.pcap")] + [
     f"example/{h}/eth0.pcap" for h in ("h1", "h2", "h3", "h4")

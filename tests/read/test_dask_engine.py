@@ -19,9 +19,9 @@ from typing import Any, Iterator
 import pytest
 
 from analyze.read.cluster import KEY_PREFIX, TIMEOUT_ENV, ClusterError, scan_hosts_on_cluster
-from clirun import one_line_error, ringscope
-from expect import FIXTURES
-from requirements import require
+from tests.support.clirun import one_line_error, ringscope
+from tests.support.expect import FIXTURES
+from tests.support.requirements import require, require_module
 
 EXAMPLE = FIXTURES / "example"  # absolute, so local and cluster runs name files alike
 EXPECTED = json.loads((EXAMPLE / "expected.json").read_text())
@@ -139,7 +139,7 @@ def test_cluster_does_the_scans_and_matches_the_local_run_and_ground_truth(clust
 def test_convert_writes_the_dataset_on_the_workers(cluster: Cluster, tmp_path: Path) -> None:
     """`convert --scheduler`: a task per host on the workers writes what a local conversion writes, and the
     dataset analyzes to the local result and the generator's truth."""
-    duckdb = pytest.importorskip("duckdb")
+    duckdb = require_module("duckdb")
     before = scan_tasks(cluster, "memory")
     remote = ringscope("convert", EXAMPLE, "--parquet", tmp_path / "remote", "--scheduler", cluster.address)
     assert remote.returncode == 0, remote.stderr

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from expect import FIXTURES, ROOT, capture_mismatches, flow_mismatches, run
-from pcapgen import record_offsets
-from scenarios import SCENARIOS, load_truth, write_scenarios
+from tests.support.expect import FIXTURES, ROOT, capture_mismatches, flow_mismatches, run
+from tests.support.pcapgen import record_offsets
+from tests.support.scenarios import SCENARIOS, load_truth, write_scenarios
 
 FORMAT_FIXTURES = [n for n in SCENARIOS if n.startswith("formats/")]
 
@@ -86,7 +86,8 @@ def test_folder_is_searched_by_content(tmp_path: Path) -> None:
 def test_generator_reproduces_the_committed_fixtures(tmp_path: Path) -> None:
     """fixtures/generate.py is deterministic and the committed captures and truth files are current."""
     subprocess.run(
-        [sys.executable, str(ROOT / "fixtures/generate.py"), "--out", str(tmp_path)],
+        [sys.executable, "-m", "fixtures.generate", "--out", str(tmp_path)],
+        cwd=ROOT,
         check=True,
         capture_output=True,
         timeout=120,

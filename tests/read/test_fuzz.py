@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz import MEMORY_BOUND_MB, analyze_once, run
+from tests.support.fuzz import MEMORY_BOUND_MB, analyze_once, run
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz"
 

@@ -17,8 +17,8 @@ import pytest
 from analyze.read import inflate
 from analyze.read.formats import open_capture
 from analyze.read.scan import StreamScan, scan_stream
-from expect import FIXTURES, same_scan
-from pcapgen import gzip_bytes, write
+from tests.support.expect import FIXTURES, same_scan
+from tests.support.pcapgen import gzip_bytes, write
 
 OPTS = dict(bin_ns=1_000_000, byte_mode=0)
 PLAIN = [FIXTURES / "example/h1/eth0.pcap", FIXTURES / "formats/multi.pcapng"]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from expect import FIXTURES, capture_mismatches, flow_mismatches, run
-from pcapgen import (
+from tests.support.expect import FIXTURES, capture_mismatches, flow_mismatches, run
+from tests.support.pcapgen import (
     LINKTYPE_ETHERNET,
     LINKTYPE_LINUX_SLL,
     LINKTYPE_LINUX_SLL2,
@@ -24,7 +24,7 @@ from pcapgen import (
     truth,
     write,
 )
-from scenarios import SCENARIOS, load_truth
+from tests.support.scenarios import SCENARIOS, load_truth
 
 LINKTYPE_FIXTURES = [n for n in SCENARIOS if n.startswith("linktypes/")]
 LINKS = {

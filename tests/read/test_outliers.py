@@ -16,8 +16,8 @@ import pytest
 
 from analyze.read import layouts as L
 from analyze.read.outliers import span
-from expect import ROOT, run
-from pcapgen import record_offsets
+from tests.support.expect import ROOT, run
+from tests.support.pcapgen import record_offsets
 from tests.benchmarks.synth import ring_capture
 
 Y2104 = int(datetime(2104, 3, 1, tzinfo=timezone.utc).timestamp())
@@ -80,7 +80,7 @@ def test_the_stray_capture_costs_what_the_data_does(tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     argv = [sys.executable, str(ROOT / "cli.py"), "analyze", str(path), "--workers", "1", "--json", str(out)]
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests/support/fuzz.py"), "--measure", "--", *argv],
+        [sys.executable, "-m", "tests.support.fuzz", "--measure", "--", *argv],
         capture_output=True,
         text=True,
         timeout=120,

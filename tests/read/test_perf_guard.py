@@ -70,7 +70,7 @@ def _frames_built_after_reading(root: Path, hosts: int) -> tuple[int, str]:
 
     with mock.patch.object(pd.DataFrame, "__init__", counting):
         result = finish(reading, link_speed_bps=25e9)
-    return built[0], result.extra["topology"]["kind"]
+    return built[0], result.topology.kind
 
 
 def test_tables_after_reading_do_not_take_a_frame_per_host(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ from analyze.read import layouts as L
 from analyze.read.fold import fold_scans, merge_host
 from analyze.read.formats import is_capture, scan_bytes
 from analyze.read.scan import StreamScan, scan_range, scan_stream
-from expect import FIXTURES, same_scan
-from pcapgen import BASE_NS, ETHERNET, LINKTYPE_ETHERNET, Flow, ip_packet, pcap_bytes, write
+from tests.support.expect import FIXTURES, same_scan
+from tests.support.pcapgen import BASE_NS, ETHERNET, LINKTYPE_ETHERNET, Flow, ip_packet, pcap_bytes, write
 from tests.benchmarks.synth import ring_capture
 
 OPTS = dict(bin_ns=1_000_000, byte_mode=0)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from analyze.read import inflate, scan
 from analyze.read.formats import FileError
-from expect import FIXTURES, flow_mismatches, run
-from pcapgen import (
+from tests.support.expect import FIXTURES, flow_mismatches, run
+from tests.support.pcapgen import (
     BASE_NS,
     ETHERNET,
     Frame,
@@ -26,7 +26,7 @@ from pcapgen import (
     truth,
     write,
 )
-from scenarios import MSS, TSO_PAYLOAD, mixed
+from tests.support.scenarios import MSS, TSO_PAYLOAD, mixed
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

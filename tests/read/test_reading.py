@@ -18,7 +18,7 @@ from analyze.read.engine import POOL_MIN_BYTES
 from analyze.read.fold import merge_host
 from analyze.read.reading import start_reading
 from analyze.read.scan import scan_stream
-from expect import FIXTURES, ROOT, same_scan
+from tests.support.expect import FIXTURES, ROOT, same_scan
 from tests.benchmarks.synth import ring_capture
 
 

@@ -23,9 +23,9 @@ import pytest
 from analyze.read import engine
 from analyze.read import pieces
 from analyze.api import analyze
-from expect import flows_by_key, run
-from oracles import dpkt_flows, tshark_flows
-from requirements import have, require, require_capture
+from tests.support.expect import flows_by_key, run
+from tests.support.oracles import dpkt_flows, tshark_flows
+from tests.support.requirements import have, require, require_capture
 
 SENT_BYTES = 3_000_000 + 12_345  # not a multiple of any segment size
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from analyze.read import layouts as L
 from analyze.read.fold import merge_host, scan_host
-from pcapgen import BASE_NS, ETHERNET, TcpConn, pcap_bytes, write
+from tests.support.pcapgen import BASE_NS, ETHERNET, TcpConn, pcap_bytes, write
 
 US = 1_000
 

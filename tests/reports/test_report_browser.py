@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from browser import Page, find_chromium
-from loopback_ring import make_ring_capture
-from requirements import require, require_capture
+from tests.support.browser import Page, find_chromium
+from tests.support.loopback_ring import make_ring_capture
+from tests.support.requirements import require, require_capture
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 EXAMPLE = Path(__file__).resolve().parents[2] / "fixtures" / "example"
@@ -121,7 +121,7 @@ def test_report_in_chromium(rendered):
 
 def test_ring_order_in_chromium(rendered):
     """The diagram visits the hosts in the launch order, the way the data flowed (i sends to i+1)."""
-    path, result, _ = rendered
+    path, _, _ = rendered
     require_chromium()
     with Page() as page:
         _open(page, path)
@@ -136,10 +136,7 @@ def test_ring_order_in_chromium(rendered):
         placeholder = page.evaluate("!!document.querySelector('#topology [data-missing=topology]')")
         y = int(page.evaluate("document.getElementById('topology').getBoundingClientRect().top + window.scrollY"))
         page.screenshot(ARTIFACTS / "report-topology.png", clip=(0, y, 1280, 700))
-    if "topology" not in result.extra:
-        assert placeholder and nodes == []
-        pytest.skip("the analyzer's result has no 'topology' key yet: the placeholder is shown instead")
-    assert not placeholder
+    assert not placeholder, "the topology placeholder is shown instead of the ring"
     start = nodes.index(LAUNCH[0])
     assert nodes[start:] + nodes[:start] == LAUNCH
     assert sorted(map(tuple, edges)) == sorted((LAUNCH[i], LAUNCH[(i + 1) % 4]) for i in range(4))
@@ -189,8 +186,7 @@ def test_host_name_with_html_stays_text(capture, tmp_path):
 def test_bundled_example_in_chromium(tmp_path):
     """fixtures/example (4 hosts, ring all-reduce, expected.json = ground truth): figures drawn, ring and
     numbers right."""
-    if not (EXAMPLE / "expected.json").is_file():
-        pytest.skip("fixtures/example/ is not there yet")
+    assert (EXAMPLE / "expected.json").is_file(), EXAMPLE
     require_chromium()
     from analyze.api import analyze
     from reports.html import write_html
@@ -223,8 +219,7 @@ def test_bundled_example_in_chromium(tmp_path):
     assert f"{expected['link_speed_bps'] / 1e9:g} Gbit/s" in verdict
     value, unit = cards["bytes_per_iteration"].split()
     assert unit == "MB" and float(value) * 1e6 == pytest.approx(expected["tx_payload_bytes_per_iteration"], rel=0.03)
-    if "topology" not in result.extra:
-        pytest.skip("the analyzer's result has no 'topology' key yet")
+    assert nodes, "no ring drawn: the topology placeholder is shown instead"
     ring = expected["ring_data_order"]
     start = nodes.index(ring[0])
     assert nodes[start:] + nodes[:start] == ring
@@ -240,7 +235,7 @@ def test_unsure_case_says_so_in_chromium(tmp_path):
     from reports.html import write_html
 
     result = analyze([EXAMPLE.parent / "real-training" / "ddp-lossy-rto" / "run"], workers=1)
-    assert result.extra["iterations"]["confident"] is False
+    assert result.iterations is not None and result.iterations.confident is False
     out = tmp_path / "unsure.html"
     write_html(result, out, title="ringscope report — unsure")
     with Page() as page:
@@ -277,8 +272,11 @@ def test_transport_section_in_chromium(tmp_path):
     from_json = tmp_path / "from-json.html"
     r = CliRunner().invoke(app, ["report", str(saved), "-o", str(from_json)])
     assert r.exit_code == 0, r.output
-    doc = json.loads(saved.read_text())["transport"]
-    ring = [x for x in doc["edges"] if x["limiter"]]
+    from analyze.result import Result
+
+    transport = Result.from_json(json.loads(saved.read_text())).transport
+    assert transport is not None
+    ring = [x for x in transport.edges if x.limiter]
     for path in (html, from_json):
         with Page() as page:
             _open(page, path)
@@ -293,8 +291,8 @@ def test_transport_section_in_chromium(tmp_path):
             errors = page.errors()
         assert errors == [], errors
         assert limiter == "loss"
-        assert [(row[0], row[1]) for row in rows[: len(ring)]] == [(f"{x['src']} → {x['dst']}", "loss") for x in ring]
-        assert [row[2] for row in rows[: len(ring)]] == [f"{x['retransmitted_fraction']:.2%}" for x in ring]
+        assert [(row[0], row[1]) for row in rows[: len(ring)]] == [(f"{x.src} → {x.dst}", "loss") for x in ring]
+        assert [row[2] for row in rows[: len(ring)]] == [f"{x.retransmitted_fraction:.2%}" for x in ring]
         for fig in ("fig-transport-rate", "fig-transport-rtt", "fig-transport-resent"):
             assert figures[fig]["traces"] == len(ring) and all(p > 0 for p in figures[fig]["points"]), figures
         # bytes in flight, and each edge's mean advertised window beside them

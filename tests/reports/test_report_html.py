@@ -6,12 +6,25 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from analyze.findings import (
+    IterationRecord,
+    Iterations,
+    Measured,
+    NeededCompression,
+    Percentiles,
+    Sweep,
+    SweepCurve,
+    Topology,
+    TopologyEdge,
+    WhatIf,
+)
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables, Utilization
 from reports.downsample import bucket_share, sparse_line
 from reports.html import SECTIONS, render_html
@@ -91,7 +104,7 @@ def synthetic_result(
     busy_share: float = 0.5,
     link_bps: float = 25e9,
     period_bins: int = 200,
-    extra: dict | None = None,
+    **findings: Any,
 ) -> Result:
     """N hosts in a ring; each sends to the next in bursts (busy_share of each period) at ~90 % of line rate."""
     n_bins = int(seconds * 1e9 // bin_ns)
@@ -199,8 +212,12 @@ def synthetic_result(
             host_series=pd.concat(series, ignore_index=True),
             markers=pd.DataFrame(),
         ),
-        extra=extra or {},
+        **findings,
     )
+
+
+def _edge(src: str, dst: str, nbytes: int, flows: int, share: float) -> TopologyEdge:
+    return TopologyEdge(src=src, dst=dst, bytes=nbytes, payload_bytes=nbytes, flows=flows, share=share, inferred=False)
 
 
 def test_sections_in_order_and_series_drawn():
@@ -220,17 +237,15 @@ def test_host_name_with_html_is_escaped_everywhere():
     res = synthetic_result(
         [XSS, "b", "c"],
         2,
-        extra={
-            "topology": {
-                "kind": "ring",
-                "order": [XSS, "b", "c"],
-                "launch_order": [XSS, "c", "b"],
-                "matches_launch_order": False,
-                "edges": [{"src": XSS, "dst": "b", "bytes": 10, "flows": 1, "share": 0.34}],
-                "confidence": 0.9,
-                "notes": [XSS],
-            }
-        },
+        topology=Topology(
+            kind="ring",
+            order=[XSS, "b", "c"],
+            launch_order=[XSS, "c", "b"],
+            matches_launch_order=False,
+            edges=[_edge(XSS, "b", 10, 1, 0.34)],
+            confidence=0.9,
+            notes=[XSS],
+        ),
     )
     res.run["command"] = ["python", "</script><img src=x onerror=alert(2)>"]
     html = render_html(res, title="<b>t</b>")
@@ -246,19 +261,16 @@ def test_host_name_with_html_is_escaped_everywhere():
 
 
 def test_launch_order_mismatch_is_highlighted():
-    topo = {
-        "kind": "ring",
-        "order": ["a", "b", "c", "d"],
-        "launch_order": ["a", "c", "b", "d"],
-        "matches_launch_order": False,
-        "confidence": 0.95,
-        "notes": [],
-        "edges": [
-            {"src": s, "dst": d, "bytes": 100, "flows": 2, "share": 0.25}
-            for s, d in (("a", "b"), ("b", "c"), ("c", "d"), ("d", "a"))
-        ],
-    }
-    html = render_html(synthetic_result(["a", "b", "c", "d"], 1, extra={"topology": topo}))
+    topo = Topology(
+        kind="ring",
+        order=["a", "b", "c", "d"],
+        launch_order=["a", "c", "b", "d"],
+        matches_launch_order=False,
+        confidence=0.95,
+        notes=[],
+        edges=[_edge(s, d, 100, 2, 0.25) for s, d in (("a", "b"), ("b", "c"), ("c", "d"), ("d", "a"))],
+    )
+    html = render_html(synthetic_result(["a", "b", "c", "d"], 1, topology=topo))
     # a→b and c→d join hosts that are not launch-order neighbours (a–c–b–d–a)
     assert html.count('class="edge mismatch"') == 2
     assert 'data-src="a" data-dst="b"' in html and "does not follow the launch order" in html
@@ -268,60 +280,65 @@ def test_renders_from_result_json_without_series():
     res = synthetic_result(
         ["a", "b"],
         1,
-        extra={
-            "iterations": {
-                "source": "markers",
-                "count": 3,
-                "period_ns": 2e8,
-                "per_iteration": [
-                    {
-                        "index": k,
-                        "start_ns": k * 2e8,
-                        "end_ns": k * 2e8 + 1.9e8,
-                        "comm_ns": 5e7,
-                        "bytes_by_host": {"a": 1.0e6, "b": 1.0e6},
-                    }
-                    for k in range(3)
-                ],
-                "bytes_per_iteration_per_host": {"median": 1e6, "p5": 1e6, "p95": 1e6},
-                "implied_gradient_bytes": 1e6,
-                "theory_ratio": 1.0,
-            }
-        },
+        iterations=Iterations(
+            source="markers",
+            count=3,
+            period_ns=2e8,
+            per_iteration=[
+                IterationRecord(
+                    index=k,
+                    start_ns=k * 200_000_000,
+                    end_ns=k * 200_000_000 + 190_000_000,
+                    bytes_by_host={"a": 1_000_000, "b": 1_000_000},
+                    rx_bytes_by_host={"a": 1_000_000, "b": 1_000_000},
+                    bytes_by_edge={"a->b": 1_000_000, "b->a": 1_000_000},
+                    comm_start_ns=k * 200_000_000,
+                    comm_ns=50_000_000,
+                    rate_bps=1.6e8,
+                )
+                for k in range(3)
+            ],
+            bytes_per_iteration_per_host=Percentiles(median=1e6, p5=1e6, p95=1e6),
+            implied_gradient_bytes=1e6,
+            theory_ratio=1.0,
+        ),
     )
     doc = json.loads(json.dumps(res.to_json()))
-    html = render_html(doc)
+    back = Result.from_json(doc)
+    assert back.tables is None and back.iterations == res.iterations
+    html = render_html(back)
     assert 'data-missing="host_series"' in html and 'data-missing="flow_series"' in html
     assert 'id="fig-iter-bytes"' in html and 'id="fig-iter-time"' in html
     assert 'data-key="bytes_per_iteration"' in html and "1 MB" in html and "200 ms" in html
 
 
 def test_whatif_section_from_scaling_key():
-    scaling = {
-        "model": "ringscope",
-        "single_iteration_time_s": 0.1,
-        "hide_bandwidth_bps": 25e9,
-        "verdict": "The network is the bottleneck.",
-        "assumptions": ["a"],
-        "measured": {
-            "workers": 4,
-            "link_speed_bps": 10e9,
-            "transport_efficiency": 0.6,
-            "full_utilization_scaling_factor": 0.8,
-            "scaling_factor_at_measured_efficiency": 0.7,
-            "measured_scaling_factor": 0.65,
-        },
-        "sweep": {
-            "bandwidths_bps": [1e9, 10e9, 100e9],
-            "curves": [{"workers": 4, "compression": 1.0, "scaling_factor": [0.3, 0.8, 0.99]}],
-        },
-        "needed_compression": [
-            {"workers": 4, "bandwidth_bps": b, "target": t, "compression": c}
+    scaling = WhatIf(
+        model="ringscope",
+        model_options={},
+        single_iteration_time_s=0.1,
+        profile={},
+        points=[],
+        hide_bandwidth_bps=25e9,
+        hide_bandwidth=[],
+        verdict="The network is the bottleneck.",
+        assumptions=["a"],
+        measured=Measured(
+            workers=4,
+            link_speed_bps=10e9,
+            transport_efficiency=0.6,
+            full_utilization_scaling_factor=0.8,
+            scaling_factor_at_measured_efficiency=0.7,
+            measured_scaling_factor=0.65,
+        ),
+        sweep=Sweep(bandwidths_bps=[1e9, 10e9, 100e9], curves=[SweepCurve(4, 1.0, [0.3, 0.8, 0.99])]),
+        needed_compression=[
+            NeededCompression(workers=4, bandwidth_bps=b, target=t, compression=c)
             for b, c in ((1e9, 9.0), (10e9, 2.0), (100e9, 1.0))
             for t in (0.9, 0.99)
         ],
-    }
-    html = render_html(synthetic_result(["a", "b", "c", "d"], 1, extra={"scaling": scaling}))
+    )
+    html = render_html(synthetic_result(["a", "b", "c", "d"], 1, scaling=scaling))
     assert 'id="fig-whatif-scaling"' in html and 'id="fig-whatif-compression"' in html
     assert 'data-answer="yes"' in html and "0.650 → 0.800" in html
     assert '<td class="n">9×</td>' in html
@@ -369,8 +386,7 @@ def test_cli_analyze_html_and_report_with_whatif_json(tmp_path):
     from cli import app
 
     example = Path(__file__).resolve().parents[2] / "fixtures" / "example"
-    if not (example / "run.json").is_file():
-        pytest.skip("fixtures/example/ is not there yet")
+    assert (example / "run.json").is_file(), example
     out = tmp_path / "a.html"
     r = CliRunner().invoke(app, ["analyze", str(example), "--html", str(out)])
     assert r.exit_code == 0, r.output

@@ -36,7 +36,7 @@ def test_written_json_parses_back_one_record_per_line(result, tmp_path: Path) ->
     flows = [json.loads(line.strip().rstrip(",")) for line in lines if line.startswith('    {"src": ')]
     assert [(f["src"], f["dst"], f["bytes"]) for f in flows] == [(f.src, f.dst, f.bytes) for f in result.flows]
     iterations = [line for line in lines if line.startswith('      {"index": ')]
-    assert len(iterations) == result.extra["iterations"]["count"] == 10
+    assert result.iterations is not None and len(iterations) == result.iterations.count == 10
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from clirun import ringscope
-from expect import FIXTURES, ROOT, run
-from pcap_clock import reclock
+from tests.support.clirun import ringscope
+from tests.support.expect import FIXTURES, ROOT, run
+from tests.support.pcap_clock import reclock
 from reports.trace import PID_BASE, trace_events
 
 EXAMPLE = FIXTURES / "example"
@@ -45,7 +45,8 @@ def test_the_cli_writes_a_trace_with_a_track_set_per_host_and_one_event_per_iter
     for e in doc["traceEvents"]:
         if e["ph"] == "M" and e["name"] == "thread_name":
             threads[hosts[e["pid"]]].add(e["args"]["name"])
-    ring = result.extra["topology"]["order"]
+    assert result.topology is not None and result.iterations is not None
+    ring = result.topology.order
     for i, host in enumerate(ring):
         peer = ring[(i + 1) % len(ring)]
         assert {"iterations", "communication", f"ring step → {peer}"} <= threads[host], threads[host]
@@ -57,7 +58,7 @@ def test_the_cli_writes_a_trace_with_a_track_set_per_host_and_one_event_per_iter
             if e["pid"] == pid and e["ph"] == "X" and e["name"].startswith("iteration ")
         )
         mine = markers[markers["host"] == host].groupby("iteration").agg(s=("start_ns", "min"), e=("end_ns", "max"))
-        assert got == list(zip(mine["s"], mine["e"])) and len(got) == result.extra["iterations"]["count"]
+        assert got == list(zip(mine["s"], mine["e"])) and len(got) == result.iterations.count
 
 
 def test_counters_and_ring_steps_carry_the_results_numbers() -> None:

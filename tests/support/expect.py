@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
-from pcapgen import Frame, flow_key
+from tests.support.pcapgen import Frame, flow_key
 
 from analyze.read import layouts as L
 from analyze.api import analyze

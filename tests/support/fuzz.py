@@ -4,9 +4,10 @@ process group under CPU and memory limits.
 
 A run fails when the command prints a traceback, exits with anything but 0 (analyzed) or 2 (one clear error
 line), dies by a signal, outlives its time limit (its whole group is killed), or peaks above the memory bound;
-the input is then kept for replay. Used by tests/read/test_fuzz.py for a minute in CI; for longer runs:
+the input is then kept for replay. Used by tests/read/test_fuzz.py for a minute in CI; for longer runs (from
+the repository root):
 
-    python tests/support/fuzz.py --seconds 3600 --keep /tmp/fuzz-failures [--seed N] [--jobs 2]
+    python -m tests.support.fuzz --seconds 3600 --keep /tmp/fuzz-failures [--seed N] [--jobs 2]
 
 Replay one kept input with `ringscope analyze FILE`.
 """

@@ -250,7 +250,8 @@ def record_case(produced: Path, golden: Path) -> None:
     if golden.exists():
         shutil.rmtree(golden)
     (golden / "tables").mkdir(parents=True)
-    (golden / "result.json").write_text(json.dumps(load_result_json(produced / "result.json"), indent=1) + "\n")
+    result = load_result_json(produced / "result.json")
+    (golden / "result.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     shutil.copy(produced / "summary.txt", golden / "summary.txt")
     for csv in sorted((produced / "tables").glob("*.csv")):
         shutil.copy(csv, golden / "tables" / csv.name)

@@ -311,7 +311,7 @@ if pytest is not None:
     @pytest.fixture
     def netns_cluster():
         """Factory fixture: netns_cluster(n, rate=None, qdisc='htb') -> Cluster, torn down after the test."""
-        from requirements import require_netns
+        from tests.support.requirements import require_netns
 
         require_netns()
         clusters: list[Cluster] = []

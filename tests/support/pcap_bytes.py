@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-import pytest
+from tests.support.requirements import require_module
 
 
 def tcp_bytes(pcap: Path, src: str | None = None, dport: int | None = None) -> tuple[int, int]:
@@ -15,7 +15,7 @@ def tcp_bytes(pcap: Path, src: str | None = None, dport: int | None = None) -> t
     byte of every connection once (the sequence-number span: what the application sent); wire adds
     retransmissions, which a loaded machine can cause even on loopback.
     """
-    dpkt = pytest.importorskip("dpkt")
+    dpkt = require_module("dpkt")
     first, end, wire = {}, {}, 0
     with open(pcap, "rb") as f:
         for _ts, buf in dpkt.pcap.UniversalReader(f):

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pcapgen import BASE_NS, ETHERNET, LINKTYPE_ETHERNET, Frame, TcpConn, pcap_bytes, truth
+from tests.support.pcapgen import BASE_NS, ETHERNET, LINKTYPE_ETHERNET, Frame, TcpConn, pcap_bytes, truth
 
 LISTEN_PORT = 29500
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from pcapgen import (
+from tests.support.pcapgen import (
     BASE_NS,
     ETHERNET,
     LINKTYPE_ETHERNET,

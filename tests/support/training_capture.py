@@ -7,9 +7,9 @@ own step start/end times and the gradient bytes to a truth folder beside the cap
 there), so the analyzer never sees them and a test compares its inference with what the job did.
 
 Used by tests/collective/test_real_training.py (live captures) and, as a command, to make the committed captures under
-fixtures/real-training/ (see its README.md):
+fixtures/real-training/ (see its README.md), from the repository root:
 
-    python tests/support/training_capture.py OUT --workload ddp --hosts 4 --rate 1gbit --iters 12 --order 3,1,4,2
+    python -m tests.support.training_capture OUT --workload ddp --hosts 4 --rate 1gbit --iters 12 --order 3,1,4,2
 
 Writes OUT/run/<host>/{meta.json, eth0.pcap}, OUT/run/run.json (hosts in launch order, as `capture run`
 writes it) and OUT/truth.json (launch order, gradient bytes, each rank's steps). With --fixture DEST the
@@ -30,9 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from netns import Cluster, build, capturing, destroy, launch  # noqa: E402
+from tests.support.netns import Cluster, build, capturing, destroy, launch
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -83,12 +81,11 @@ class Job:
 def live_capture(tmp_path: Path, netns_cluster: Any, job: Job) -> tuple[Path, dict[str, Any]]:
     """Train `job` on hosts the netns_cluster fixture builds with the job's own network (rate, queue, MTU,
     offloads, receive buffers); its capture's run folder and the truth. Skips (fails under CI) without the tools."""
-    import pytest
-    from requirements import have, require
+    from tests.support.requirements import have, require, require_module
 
     require(shutil.which("tcpdump") is not None, "needs tcpdump")
     require(job.offloads or have("ethtool"), "needs ethtool (apt-get install ethtool) to turn offloads off")
-    pytest.importorskip("torch")
+    require_module("torch")
     cluster = netns_cluster(**job.network())
     truth = record(job, tmp_path / "cap", cluster, port=29800 + int(time.time()) % 150)
     return tmp_path / "cap" / "run", truth

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from tests.support.requirements import require_module
+
+torch = require_module("torch")
 
 from typer.testing import CliRunner  # noqa: E402
 
@@ -124,7 +126,7 @@ def test_cuda_profile_matches_parameter_bytes() -> None:
 
 def test_an_unknown_device_is_one_line() -> None:
     """torch.device('foo') raises a RuntimeError with a traceback; the CLI names the choices instead."""
-    from clirun import one_line_error, ringscope
+    from tests.support.clirun import one_line_error, ringscope
 
     line = one_line_error(ringscope("profile", SMALL_CNN, "--device", "foo"))
     assert line == "ringscope: error: bad --device 'foo': choose auto, cpu or cuda (cuda:N for one GPU)"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli import app
+from tests.support.requirements import require
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures" / "training-bottleneck"
@@ -21,11 +21,7 @@ T_RESNET50 = "0.12808580219559176"
 @pytest.fixture(scope="module")
 def paper_files() -> dict[str, Path]:
     files = {"profile": FIXTURES / "resnet50.bk.log", "cost": FIXTURES / "cuda_vec_add.log"}
-    if not all(p.is_file() for p in files.values()):
-        reason = "fixtures/training-bottleneck/ is missing the paper's inputs"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason + " — CI=true, so this is a failure, not a skip")
-        pytest.skip(reason)
+    require(all(p.is_file() for p in files.values()), "fixtures/training-bottleneck/ is missing the paper's inputs")
     return files
 
 
@@ -171,10 +167,7 @@ def test_missing_profile_file_is_one_line(tmp_path: Path) -> None:
 
 def test_console_script_end_to_end(paper_files: dict[str, Path], tmp_path: Path) -> None:
     script = Path(sys.executable).with_name("ringscope")
-    if not script.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{script} missing: run `pip install -e .`")
-        pytest.skip(f"{script} missing: run `pip install -e .`")
+    require(script.exists(), f"{script} missing: run `pip install -e .`")
     out = tmp_path / "s.json"
     proc = subprocess.run(
         [str(script), *_paper_args(paper_files, out, "--workers", "4,8", "--bandwidth", "25G")],

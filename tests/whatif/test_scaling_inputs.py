@@ -7,7 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
+from analyze.jsonform import plain
+from analyze.result import Result
 from analyze.whatif.backward_profile import (
     BackwardProfile,
     ProfileFormatError,
@@ -15,8 +18,10 @@ from analyze.whatif.backward_profile import (
     load_reduce_cost,
     save_profile,
 )
-from cli import run_whatif, split_values
 from analyze.whatif.inputs import inputs_from_result
+from analyze.whatif.request import split_values
+from analyze.whatif_run import load_result, run_whatif
+from cli import app
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "training-bottleneck"
 
@@ -28,7 +33,7 @@ def result_doc(
     return {
         "schema": 1,
         "hosts": [
-            {"host": f"h{i}", "link_speed_bps": link_bps, "tx_utilization": {"while_busy": busy}} for i in range(hosts)
+            {"name": f"h{i}", "link_speed_bps": link_bps, "tx_utilization": {"while_busy": busy}} for i in range(hosts)
         ],
         "iterations": {
             "period_ns": int(period_s * 1e9),
@@ -46,7 +51,7 @@ def test_inputs_from_result_reads_everything() -> None:
     doc = result_doc(25e9, 0.2, 0.05, 0.8)
     doc["hosts"][3]["link_speed_bps"] = 10e9
     doc["hosts"][3]["tx_utilization"]["while_busy"] = 0.4
-    got = inputs_from_result(doc)
+    got = inputs_from_result(Result.from_json(doc))
     assert (got.workers, got.link_speed_bps, got.iteration_time_s, got.gradient_bytes) == (4, 10e9, 0.2, 25e6)
     assert got.comm_time_s == pytest.approx(0.05)
     assert got.transport_efficiency == pytest.approx((0.8 * 3 + 0.4) / 4)
@@ -56,13 +61,15 @@ def test_inputs_from_result_reads_everything() -> None:
     assert "slowest" in text and "one per captured host" in text and "median" in text
 
 
-def test_inputs_from_result_tolerates_absent_keys() -> None:
-    got = inputs_from_result({"hosts": {"a": {}, "b": {"link_speed_bps": None}}})
+def test_inputs_from_result_tolerates_absent_keys(tmp_path: Path) -> None:
+    # a result JSON that knew little: what it lacks is None once read back, and no input is made up from it
+    got = inputs_from_result(Result.from_json({"hosts": [{"name": "a"}, {"name": "b", "link_speed_bps": None}]}))
     assert got.workers == 2 and got.link_speed_bps is None and got.iteration_time_s is None
     assert got.gradient_bytes is None and got.comm_time_s is None and got.transport_efficiency is None
-    empty = inputs_from_result({})
+    empty = inputs_from_result(Result.from_json({"hosts": []}))
     assert empty.workers is None and empty.assumptions == []
-    wrapped = inputs_from_result({"result": result_doc(1e9, 1.0, 0.5, 1.2)})
+    (tmp_path / "wrapped.json").write_text(json.dumps({"result": result_doc(1e9, 1.0, 0.5, 1.2)}))
+    wrapped = inputs_from_result(load_result(tmp_path / "wrapped.json"))
     assert wrapped.workers == 4 and wrapped.transport_efficiency == 1.0  # > 1 is clamped, and said
     assert any("taken as 1" in a for a in wrapped.assumptions)
 
@@ -128,10 +135,10 @@ def test_split_values_accepts_repeats_and_lists() -> None:
 def _whatif_from(tmp_path: Path, doc: dict, *args: str, **kwargs) -> dict:
     path = tmp_path / "result.json"
     path.write_text(json.dumps(doc))
-    return run_whatif(path, json_out=tmp_path / "out.json", **kwargs)["scaling"]
+    return plain(run_whatif(path, **kwargs))
 
 
-def test_throttled_link_is_called_the_bottleneck(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_throttled_link_is_called_the_bottleneck(tmp_path: Path) -> None:
     # 4 hosts on a 100 Mbit/s link, 25 MB of gradients: the ring alone needs 2·3/4·8·25e6/1e8 = 3 s per
     # iteration, against a compute of 0.5 s (2.5 s period − 2 s of communication, as assumed).
     s = _whatif_from(tmp_path, result_doc(100e6, 2.5, 2.0, 0.95))
@@ -141,7 +148,10 @@ def test_throttled_link_is_called_the_bottleneck(tmp_path: Path, capsys: pytest.
     assert "The network is the bottleneck" in s["verdict"]
     assert any("minus its communication time" in a for a in s["assumptions"])
     assert any("no backward profile" in a for a in s["assumptions"])
-    assert "The network is the bottleneck" in capsys.readouterr().out
+    # the command prints it and writes exactly the library's what-if as {"scaling": ...}
+    res = CliRunner().invoke(app, ["whatif", str(tmp_path / "result.json"), "--json", str(tmp_path / "out.json")])
+    assert res.exit_code == 0, res.output
+    assert "The network is the bottleneck" in res.stdout
     assert json.loads((tmp_path / "out.json").read_text())["scaling"] == s
 
 
@@ -171,3 +181,6 @@ def test_missing_inputs_are_one_clear_error(tmp_path: Path) -> None:
     (tmp_path / "r.json").write_text("[1]")
     with pytest.raises(ValueError, match="JSON object"):
         run_whatif(tmp_path / "r.json")
+    (tmp_path / "w.json").write_text('{"scaling": {}}')  # a whatif JSON has no run to take inputs from
+    with pytest.raises(ValueError, match="w.json: not a result JSON .* no hosts list"):
+        run_whatif(tmp_path / "w.json")

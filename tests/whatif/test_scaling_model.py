@@ -10,9 +10,10 @@ import pytest
 
 from analyze.whatif.backward_profile import BackwardProfile, load_profile, load_reduce_cost
 from analyze.whatif.gradient_buckets import MiB, ddp_buckets
-from analyze.whatif.calculation import Replay
+from analyze.whatif.replay import Replay
 from analyze.whatif.model import RingscopeModel, RingscopeOptions
 from analyze.whatif.paper import PaperModel
+from tests.support.requirements import require
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "training-bottleneck"
 OFF = RingscopeOptions(latency_s=0.0)  # every refinement off
@@ -31,8 +32,7 @@ def overhead(
 
 
 def test_all_refinements_off_is_the_paper_model() -> None:
-    if not (FIXTURES / "resnet50.bk.log").is_file():
-        pytest.skip("fixtures/training-bottleneck/ is missing")
+    require((FIXTURES / "resnet50.bk.log").is_file(), "fixtures/training-bottleneck/ is missing")
     prof = load_profile(FIXTURES / "resnet50.bk.log")
     table = load_reduce_cost(FIXTURES / "cuda_vec_add.log")
     grid = [

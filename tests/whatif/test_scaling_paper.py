@@ -18,8 +18,10 @@ import pytest
 
 from analyze.whatif.backward_profile import BackwardProfile, ReduceCostTable, load_profile, load_reduce_cost
 from analyze.whatif.gradient_buckets import MiB, horovod_buckets
-from analyze.whatif.calculation import Replay, what_if
+from analyze.whatif.calculation import what_if
+from analyze.whatif.replay import Replay
 from analyze.whatif.paper import PaperModel
+from tests.support.requirements import require
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_FILES = ("resnet50.bk.log", "resnet101.bk.log", "vgg16.bk.log", "cuda_vec_add.log", "single_gpu_batch_time.json")
@@ -40,13 +42,13 @@ def _find(name: str, base: Path) -> Path:
 
 def paper_dir() -> Path:
     """Where the paper's inputs are: the repo copy first, then the shared data directory."""
-    for base in [REPO / "fixtures" / "training-bottleneck", *_shared_dirs()]:
-        if all(_find(n, base).is_file() for n in PAPER_FILES):
-            return base
-    reason = "the paper's inputs are missing (fixtures/training-bottleneck/ and ../shared/data/training-bottleneck/)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason + " — CI=true, so this is a failure, not a skip")
-    pytest.skip(reason)
+    bases = [REPO / "fixtures" / "training-bottleneck", *_shared_dirs()]
+    found = next((base for base in bases if all(_find(n, base).is_file() for n in PAPER_FILES)), None)
+    require(
+        found is not None,
+        "the paper's inputs are missing (fixtures/training-bottleneck/ and ../shared/data/training-bottleneck/)",
+    )
+    return found  # not None: require() skipped or failed otherwise
 
 
 @pytest.fixture(scope="module")
@@ -219,8 +221,8 @@ def test_sweep_is_fast(paper: dict) -> None:
     )
     elapsed = time.perf_counter() - start
     assert elapsed < 1.0
-    curve = next(c for c in result.sweep["curves"] if c["workers"] == 64 and c["compression"] == 1)
-    bws = result.sweep["bandwidths_bps"]
+    curve = next(c for c in result.sweep.curves if c.workers == 64 and c.compression == 1)
+    bws = result.sweep.bandwidths_bps
     assert bws[0] == pytest.approx(0.1e9) and bws[-1] == pytest.approx(400e9)
-    assert np.all(np.diff(curve["scaling_factor"]) >= -1e-12)  # more bandwidth never hurts
+    assert np.all(np.diff(curve.scaling_factor) >= -1e-12)  # more bandwidth never hurts
     assert len(result.points) == 4 * 5 * 4

@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analyze.whatif.backward_profile import BackwardProfile, stand_in_profile
+from analyze.jsonform import plain
 from analyze.result import SCHEMA_PATH
+from analyze.whatif.backward_profile import BackwardProfile, stand_in_profile
 from analyze.whatif.calculation import what_if
 from analyze.whatif.inputs import WhatIfInputs
 from analyze.whatif.model import RingscopeModel
@@ -57,7 +58,7 @@ def replay_of(
     profile_measured: bool = True,
 ) -> dict | None:
     # the counterfactual asked (64 workers, 10 Gbit/s) is not the run: the replay must still use the run's N and rate
-    return (
+    return plain(
         what_if(
             profile,
             T_S,
@@ -68,9 +69,7 @@ def replay_of(
             single_worker_measured=True,
             profile_measured=profile_measured,
         )
-        .to_dict()
-        .get("replay")
-    )
+    ).get("replay")
 
 
 def test_a_period_the_model_gives_replays_with_no_error() -> None:
@@ -125,9 +124,9 @@ def test_no_replay_from_a_stand_in_profile_or_without_a_period() -> None:
         profile_measured=True,
         measured=WhatIfInputs(workers=N, link_speed_bps=LINK_BPS, gradient_bytes=S),
     )
-    assert "replay" not in no_period.to_dict() and no_period.replay is None
+    assert "replay" not in plain(no_period) and no_period.replay is None
     no_run = what_if(PROFILE, T_S, RingscopeModel(), [N], [LINK_BPS], profile_measured=True)
-    assert "replay" not in no_run.to_dict()
+    assert "replay" not in plain(no_run)
 
 
 # ---- through `ringscope whatif RESULT.json --profile F` --------------------------------------------------------------

@@ -47,9 +47,9 @@ from pathlib import Path
 
 import pytest
 
-from clirun import ringscope
-from netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
-from requirements import require
+from tests.support.clirun import ringscope
+from tests.support.netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.requirements import require
 
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -199,7 +199,7 @@ def test_100mbit_link_is_the_bottleneck(tmp_path, netns_cluster):  # noqa: F811
     from analyze.result_whatif import add_whatif
 
     res = analyze([run], workers=1, single_iteration_time_s=FORWARD_S)
-    assert res.extra["scaling"]["verdict"] == verdict
+    assert res.scaling is not None and res.scaling.verdict == verdict
     costs = []
     for _ in range(3):
         start = time.perf_counter()
@@ -235,7 +235,7 @@ def test_unthrottled_link_is_not_the_bottleneck(tmp_path, netns_cluster):  # noq
     # fully used, 6 MB per host per iteration take ~5 ms of a 10 Gbit/s link, hidden in a 0.2 s backward
     assert sf > 0.99 and scaling["hide_bandwidth_bps"] < link_bps
     assert "not the bottleneck" in verdict and "The network is the bottleneck" not in verdict
-    from analyze.whatif.verdict import FILLS_LINK
+    from analyze.confidence.thresholds import FILLS_LINK
 
     eff = m["transport_efficiency"]
     # the rate while communicating, from the bytes and the communication time, agrees with the busy bins

@@ -1,0 +1,354 @@
+"""What the analyses find, typed: the collective's topology, its iterations, the hosts' clocks, the transport's
+diagnosis, the what-if and the captures that missed the job. Each is a field of analyze.result.Result, built by
+its room (collective, wire, whatif, confidence) and written to JSON by analyze.jsonform, field for field under
+the keys the JSON has always had.
+
+Why here, below the rooms: the reports, the trace, `report RESULT.json` and the rooms that read another room's
+finding (the transport reads the iterations, the what-if reads everything) all name these types, and none of
+them may import the room that builds it. Units are in the names (_ns, _bps, _bytes, _s, _ms).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from analyze.jsonform import optional
+
+# ---- topology (analyze.collective.topology) ---------------------------------------------------------------
+
+
+@dataclass
+class TopologyEdge:
+    """A heavy directed host pair of the collective."""
+
+    src: str
+    dst: str
+    bytes: int
+    payload_bytes: int
+    flows: int
+    share: float  # of all inter-host bytes
+    inferred: bool  # an end was not captured: seen from one side only
+
+
+@dataclass
+class NcclNetEdge:
+    """A ring edge the NCCL log says leaves a server, with the hosts its ranks run on."""
+
+    src: str
+    dst: str
+    src_host: str
+    dst_host: str
+
+
+@dataclass
+class NcclComparison:
+    """The NCCL log's rings beside the ring the packets took (analyze.collective.nccl_log)."""
+
+    nranks: int
+    rings: dict[str, list[int]]  # channel -> ranks in ring order
+    host_ring: list[str]
+    net_edges: list[NcclNetEdge]
+    sockets_per_peer: int | None
+    ranks_per_host: int
+    matches: bool | None  # None: one of the two rings is unknown
+
+
+@dataclass
+class Topology:
+    """The collective's shape: `order` is the direction data flows (ring kinds), `confidence` how sure."""
+
+    kind: str  # ring | bidirectional_ring | tree | star | mesh | unknown
+    order: list[str] = field(default_factory=list)
+    direction: str | None = None  # with_launch_order | against_launch_order | both
+    edges: list[TopologyEdge] = field(default_factory=list)
+    launch_order: list[str] = field(default_factory=list)
+    matches_launch_order: bool | None = None
+    confidence: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    nccl: NcclComparison | None = optional()
+
+
+# ---- iterations (analyze.collective.inference) -----------------------------------------------------------
+
+
+@dataclass
+class IterationRecord:
+    """One iteration: its window, what each host sent and received, and each edge's bytes ("src->dst")."""
+
+    index: int
+    start_ns: int
+    end_ns: int
+    bytes_by_host: dict[str, int]
+    rx_bytes_by_host: dict[str, int]
+    bytes_by_edge: dict[str, int]
+    comm_start_ns: int
+    comm_ns: int
+    rate_bps: float
+
+
+@dataclass
+class Percentiles:
+    """A per-host quantity over the iterations (None without iterations)."""
+
+    median: float | None = None
+    p5: float | None = None
+    p95: float | None = None
+
+
+@dataclass
+class Iterations:
+    """The iterations: from markers or inferred from the bytes, how sure (`confident`: stated as fact), the
+    bytes each host sent per iteration and the ring theory check (2(N-1)/N x S per host)."""
+
+    source: str | None = None  # markers | inferred
+    method: str | None = None  # markers | bytes_staircase
+    confidence: float = 0.0
+    confident: bool = False
+    count: int = 0
+    period_ns: float | None = None
+    per_iteration: list[IterationRecord] = field(default_factory=list)
+    bytes_per_iteration_per_host: Percentiles = field(default_factory=Percentiles)
+    rx_bytes_per_iteration_per_host: Percentiles = field(default_factory=Percentiles)
+    implied_gradient_bytes: float | None = None
+    theory_ratio: float | None = None
+    evidence: dict[str, float] = field(default_factory=dict)  # the staircase's checks, each 0..1
+    notes: list[str] = field(default_factory=list)
+    comm_ns_median: float | None = None
+    rate_bps_median: float | None = None
+    gradient_bytes: float | None = None
+    gradient_bytes_source: str | None = None  # option | markers
+    ring_size: int | None = None
+    implied_params_fp32: float | None = None
+    implied_params_fp16: float | None = None
+    theory_bytes_per_host: float | None = None
+    implied_gradient_bytes_confidence: float | None = None
+    period_bytes_per_edge: float | None = optional()  # inferred: the bytes an edge carries per iteration
+    clock: str | None = optional()  # inferred: the host whose capture the iterations are timed on
+
+
+# ---- clocks (analyze.wire.clocks) ----------------------------------------------------------------------------
+
+
+@dataclass
+class HostClock:
+    """One host's clock against the reference host's (None where its packets could not tell)."""
+
+    name: str
+    offset_ns: int | None
+    drift_ppm: float | None
+    uncertainty_ns: int | None
+    samples: int
+
+
+@dataclass
+class Clock:
+    """The hosts' clock offsets and drifts against the reference host, from packets both ends captured."""
+
+    reference: str
+    t0_ns: int
+    hosts: list[HostClock] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- transport (analyze.wire.transport) ------------------------------------------------------------------------
+
+
+@dataclass
+class EdgeIterations:
+    """An edge's transport per iteration, one list entry per iteration it carried data in."""
+
+    index: list[int] = field(default_factory=list)
+    idle_share: list[float] = field(default_factory=list)
+    rate_while_busy: list[float] = field(default_factory=list)
+    rtt_median_ms: list[float | None] = field(default_factory=list)
+    resent_bytes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class EdgeSeries:
+    """An edge's transport over time, thinned for the report: utilization, round trips, in flight, re-sent."""
+
+    t_ns: list[int] = field(default_factory=list)
+    utilization: list[float] = field(default_factory=list)
+    rtt_t_ns: list[int] = field(default_factory=list)
+    rtt_ms: list[float] = field(default_factory=list)
+    inflight_t_ns: list[int] = field(default_factory=list)
+    inflight_bytes: list[int] = field(default_factory=list)
+    resent_t_ns: list[int] = field(default_factory=list)
+    resent_bytes: list[int] = field(default_factory=list)
+
+
+@dataclass
+class TransportEdge:
+    """One host pair's TCP, from its sender's capture: loss, windows, round trips, rate, and what limits it."""
+
+    src: str
+    dst: str
+    flows: int
+    payload_bytes: int
+    retransmitted_bytes: int
+    retransmitted_fraction: float
+    out_of_order_bytes: int
+    dup_acks: int
+    sack_acks: int
+    zero_windows: int
+    zero_window_ms: float | None
+    zero_window_share: float | None
+    inflight_mean_bytes: int
+    inflight_max_bytes: int
+    window_scale_known: bool
+    window_mean_bytes: int | None
+    window_full_fraction: float | None
+    rtt_samples: int
+    rtt_min_ms: float | None
+    rtt_median_ms: float | None
+    rtt_p99_ms: float | None
+    rate_while_busy: float | None  # share of line rate while sending
+    busy_share: float | None
+    link_speed_bps: float
+    idle_in_communication: float | None
+    per_iteration: EdgeIterations
+    limiter: str | None
+    evidence: list[str]
+    confidence: float
+    series: EdgeSeries
+
+
+@dataclass
+class Transport:
+    """Why the links are not full: the job's limiter (link, loss, window, sender, latency, none) and each
+    edge's own, with the evidence."""
+
+    limiter: str | None = None
+    confidence: float = 0.0
+    evidence: list[str] = field(default_factory=list)
+    edges: list[TransportEdge] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- the what-if (analyze.whatif) -----------------------------------------------------------------------------
+
+
+@dataclass
+class Unsure:
+    """Why a conclusion is not sure, how sure it is, and what would make it sure (analyze.confidence.doubt)."""
+
+    because: list[str]
+    confidence: float
+    would_make_sure: list[str]
+
+
+@dataclass
+class Measured:
+    """The run as measured, beside the model at full and at measured utilization of its own link."""
+
+    workers: int | None = None
+    link_speed_bps: float | None = None
+    iteration_time_s: float | None = None
+    gradient_bytes: float | None = None
+    comm_time_s: float | None = None
+    transport_efficiency: float | None = None
+    achieved_rate_bps: float | None = None
+    full_utilization_scaling_factor: float | None = optional()
+    scaling_factor_at_measured_efficiency: float | None = optional()
+    measured_scaling_factor: float | None = optional()  # T / the measured period, when T was given
+
+
+@dataclass
+class ReplayCheck:
+    """The measured iteration reproduced by the model at the run's own N and rate (the replay error)."""
+
+    measured_iteration_ns: int
+    modelled_iteration_ns: int
+    error: float  # modelled / measured - 1
+    flagged: bool  # |error| above analyze.whatif.calculation.REPLAY_TOLERANCE
+    workers: int
+    bandwidth_bps: float
+    single_iteration_time_given: bool
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    """One what-if: the scaling factor for N workers on a fully used link of B bit/s with compression c."""
+
+    workers: int
+    bandwidth_bps: float
+    compression: float
+    backward_s: float
+    overhead_s: float
+    comm_s: float
+    scaling_factor: float
+
+
+@dataclass
+class NeededCompression:
+    """The compression ratio that reaches a target scaling factor (None where none can)."""
+
+    workers: int
+    bandwidth_bps: float
+    target: float
+    compression: float | None
+
+
+@dataclass
+class HideBandwidth:
+    """The link speed from which communication hides behind backward, for N workers."""
+
+    workers: int
+    bandwidth_bps: float | None
+
+
+@dataclass
+class SweepCurve:
+    """Scaling factor over the sweep's bandwidths for one N and compression."""
+
+    workers: int
+    compression: float
+    scaling_factor: list[float | None]
+
+
+@dataclass
+class Sweep:
+    """The scaling factor over 0.1-400 Gbit/s for the N asked and others."""
+
+    bandwidths_bps: list[float] = field(default_factory=list)
+    curves: list[SweepCurve] = field(default_factory=list)
+
+
+@dataclass
+class WhatIf:
+    """The full-utilization what-if (JSON key `scaling`): the scaling factor at any N, link and compression,
+    the verdict, and whether it is sure. `model_options` and `profile` are the model's own and vary with it."""
+
+    model: str
+    model_options: dict[str, Any]
+    single_iteration_time_s: float
+    profile: dict[str, Any]
+    points: list[ScalingPoint]
+    needed_compression: list[NeededCompression]
+    hide_bandwidth_bps: float | None
+    hide_bandwidth: list[HideBandwidth]
+    sweep: Sweep
+    measured: Measured | None
+    assumptions: list[str] = field(default_factory=list)
+    verdict: str = ""
+    replay: ReplayCheck | None = optional()
+    unsure: Unsure | None = optional()
+
+    @property
+    def scaling_factor(self) -> float | None:
+        """T / (T + overhead) at the run's own N with its link fully used."""
+        return self.measured.full_utilization_scaling_factor if self.measured else None
+
+
+# ---- the answer (analyze.verdict) -------------------------------------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    """Is the network the bottleneck: the answer, its headline, and the paragraph that says why."""
+
+    answer: str  # yes | no | transport | unclear
+    headline: str
+    text: str

@@ -1,0 +1,2 @@
+"""The live view of a running capture: each poll reads only the records written since the last (view) into a
+snapshot of hosts, edges and iterations (now) that reports.live draws."""

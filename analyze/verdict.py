@@ -1,0 +1,126 @@
+"""The one answer to "is the network the bottleneck?", judged once for every face (the JSON's `verdict`, the
+report's first screen): the reports render it and never judge again.
+
+With a what-if whose inputs are sure, the answer is the model's: the full-utilization scaling factor at the link's
+speed against BOTTLENECK_SF, and how much the measured transport efficiency costs. Without one it can only be
+judged from utilization, and says so: a link that runs near line rate while the job communicates and is busy most
+of the time points at the network; a transport that fills a small share of the link while busy points at the
+transport, not the link's capacity. A what-if resting on an inferred iteration count or ring below the confidence
+stated as fact (its `unsure`), or captures that missed the job (`capture_problems`), answers "unclear" and says
+why.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from analyze.findings import Verdict
+from analyze.result import Result
+from analyze.whatif.verdict import BOTTLENECK_SF
+from capture.units import format_rate
+
+NEAR_LINE_RATE = 0.7  # tx while busy at or above this share of line rate: the links saturate when used
+LOW_FILL = 0.5  # below it while busy: the transport leaves most of the link unused
+MOSTLY_BUSY = 0.5  # busy in at least this share of the bins: the job communicates most of the time
+NOTABLE_GAP = 0.02  # scaling factor lost to the measured transport efficiency that is worth naming
+
+
+@dataclass
+class LinkStats:
+    """The hosts' links summed up: means over hosts of their tx utilization, the link speeds, the span."""
+
+    hosts: int
+    while_busy: float | None
+    busy_fraction: float | None
+    peak: float | None
+    mean: float | None
+    link_min_bps: float | None
+    link_max_bps: float | None
+    tx_bytes_mean: float | None
+    duration_ns: float | None
+
+
+def _mean(values: list[float]) -> float | None:
+    known = [v for v in values if v == v]  # NaN: a host with no bins
+    return statistics.fmean(known) if known else None
+
+
+def link_stats(result: Result) -> LinkStats:
+    """Across hosts: tx utilization while busy (mean), busy share (mean), peak, mean; link speeds; tx bytes."""
+    hosts = result.hosts
+    tx = [h.tx_utilization for h in hosts]
+    speeds = [h.link_speed_bps for h in hosts if h.link_speed_bps]
+    spans = [(h.first_ns, h.last_ns) for h in hosts if h.last_ns]
+    return LinkStats(
+        hosts=len(hosts),
+        while_busy=_mean([u.while_busy for u in tx]),
+        busy_fraction=_mean([u.busy_fraction for u in tx]),
+        peak=max((u.peak for u in tx if u.peak == u.peak), default=None),
+        mean=_mean([u.mean for u in tx]),
+        link_min_bps=min(speeds) if speeds else None,
+        link_max_bps=max(speeds) if speeds else None,
+        tx_bytes_mean=_mean([float(h.tx_bytes) for h in hosts]),
+        duration_ns=float(max(s[1] for s in spans) - min(s[0] for s in spans)) if spans else None,
+    )
+
+
+def link_text(stats: LinkStats) -> str:
+    """The line rate in words: one speed, or the range when the hosts' links differ."""
+    if stats.link_min_bps is None:
+        return "—"
+    low = format_rate(stats.link_min_bps)
+    if stats.link_max_bps is None or stats.link_max_bps == stats.link_min_bps:
+        return low
+    return f"{low}–{format_rate(stats.link_max_bps)}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x * 100:.1f} %"
+
+
+def judge(result: Result) -> Verdict:
+    """The answer (yes, no, transport, unclear), its headline, and the paragraph that says why."""
+    scaling = result.scaling
+    measured = scaling.measured if scaling is not None else None
+    sf_full = measured.full_utilization_scaling_factor if measured else None
+    sf_eff = measured.scaling_factor_at_measured_efficiency if measured else None
+    missed = list(result.capture_problems or [])
+    if missed:
+        return Verdict(
+            "unclear",
+            f"Unsure — the captures of {len(missed)} host(s) missed the job's traffic.",
+            " ".join(missed) + " Every number below rests on those captures.",
+        )
+    if scaling is not None and sf_full is not None:
+        if scaling.unsure:
+            return Verdict(
+                "unclear",
+                f"Unsure — the what-if rests on an inferred iteration count or ring "
+                f"(confidence {scaling.unsure.confidence:.2f}).",
+                scaling.verdict,
+            )
+        if sf_full < BOTTLENECK_SF:
+            return Verdict("yes", "Yes — the network is the bottleneck.", scaling.verdict)
+        if sf_eff is not None and sf_eff < sf_full - NOTABLE_GAP:
+            return Verdict("transport", "The link is fast enough; the transport does not fill it.", scaling.verdict)
+        return Verdict("no", "No — the network is not the bottleneck.", scaling.verdict)
+    stats = link_stats(result)
+    if stats.while_busy is None:
+        return Verdict("unclear", "No traffic to judge.", "The captures hold no traffic from the hosts' own addresses.")
+    wb, bf = stats.while_busy, stats.busy_fraction or 0.0
+    if wb >= NEAR_LINE_RATE and bf >= MOSTLY_BUSY:
+        answer, head = "yes", "Probably — the links run near line rate most of the time."
+    elif wb >= NEAR_LINE_RATE:
+        answer, head = "unclear", "Possibly — the links saturate whenever the job communicates."
+    elif wb < LOW_FILL:
+        answer, head = "transport", "Not the link's capacity — the transport leaves most of the link unused."
+    else:
+        answer, head = "unclear", "Unclear from utilization alone."
+    text = (
+        f"While communicating the hosts sent at {_pct(wb)} of line rate ({link_text(stats)}) on average, and were "
+        f"communicating in {_pct(bf)} of the capture. This is judged from link utilization alone: whether "
+        f"communication slows training depends on how much of it overlaps the backward pass — "
+        f"`ringscope whatif` with a backward profile gives the measured and full-utilization scaling factor."
+    )
+    return Verdict(answer, head, text)

@@ -1,0 +1,89 @@
+"""A scaling model bound to a backward profile: the gradient buckets formed once, then the exposed communication,
+scaling factor, needed compression and hiding bandwidth for any array of (workers, bandwidth, compression) points.
+
+Apart from the calculation (analyze.whatif.calculation) because the verdict reads a replay too: the calculation
+asks the verdict for its text, and the verdict asks the replay what a faster link or compression would need.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from analyze.whatif.backward_profile import BackwardProfile
+from analyze.whatif.gradient_buckets import fifo_finish_s
+from analyze.whatif.model import ScalingModel
+
+HIDE_TOLERANCE = 0.001  # above the bandwidth that hides communication, a faster link gains less than this share of T
+_MAX_COMPRESSION = 1e6
+_INFINITE_BPS = 1e18
+
+
+class Replay:
+    """A model bound to a profile: buckets formed once, then overheads for any array of points."""
+
+    def __init__(self, model: ScalingModel, profile: BackwardProfile) -> None:
+        self.model = model
+        self.profile = profile
+        self.batches = model.buckets(profile)
+        self.backward_s = profile.backward_s
+
+    def overhead_s(self, workers: Any, bandwidth_bps: Any, compression: Any = 1.0) -> np.ndarray:
+        """Exposed communication after backward (seconds), averaged over profiled batches, one per point."""
+        w, b, c = (
+            np.atleast_1d(np.asarray(x, dtype=np.float64))
+            for x in np.broadcast_arrays(workers, bandwidth_bps, compression)
+        )
+        total = np.zeros(w.shape[0])
+        for buckets in self.batches:
+            cost = self.model.cost_s(buckets.size_bytes, w, b, c)
+            total += fifo_finish_s(buckets, cost) - buckets.backward_s
+        return np.maximum(total / max(len(self.batches), 1), 0.0)
+
+    def comm_s(self, workers: Any, bandwidth_bps: Any, compression: Any = 1.0) -> np.ndarray:
+        """Total all-reduce time of one iteration (busy time of the queue), averaged over batches."""
+        w, b, c = (
+            np.atleast_1d(np.asarray(x, dtype=np.float64))
+            for x in np.broadcast_arrays(workers, bandwidth_bps, compression)
+        )
+        total = np.zeros(w.shape[0])
+        for buckets in self.batches:
+            total += self.model.cost_s(buckets.size_bytes, w, b, c).sum(axis=0)
+        return total / max(len(self.batches), 1)
+
+    def scaling_factor(
+        self, single_iteration_time_s: float, workers: Any, bandwidth_bps: Any, compression: Any = 1.0
+    ) -> np.ndarray:
+        """T / (T + overhead) per point."""
+        t = single_iteration_time_s
+        return t / (t + self.overhead_s(workers, bandwidth_bps, compression))
+
+    def needed_compression(
+        self, single_iteration_time_s: float, workers: Any, bandwidth_bps: Any, target: Any
+    ) -> np.ndarray:
+        """Smallest compression ratio ≥ 1 reaching ``target``; NaN where no ratio can (bisection in log c)."""
+        w, b, tau = (
+            np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(workers, bandwidth_bps, target)
+        )
+        allowed = single_iteration_time_s * (1.0 / tau - 1.0)
+        lo, hi = np.zeros_like(w), np.full_like(w, np.log10(_MAX_COMPRESSION))
+        for _ in range(64):
+            mid = (lo + hi) / 2
+            ok = self.overhead_s(w, b, 10.0**mid) <= allowed
+            hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+        out = 10.0**hi
+        out[self.overhead_s(w, b, 1.0) <= allowed] = 1.0
+        out[self.overhead_s(w, b, _MAX_COMPRESSION) > allowed] = np.nan
+        return out
+
+    def hide_bandwidth_bps(self, single_iteration_time_s: float, workers: Any, compression: Any = 1.0) -> np.ndarray:
+        """Smallest bandwidth whose overhead is within HIDE_TOLERANCE·T of the infinite-bandwidth overhead."""
+        w, c = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(workers, compression))
+        allowed = self.overhead_s(w, _INFINITE_BPS, c) + HIDE_TOLERANCE * single_iteration_time_s
+        lo, hi = np.full_like(w, 3.0), np.full_like(w, np.log10(_INFINITE_BPS))
+        for _ in range(64):
+            mid = (lo + hi) / 2
+            ok = self.overhead_s(w, 10.0**mid, c) <= allowed
+            hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+        return 10.0**hi
