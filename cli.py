@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
 
 import typer
 
+from capture.cli_capture import capture_app, fail
+
 if TYPE_CHECKING:  # the library loads inside the commands, so that `ringscope --help` stays fast
     import click.exceptions
     import typer._click.exceptions
@@ -64,12 +66,6 @@ def _analysis_command() -> None:
     global _fast_exit
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     _fast_exit = True
-
-
-def fail(message: str, code: int = 2) -> "typer.Exit":
-    """Print one clear error line on stderr and return the Exit to raise."""
-    typer.echo(f"ringscope: error: {message}", err=True)
-    return typer.Exit(code=code)
 
 
 # ---- analyze ---------------------------------------------------------------------------------
@@ -148,6 +144,7 @@ def analyze(
 ) -> None:
     """Read captures and print a flow and link-utilization summary."""
     _analysis_command()
+    from analyze.read.reading import check_options
     from capture.units import parse_bin, parse_duration, parse_rate, parse_size
 
     try:
@@ -157,12 +154,7 @@ def analyze(
             raise ValueError(f"{nccl_log}: no such NCCL log file")
         link_bps = parse_rate(link_speed) if link_speed else None
         bin_ns = parse_bin(bin_) if bin_ is not None else None
-        if byte_mode is not None and byte_mode not in ("ip", "wire", "payload"):
-            raise ValueError(f"bad --bytes {byte_mode!r}: choose ip, wire or payload")
-        if workers is not None and workers < 1:
-            raise ValueError("--workers must be at least 1")
-        if workers is not None and scheduler is not None:
-            raise ValueError("--workers sets local processes and --scheduler reads on a Dask cluster: give one of them")
+        check_options(bin_ns, byte_mode, workers, scheduler)
         if iterations is not None and iterations < 1:
             raise ValueError(f"bad --iterations {iterations}: must be at least 1")
         t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
@@ -260,14 +252,11 @@ def convert(
     """Write a run's captures once as a Parquet dataset that DuckDB, Polars and pandas read, and `ringscope
     analyze OUT` analyzes without the pcaps (with the same result)."""
     _analysis_command()
+    from analyze.read.reading import check_options
     from capture.units import parse_bin
 
     try:
         bin_ns = parse_bin(bin_)
-        if workers is not None and workers < 1:
-            raise ValueError("--workers must be at least 1")
-        from analyze.read.reading import check_options
-
         check_options(bin_ns, byte_mode, workers, scheduler)
     except ValueError as exc:
         raise fail(str(exc)) from None
@@ -348,7 +337,6 @@ def _write_report(result: "Result", out: Path, title: Optional[str]) -> None:
 
 
 # ---- capture (issue 4) ------------------------------------------------------------------------
-from capture.cli_capture import capture_app  # noqa: E402  (typer only: keeps --help fast)
 
 app.add_typer(capture_app, name="capture")
 
@@ -368,33 +356,17 @@ def top(
     iterations finished (from markers; without them found in the ring edges' bytes every 5 s, with a confidence, and
     marked ~ and unsure below 0.8). Reads only what was written since the last poll. A table on a terminal, else
     one line per poll; on Ctrl-C or SIGTERM it polls once more and stops."""
-    import signal
-    import time
-
     _analysis_command()
-    from analyze.live.view import LiveRun, host_folders
+    from analyze.live.view import follow, open_live
     from reports.live import View
 
-    if interval <= 0:
-        raise fail(f"bad --interval {interval}: must be more than 0")
     try:
-        live = LiveRun(host_folders(folders))
-    except (OSError, ValueError) as exc:
+        live = open_live(folders, interval)
+    except ValueError as exc:
         raise fail(str(exc)) from None
-    stopping: list[int] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda number, _frame: stopping.append(number))
     view = View(sys.stdout, sys.stdout.isatty())
-    deadline = None if seconds is None else time.monotonic() + seconds
     try:
-        while True:
-            until = time.monotonic() + interval
-            while time.monotonic() < until and not stopping and (deadline is None or time.monotonic() < deadline):
-                time.sleep(min(0.05, interval))
-            last = bool(stopping) or (deadline is not None and time.monotonic() >= deadline)
-            view.show(live.poll(final=last))
-            if last:
-                break
+        follow(live, interval, seconds, view.show)
     finally:
         view.close()
 
@@ -463,25 +435,26 @@ def whatif(
 ) -> None:
     """Full-utilization scaling what-if: would training scale if the network ran at line rate?"""
     _analysis_command()
+    from analyze.whatif.request import WhatIfOptions
     from analyze.whatif_run import run_whatif
 
+    options = WhatIfOptions(
+        model=model,
+        profile=profile,
+        single_iteration_time=single_iteration_time,
+        reduce_cost=reduce_cost,
+        workers=workers or (),
+        bandwidth=bandwidth or (),
+        compression=compression or (),
+        latency=latency,
+        gpus_per_server=gpus_per_server,
+        intra_bandwidth=intra_bandwidth,
+        buckets=buckets,
+        fp16=fp16,
+        efficiency=efficiency,
+    )
     try:
-        result = run_whatif(
-            source,
-            model=model,
-            profile=profile,
-            single_iteration_time=single_iteration_time,
-            reduce_cost=reduce_cost,
-            workers=workers or (),
-            bandwidth=bandwidth or (),
-            compression=compression or (),
-            latency=latency,
-            gpus_per_server=gpus_per_server,
-            intra_bandwidth=intra_bandwidth,
-            buckets=buckets,
-            fp16=fp16,
-            efficiency=efficiency,
-        )
+        result = run_whatif(source, options)
     except ValueError as exc:
         raise fail(str(exc)) from None
     _show_whatif(result, json_out)

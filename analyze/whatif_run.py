@@ -9,13 +9,13 @@ are ValueError with one line.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 from analyze.findings import WhatIf
 from analyze.result import Result
 from analyze.saved import read_result
 from analyze.whatif.inputs import inputs_from_result
-from analyze.whatif.request import what_if_options
+from analyze.whatif.request import WhatIfOptions, what_if_options
 
 __all__ = ["load_result", "run_whatif"]
 
@@ -34,38 +34,7 @@ def load_result(path: Path) -> Result:
     return read_result(path)
 
 
-def run_whatif(
-    source: Optional[Path],
-    *,
-    model: str = "ringscope",
-    profile: Optional[Path] = None,
-    single_iteration_time: Optional[str] = None,
-    reduce_cost: Optional[Path] = None,
-    workers: Sequence[str] = (),
-    bandwidth: Sequence[str] = (),
-    compression: Sequence[str] = (),
-    latency: str = "10us",
-    gpus_per_server: int = 1,
-    intra_bandwidth: str = "1.2Tbit",
-    buckets: str = "horovod",
-    fp16: bool = False,
-    efficiency: Optional[float] = None,
-) -> WhatIf:
-    """The what-if `ringscope whatif` prints: the run's measurements (SOURCE, when given) and the options, parsed
+def run_whatif(source: Optional[Path], options: WhatIfOptions = WhatIfOptions()) -> WhatIf:
+    """The what-if `ringscope whatif` prints: the run's measurements (SOURCE, when given) and the OPTIONS, parsed
     from their strings by analyze.whatif.request.what_if_options."""
-    return what_if_options(
-        inputs_from_result(load_result(source)) if source is not None else None,
-        model=model,
-        profile=profile,
-        single_iteration_time=single_iteration_time,
-        reduce_cost=reduce_cost,
-        workers=workers,
-        bandwidth=bandwidth,
-        compression=compression,
-        latency=latency,
-        gpus_per_server=gpus_per_server,
-        intra_bandwidth=intra_bandwidth,
-        buckets=buckets,
-        fp16=fp16,
-        efficiency=efficiency,
-    )
+    return what_if_options(inputs_from_result(load_result(source)) if source is not None else None, options)

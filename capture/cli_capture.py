@@ -18,9 +18,11 @@ capture_app = typer.Typer(
 )
 
 
-def _fail(error: Exception) -> typer.Exit:
-    typer.echo(f"ringscope: error: {error}", err=True)
-    return typer.Exit(code=2)
+def fail(message: str | Exception, code: int = 2) -> typer.Exit:
+    """Print one clear error line on stderr and return the Exit to raise: the one error printer of both faces
+    (cli.py imports it), so every command's errors read `ringscope: error: ...` and exit 2."""
+    typer.echo(f"ringscope: error: {message}", err=True)
+    return typer.Exit(code=code)
 
 
 def _peers(text: Optional[str]) -> List[str]:
@@ -112,7 +114,7 @@ def agent(
         )
         raise typer.Exit(code=run_agent(options))
     except (CaptureError, ValueError) as error:
-        raise _fail(error) from None
+        raise fail(error) from None
 
 
 @capture_app.command(context_settings={"allow_interspersed_args": False})
@@ -211,4 +213,4 @@ def run(
         )
         raise typer.Exit(code=run_capture(options))
     except (CaptureError, ValueError) as error:
-        raise _fail(error) from None
+        raise fail(error) from None

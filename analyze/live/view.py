@@ -9,10 +9,11 @@ poll reads only the bytes written since the last (analyze.read.scan.Follow) and 
 from __future__ import annotations
 
 import json
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -207,3 +208,31 @@ def _run_hosts(run: Path) -> list[Path]:
         f"{run}: the hosts' capture folders are not on this machine yet (staged on each host while capturing): "
         f"run `ringscope capture top FOLDER` where a host's folder is"
     )
+
+
+def open_live(folders: list[Path], interval: float) -> LiveRun:
+    """The running capture in FOLDERS, ready to poll every INTERVAL seconds; ValueError (one line) for a bad
+    interval or folders that hold no capture."""
+    if interval <= 0:
+        raise ValueError(f"bad --interval {interval}: must be more than 0")
+    try:
+        return LiveRun(host_folders(folders))
+    except OSError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def follow(live: LiveRun, interval: float, seconds: Optional[float], show: Callable[[Now], None]) -> None:
+    """`ringscope capture top`'s loop: poll every INTERVAL seconds and SHOW each poll, until SECONDS have passed or
+    SIGINT/SIGTERM arrives; then poll once more (what was written meanwhile) and stop."""
+    stopping: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda number, _frame: stopping.append(number))
+    deadline = None if seconds is None else time.monotonic() + seconds
+    while True:
+        until = time.monotonic() + interval
+        while time.monotonic() < until and not stopping and (deadline is None or time.monotonic() < deadline):
+            time.sleep(min(0.05, interval))
+        last = bool(stopping) or (deadline is not None and time.monotonic() >= deadline)
+        show(live.poll(final=last))
+        if last:
+            return

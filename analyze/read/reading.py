@@ -56,14 +56,19 @@ def start_reading(
     return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode)
 
 
-def check_options(bin_ns: int, byte_mode: str, workers: Optional[int], scheduler: Optional[str]) -> None:
-    """ValueError (one line) for options no scan can run with."""
-    if byte_mode not in L.BYTE_MODES:
-        raise ValueError(f"--bytes must be one of ip, wire, payload (got {byte_mode!r})")
-    if bin_ns <= 0:
-        raise ValueError("the bin width must be positive")
+def check_options(
+    bin_ns: Optional[int], byte_mode: Optional[str], workers: Optional[int], scheduler: Optional[str]
+) -> None:
+    """ValueError (one line, naming the command-line option) for options no scan can run with; None is the
+    default and always good. The one check of these options: the CLI, `convert` and every read call it."""
+    if byte_mode is not None and byte_mode not in L.BYTE_MODES:
+        raise ValueError(f"bad --bytes {byte_mode!r}: choose ip, wire or payload")
+    if bin_ns is not None and bin_ns <= 0:
+        raise ValueError(f"bad --bin {bin_ns} ns: must be longer than 0")
+    if workers is not None and workers < 1:
+        raise ValueError("--workers must be at least 1")
     if scheduler is not None and workers is not None:
-        raise ValueError("workers are local processes; with a Dask scheduler the cluster's workers read the files")
+        raise ValueError("--workers sets local processes and --scheduler reads on a Dask cluster: give one of them")
 
 
 def common_mtu(run_input: RunInput) -> int:

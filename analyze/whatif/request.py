@@ -7,6 +7,7 @@ and parses them into those values. User errors are ValueError with one clear lin
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
@@ -18,7 +19,7 @@ from analyze.whatif.model import RingscopeModel, RingscopeOptions
 from analyze.whatif.paper import PaperModel
 from capture.units import parse_duration, parse_rate
 
-__all__ = ["what_if_request", "what_if_options", "split_values"]
+__all__ = ["what_if_request", "what_if_options", "WhatIfOptions", "split_values"]
 
 T = TypeVar("T")
 
@@ -103,40 +104,44 @@ def what_if_request(
     )
 
 
-def what_if_options(
-    measured: Optional[WhatIfInputs],
-    *,
-    model: str = "ringscope",
-    profile: Optional[Path] = None,
-    single_iteration_time: Optional[str] = None,
-    reduce_cost: Optional[Path] = None,
-    workers: Sequence[str] = (),
-    bandwidth: Sequence[str] = (),
-    compression: Sequence[str] = (),
-    latency: str = "10us",
-    gpus_per_server: int = 1,
-    intra_bandwidth: str = "1.2Tbit",
-    buckets: str = "horovod",
-    fp16: bool = False,
-    efficiency: Optional[float] = None,
-) -> WhatIf:
-    """`what_if_request` from option strings as `ringscope whatif` takes them: times in seconds or with a unit
-    ('0.128', '128ms'), rates with a unit ('25G'), and lists as repeated values and/or comma lists."""
+@dataclass(frozen=True)
+class WhatIfOptions:
+    """`ringscope whatif`'s options as the command line takes them: times in seconds or with a unit ('0.128',
+    '128ms'), rates with a unit ('25G'), lists as repeated values and/or comma lists ('8,16')."""
+
+    model: str = "ringscope"
+    profile: Optional[Path] = None
+    single_iteration_time: Optional[str] = None
+    reduce_cost: Optional[Path] = None
+    workers: Sequence[str] = ()
+    bandwidth: Sequence[str] = ()
+    compression: Sequence[str] = ()
+    latency: str = "10us"
+    gpus_per_server: int = 1
+    intra_bandwidth: str = "1.2Tbit"
+    buckets: str = "horovod"
+    fp16: bool = False
+    efficiency: Optional[float] = None
+
+
+def what_if_options(measured: Optional[WhatIfInputs], options: WhatIfOptions) -> WhatIf:
+    """`what_if_request` from the option strings, each parsed (a bad one is a ValueError naming it)."""
+    o = options
     return what_if_request(
         measured,
-        model=model,
-        profile=profile,
-        single_iteration_time_s=_seconds(single_iteration_time) if single_iteration_time is not None else None,
-        reduce_cost=reduce_cost,
-        workers=split_values(workers, _positive_int, "worker count"),
-        bandwidths_bps=split_values(bandwidth, parse_rate, "bandwidth"),
-        compressions=split_values(compression, _ratio, "compression ratio"),
-        latency_s=_seconds(latency),
-        gpus_per_server=gpus_per_server,
-        intra_bandwidth_bps=parse_rate(intra_bandwidth),
-        buckets=buckets,
-        fp16=fp16,
-        efficiency=efficiency,
+        model=o.model,
+        profile=o.profile,
+        single_iteration_time_s=_seconds(o.single_iteration_time) if o.single_iteration_time is not None else None,
+        reduce_cost=o.reduce_cost,
+        workers=split_values(o.workers, _positive_int, "worker count"),
+        bandwidths_bps=split_values(o.bandwidth, parse_rate, "bandwidth"),
+        compressions=split_values(o.compression, _ratio, "compression ratio"),
+        latency_s=_seconds(o.latency),
+        gpus_per_server=o.gpus_per_server,
+        intra_bandwidth_bps=parse_rate(o.intra_bandwidth),
+        buckets=o.buckets,
+        fp16=o.fp16,
+        efficiency=o.efficiency,
     )
 
 

@@ -166,6 +166,27 @@ def test_bad_option_values_are_one_line_and_exit_2(option: str, value: str, frag
     assert fragment in line
 
 
+@pytest.mark.parametrize(
+    "options,line",
+    [
+        (["--bytes", "bogus"], "ringscope: error: bad --bytes 'bogus': choose ip, wire or payload"),
+        (["--workers", "0"], "ringscope: error: --workers must be at least 1"),
+        (
+            ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+            "ringscope: error: --workers sets local processes and --scheduler reads on a Dask cluster: give one of "
+            "them",
+        ),
+    ],
+)
+def test_one_check_per_option_says_the_same_in_analyze_and_convert(tmp_path: Path, options: list, line: str) -> None:
+    """The scan options are checked in one place (analyze.read.reading.check_options): both commands that read
+    captures print the same line for the same bad value, and neither starts reading."""
+    capture = FIXTURES / "formats/pcap-us-le.pcap"
+    assert one_line_error(ringscope("analyze", capture, *options)) == line
+    assert one_line_error(ringscope("convert", capture, "--parquet", tmp_path / "out", *options)) == line
+    assert not (tmp_path / "out").exists()
+
+
 def test_unknown_option_exits_2_naming_it() -> None:
     """A mistyped option is a usage error: exit 2, the option named."""
     proc = ringscope("analyze", FIXTURES / "formats/pcap-us-le.pcap", "--bytez", "ip")

@@ -20,6 +20,7 @@ from analyze.whatif.backward_profile import (
 )
 from analyze.whatif.inputs import inputs_from_result
 from analyze.whatif.request import split_values
+from analyze.whatif.request import WhatIfOptions
 from analyze.whatif_run import load_result, run_whatif
 from cli import app
 
@@ -135,7 +136,7 @@ def test_split_values_accepts_repeats_and_lists() -> None:
 def _whatif_from(tmp_path: Path, doc: dict, *args: str, **kwargs) -> dict:
     path = tmp_path / "result.json"
     path.write_text(json.dumps(doc))
-    return plain(run_whatif(path, **kwargs))
+    return plain(run_whatif(path, WhatIfOptions(**kwargs)))
 
 
 def test_throttled_link_is_called_the_bottleneck(tmp_path: Path) -> None:
@@ -173,11 +174,13 @@ def test_fast_link_well_used_is_fine(tmp_path: Path) -> None:
 
 def test_missing_inputs_are_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--workers"):
-        run_whatif(None, profile=FIXTURES / "resnet50.bk.log", single_iteration_time="0.128", bandwidth=["10G"])
+        run_whatif(
+            None, WhatIfOptions(profile=FIXTURES / "resnet50.bk.log", single_iteration_time="0.128", bandwidth=["10G"])
+        )
     with pytest.raises(ValueError, match="--single-iteration-time"):
-        run_whatif(None, profile=FIXTURES / "resnet50.bk.log", workers=["8"], bandwidth=["10G"])
+        run_whatif(None, WhatIfOptions(profile=FIXTURES / "resnet50.bk.log", workers=["8"], bandwidth=["10G"]))
     with pytest.raises(ValueError, match="--profile"):
-        run_whatif(None, single_iteration_time="0.1", workers=["8"], bandwidth=["10G"])
+        run_whatif(None, WhatIfOptions(single_iteration_time="0.1", workers=["8"], bandwidth=["10G"]))
     (tmp_path / "r.json").write_text("[1]")
     with pytest.raises(ValueError, match="JSON object"):
         run_whatif(tmp_path / "r.json")
