@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from analyze.result import Result
 
-def hosts_frame(result) -> pd.DataFrame:  # noqa: ANN001 - analyze.result.Result
+
+def hosts_frame(result: Result) -> pd.DataFrame:
     """One row per host with the utilization summaries flattened (tx_utilization_mean, ...)."""
     rows = []
     for h in result.hosts:
@@ -23,11 +25,14 @@ def hosts_frame(result) -> pd.DataFrame:  # noqa: ANN001 - analyze.result.Result
     return pd.DataFrame(rows)
 
 
-def write_tables(result, out: Path) -> list[Path]:  # noqa: ANN001
+def write_tables(result: Result, out: Path) -> list[Path]:
     """Write flows, flow_views, hosts, host_series, flow_series and the transport's per-flow TCP counters and
-    samples over time (transport, transport_samples) as .csv and .parquet into `out`."""
-    out.mkdir(parents=True, exist_ok=True)
+    samples over time (transport, transport_samples) as .csv and .parquet into `out`. ValueError for a result
+    without tables (one read back from its JSON, which holds the summaries only)."""
     t = result.tables
+    if t is None:
+        raise ValueError("this result has no tables (a result JSON holds only the summaries): analyze the captures")
+    out.mkdir(parents=True, exist_ok=True)
     tables = {
         "flows": t.flows,
         "flow_views": t.flow_views,

@@ -24,6 +24,7 @@ from analyze.collective.nccl_log import compare_rings, read_nccl_log
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.findings import Iterations, Topology
 from analyze.jsonform import from_plain
+from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
 from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
@@ -42,7 +43,7 @@ def _markers_gradient_bytes(markers: pd.DataFrame) -> Optional[float]:
 
 
 def add_collective(
-    result: Any,
+    result: Result,
     *,
     launch_order: Optional[Sequence[str]] = None,
     gradient_bytes: Optional[float] = None,
@@ -81,7 +82,7 @@ def add_collective(
 
 
 def _iterations(
-    result: Any,
+    result: Result,
     flows: pd.DataFrame,
     addr_host: dict[str, str],
     topo: Topology,

@@ -35,6 +35,7 @@ from analyze.read.fold import HostFlows, unique_rows
 from analyze.confidence.thresholds import FILLS_LINK
 from analyze.findings import Iterations, Transport
 from analyze.jsonform import from_plain
+from analyze.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
 
 LOSS_FRACTION = 0.005  # re-sent bytes above this share of the edge's data: loss shapes the transfer
@@ -336,7 +337,7 @@ def _ms(ns: Any) -> Optional[float]:
     return None if ns is None or not np.isfinite(ns) else round(float(ns) / 1e6, 4)
 
 
-def diagnose(result: Any) -> Optional[Transport]:
+def diagnose(result: Result) -> Optional[Transport]:
     """The transport finding from the result's tables (None when it has no tables)."""
     tables = result.tables
     if tables is None:
@@ -462,14 +463,14 @@ def diagnose(result: Any) -> Optional[Transport]:
     return from_plain(Transport, out)
 
 
-def _shift(result: Any, hosts: Sequence[str]) -> np.ndarray:
+def _shift(result: Result, hosts: Sequence[str]) -> np.ndarray:
     """Each named host's clock offset from the reference (analyze.wire.clocks; 0 where unknown), to subtract from its
     times so they sit on the reference's clock beside the iterations."""
     offsets = {h.name: h.offset_ns or 0 for h in (result.clock.hosts if result.clock else [])}
     return np.array([offsets.get(h, 0) for h in hosts], dtype=np.int64)
 
 
-def _windows(result: Any, iterations: Iterations) -> np.ndarray:
+def _windows(result: Result, iterations: Iterations) -> np.ndarray:
     """The iterations' [start, end) on the reference clock: inferred windows are on iterations.clock's host
     clock, marker windows on the ranks' own (taken as the reference's)."""
     rows = [(int(w.start_ns), int(w.end_ns)) for w in iterations.per_iteration]
