@@ -108,7 +108,7 @@ def test_multicast_is_no_collective_peer():
     edges = host_edges(flows, addr)
     assert not edges["dst"].str.startswith("ff02").any()
     topo = classify(edges, [h.name for h in hosts], addr, ["h1", "h2", "h3", "h4"])
-    assert topo["kind"] == "ring" and topo["direction"] == "against_launch_order", topo
+    assert topo.kind == "ring" and topo.direction == "against_launch_order", topo
 
 
 def test_back_to_back_iterations_are_not_one_burst():
