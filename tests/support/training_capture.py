@@ -108,7 +108,7 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
         started_ns = time.time_ns()
         code, stdout = {"ddp": _ddp, "horovod": _horovod, "gloo": _gloo}[job.workload](job, hosts, truth_dir, port)
         ended_ns = time.time_ns()
-    if code != 0:
+    if code != 0 and not _aborted_after_the_last_step(job, hosts, truth_dir, code):
         raise RuntimeError(f"{job.workload} job failed with exit code {code}: {stdout[-2000:]}")
     (run / "run.json").write_text(
         json.dumps(
@@ -125,6 +125,22 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
     truth = _truth(job, hosts, truth_dir)
     (out / "truth.json").write_text(json.dumps(truth, indent=1))
     return truth
+
+
+def _aborted_after_the_last_step(job: Job, hosts: list[str], truth_dir: Path, code: int) -> bool:
+    """A rank killed by SIGABRT once every rank had recorded every step: gloo's teardown on a lossy link can
+    leave a pair thread joinable when C++ static destructors run ("terminate called without an active
+    exception"), after the job and its traffic are over (seen once in CI, with the barrier before the process
+    group is destroyed). The capture and the truth are then whole, so the run is analyzed; any other failure,
+    or a step missing, still fails."""
+    if code not in (-6, 134):  # SIGABRT, as a signal or as a shell's exit status
+        return False
+    for host in hosts:
+        lines = [ln for f in (truth_dir / host).glob("*.jsonl") for ln in f.read_text().splitlines() if ln.strip()]
+        if len(lines) < job.iters:
+            return False
+    print(f"{job.workload}: a rank aborted at teardown after all {job.iters} steps (exit {code}); analyzed anyway")
+    return True
 
 
 def _train_args(job: Job) -> list[str]:
