@@ -6,14 +6,20 @@ findings) and returns text, so the summary, the report and the JSON are three vi
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import fields
 
 from analyze.collective.topology import RING_KINDS
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Clock, Iterations, Topology, Transport, WhatIf
-from analyze.result import Result
+from analyze.findings import Clock, HostClock, Iterations, Topology, Transport, WhatIf
+from analyze.result import HostSummary, Result
 from capture.units import format_rate
+
+HOSTS_SHOWN = 16  # hosts listed one per line; beyond, the extremes and the distribution
+EXTREMES = 5  # hosts shown at each end of a longer table
+NAMES_SHOWN = 6  # host names listed for a note that repeats for many
+CLOCKS_SHOWN = 8  # hosts' clocks listed by name; beyond, the range and the furthest
 
 
 def summary_text(result: Result) -> str:
@@ -27,16 +33,7 @@ def summary_text(result: Result) -> str:
     for problem in result.capture_problems or []:
         lines.append(f"CAPTURE PROBLEM: {problem}")
     lines.append("")
-    lines.append(
-        f"{'host':<20} {'link':>12} {'tx bytes':>15} {'rx bytes':>15}  {'tx util mean/busy/while-busy/p99':>34}"
-    )
-    for h in result.hosts:
-        u = h.tx_utilization
-        link = format_rate(h.link_speed_bps) + ("*" if h.link_speed_source == "assumed" else "")
-        lines.append(
-            f"{h.name[:20]:<20} {link:>12} {h.tx_bytes:>15,} {h.rx_bytes:>15,}  "
-            f"{u.mean:>8.1%} {u.busy_fraction:>7.1%} {u.while_busy:>8.1%} {u.p99:>7.1%}"
-        )
+    lines.extend(host_lines(result.hosts))
     lines.append("")
     lines.append("top flows (by bytes):")
     for f in result.flows[:10]:
@@ -46,32 +43,108 @@ def summary_text(result: Result) -> str:
         )
     if len(result.flows) > 10:
         lines.append(f"  ... and {len(result.flows) - 10:,} more")
+    hosts = {h.name: h.addresses for h in result.hosts}
     if result.clock is not None:
-        lines.extend(clock_lines(result.clock))
+        lines.extend(clock_lines(result.clock, hosts))
     if result.topology is not None:
         lines.extend(collective_lines(result.topology, result.iterations))
     if result.scaling is not None:
         lines.extend(scaling_lines(result.scaling))
     if result.transport is not None:
         lines.extend(transport_lines(result.transport))
-    for a in result.assumptions:
-        lines.append(f"assumed: {a}")
-    for w in result.warnings:
-        lines.append(f"warning: {w}")
+    lines += [f"assumed: {a}" for a in said_once(result.assumptions, hosts)]
+    lines += [f"warning: {w}" for w in said_once(result.warnings, hosts)]
     return "\n".join(lines)
 
 
-def clock_lines(clock: Clock) -> list[str]:
-    """The hosts' clocks against the reference, as the packets show them (one line, notes after)."""
-    shown = [
-        f"{h.name} {h.offset_ns / 1e6:+.3f} ms"
-        + (f" {h.drift_ppm:+.1f} ppm" if h.drift_ppm is not None else "")
-        + f" (±{(h.uncertainty_ns or 0) / 1e3:.0f} µs)"
-        for h in clock.hosts
-        if h.name != clock.reference and h.offset_ns is not None
-    ]
-    lines = ["", f"clocks from the packets, against {clock.reference}: " + ("; ".join(shown) or "none")]
-    return lines + [f"  {note}" for note in clock.notes]
+def _host_row(h: HostSummary) -> str:
+    u = h.tx_utilization
+    link = format_rate(h.link_speed_bps) + ("*" if h.link_speed_source == "assumed" else "")
+    return (
+        f"{h.name[:20]:<20} {link:>12} {h.tx_bytes:>15,} {h.rx_bytes:>15,}  "
+        f"{u.mean:>8.1%} {u.busy_fraction:>7.1%} {u.while_busy:>8.1%} {u.p99:>7.1%}"
+    )
+
+
+def host_lines(hosts: Sequence[HostSummary]) -> list[str]:
+    """The host table: every host up to HOSTS_SHOWN; beyond, the EXTREMES hosts that sent the most and the least
+    (a straggler or a host that missed the job is at one end), then the distribution over all of them, so 500
+    hosts take a screen, not 500 lines."""
+    head = f"{'host':<20} {'link':>12} {'tx bytes':>15} {'rx bytes':>15}  {'tx util mean/busy/while-busy/p99':>34}"
+    if len(hosts) <= HOSTS_SHOWN:
+        return [head, *(_host_row(h) for h in hosts)]
+    ranked = sorted(hosts, key=lambda h: (-h.tx_bytes, h.name))
+    lines = [head, *(_host_row(h) for h in ranked[:EXTREMES])]
+    lines.append(f"{'...':<20} {len(hosts) - 2 * EXTREMES:,} more hosts between these")
+    lines += [_host_row(h) for h in ranked[-EXTREMES:]]
+    tx = [float(h.tx_bytes) for h in hosts]
+    busy = [h.tx_utilization.while_busy for h in hosts if not math.isnan(h.tx_utilization.while_busy)]
+    spread = f"tx bytes min {min(tx):,.0f} / median {_median(tx):,.0f} / max {max(tx):,.0f}"
+    if busy:
+        spread += (
+            f"; tx util while busy p5 {_quantile(busy, 0.05):.1%} / median {_median(busy):.1%} / "
+            f"p95 {_quantile(busy, 0.95):.1%}"
+        )
+    return [*lines, f"all {len(hosts):,} hosts: {spread}"]
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def said_once(notes: Sequence[str], hosts: dict[str, list[str]]) -> list[str]:
+    """Notes that repeat for host after host ("h7: link speed unknown; ...", "h7: own address inferred from
+    traffic as 10.0.0.7 ...") said once, with how many hosts and which; any other note as it was written. What
+    may differ between the repeats is each host's own name and addresses."""
+    groups: dict[str, list[tuple[str, str]]] = {}  # the note with its host's name and addresses masked
+    for note in notes:
+        host, sep, rest = note.partition(": ")
+        if sep and host in hosts:
+            for address in hosts[host]:
+                rest = rest.replace(address, "its address")
+            groups.setdefault(rest, []).append((host, note))
+        else:
+            groups.setdefault(note, []).append(("", note))
+    out = []
+    for text, members in groups.items():
+        names = [host for host, _ in members if host]
+        if len(names) < 2:
+            out += [note for _, note in members]
+            continue
+        shown = ", ".join(names[:NAMES_SHOWN])
+        if len(names) > NAMES_SHOWN:
+            shown += f", ... ({len(names) - NAMES_SHOWN:,} more)"
+        out.append(f"{len(names):,} hosts ({shown}): {text}")
+    return out
+
+
+def clock_lines(clock: Clock, hosts: dict[str, list[str]]) -> list[str]:
+    """The hosts' clocks against the reference, as the packets show them: every host up to CLOCKS_SHOWN, else
+    the range of the offsets and the hosts furthest off (one line either way), then the notes."""
+    known = [h for h in clock.hosts if h.name != clock.reference and h.offset_ns is not None]
+
+    def one(h: HostClock) -> str:
+        drift = f" {h.drift_ppm:+.1f} ppm" if h.drift_ppm is not None else ""
+        return f"{h.name} {(h.offset_ns or 0) / 1e6:+.3f} ms{drift} (±{(h.uncertainty_ns or 0) / 1e3:.0f} µs)"
+
+    if len(known) <= CLOCKS_SHOWN:
+        text = "; ".join(one(h) for h in known) or "none"
+    else:
+        offsets = [(h.offset_ns or 0) / 1e6 for h in known]
+        furthest = sorted(known, key=lambda h: -abs(h.offset_ns or 0))[:3]
+        text = (
+            f"{len(known):,} hosts, offsets {min(offsets):+.3f} to {max(offsets):+.3f} ms (median "
+            f"{_median(offsets):+.3f} ms); furthest: " + "; ".join(one(h) for h in furthest)
+        )
+    lines = ["", f"clocks from the packets, against {clock.reference}: {text}"]
+    return lines + [f"  {note}" for note in said_once(clock.notes, hosts)]
 
 
 def transport_lines(transport: Transport) -> list[str]:
