@@ -28,6 +28,7 @@ from analyze.findings import Clock
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
 from analyze.read.reading import Reading
 from analyze.source import open_source
+from analyze.resent import leave_out_resent
 from analyze.result_whatif import add_whatif
 from analyze.verdict import judge
 from analyze.read.scan import FileHealth, StreamScan
@@ -112,8 +113,9 @@ def finish(
     metas = [h.meta for h in reading.run_input.hosts]
     views = result.tables.flow_views if result.tables is not None else pd.DataFrame()
     result.capture_problems = capture_problems(result.hosts, metas, views, result.iterations) or None
-    add_whatif(result, single_iteration_time_s=single_iteration_time_s)
     result.transport = diagnose(result)
+    leave_out_resent(result)  # S from the unique bytes, before the what-if divides by it
+    add_whatif(result, single_iteration_time_s=single_iteration_time_s)
     result.verdict = judge(result)
     return result
 

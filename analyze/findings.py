@@ -110,6 +110,8 @@ class Iterations:
     per_iteration: list[IterationRecord] = field(default_factory=list)
     bytes_per_iteration_per_host: Percentiles = field(default_factory=Percentiles)
     rx_bytes_per_iteration_per_host: Percentiles = field(default_factory=Percentiles)
+    # what each host sent per iteration less what it re-sent (analyze.resent): S is implied from these
+    unique_bytes_per_iteration_per_host: Percentiles | None = optional()
     implied_gradient_bytes: float | None = None
     theory_ratio: float | None = None
     evidence: dict[str, float] = field(default_factory=dict)  # the staircase's checks, each 0..1

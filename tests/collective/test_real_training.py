@@ -75,6 +75,9 @@ def check_against_truth(
     resent = flows["retransmitted_bytes"].sum() / len(res.hosts) / len(steps)
     median = its.bytes_per_iteration_per_host.median
     assert theory <= median <= 1.015 * theory + resent, (median / theory, resent / theory)
+    # S from the unique bytes: what was re-sent on a lossy link is not gradient (it was +4.2 % as sent)
+    assert its.unique_bytes_per_iteration_per_host is not None
+    assert abs(its.implied_gradient_bytes / s - 1) <= 0.02, (its.implied_gradient_bytes / s, resent / theory)
     # boundaries: iteration k starts when iteration k-1's communication ended, i.e. between the first and the
     # last rank's own end of step k-1 (the ranks share the test machine's clock), within one bin: the
     # boundary is a bin edge, so the span of the ranks' ends is taken out to its bins' edges first

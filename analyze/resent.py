@@ -1,0 +1,58 @@
+"""Bytes per iteration without the bytes sent twice, and the gradient size S from them.
+
+Why: on a lossy link TCP re-sends what was lost, and a host's bytes per iteration as captured count those bytes
+twice. The ring's 2(N-1)/N x S describes each gradient byte once, so S implied from the bytes as sent came out
+too large by the share re-sent (+4.2 % on a real lossy DDP ring, stated as fact). The transport knows, per ring
+edge and per iteration, how many bytes its sender re-sent (analyze.wire.transport, from the sender's own
+capture); taking them out of the sender's bytes leaves the unique bytes, and S is implied from those. The bytes
+as sent stay beside them: they are what the link carried. Edges the transport could not judge (a sender not
+captured, UDP) have no re-sent count and keep their bytes as sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from analyze.collective.iterations import host_percentiles, ring_theory
+from analyze.collective.topology import RING_KINDS
+from analyze.findings import Percentiles
+from analyze.jsonform import from_plain
+from analyze.result import Result
+
+
+def leave_out_resent(result: Result) -> None:
+    """Set the iterations' unique bytes per host per iteration and, on a ring with re-sent bytes, S from them
+    (implied_gradient_bytes, the parameter counts and the theory ratio), with a note saying how much was left
+    out. Runs after the transport diagnosis (its per-edge, per-iteration re-sent bytes)."""
+    its, topo = result.iterations, result.topology
+    if its is None or not its.per_iteration:
+        return
+    its.unique_bytes_per_iteration_per_host = replace(its.bytes_per_iteration_per_host)
+    if topo is None or topo.kind not in RING_KINDS or not topo.edges or result.transport is None:
+        return
+    # the transport numbers iterations by their order in time; so does this list once sorted by start
+    order = sorted(range(len(its.per_iteration)), key=lambda i: its.per_iteration[i].start_ns)
+    resent: list[dict[str, int]] = [{} for _ in its.per_iteration]
+    for edge in result.transport.edges:
+        for position, nbytes in zip(edge.per_iteration.index, edge.per_iteration.resent_bytes):
+            if nbytes and position < len(order):
+                by_host = resent[order[position]]
+                by_host[edge.src] = by_host.get(edge.src, 0) + int(nbytes)
+    total = sum(sum(r.values()) for r in resent)
+    if not total:
+        return
+    nodes = sorted({e.src for e in topo.edges} | {e.dst for e in topo.edges})
+    unique = [
+        {"unique": {h: max(0, it.bytes_by_host.get(h, 0) - gone.get(h, 0)) for h in nodes}}
+        for it, gone in zip(its.per_iteration, resent)
+    ]
+    its.unique_bytes_per_iteration_per_host = from_plain(Percentiles, host_percentiles(unique, "unique", nodes))
+    median = its.unique_bytes_per_iteration_per_host.median
+    theory = ring_theory(median, its.ring_size or len(nodes), its.gradient_bytes)
+    for key in ("implied_gradient_bytes", "implied_params_fp32", "implied_params_fp16", "theory_ratio"):
+        setattr(its, key, theory[key])
+    per = total / (len(its.per_iteration) * len(nodes))
+    its.notes.append(
+        f"re-sent bytes left out of S: {total:,} B in all ({per:,.0f} B per host per iteration on average); "
+        f"S is implied from the unique bytes, median {median:,.0f} B per host per iteration"
+    )
