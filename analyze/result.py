@@ -1,7 +1,9 @@
 """The analyzer's one result object and its versioned JSON form (schema 1).
 
-Reports and `--json` both render this object; later features add keys (topology, iterations,
-scaling) but never change the ones here. The JSON Schema lives beside it in result.schema.json.
+Every face renders this object: the summary, the HTML report, the trace and `--json`. Its records are typed all
+the way down: hosts, flows and captures here, what the analyses find in analyze.findings. One function writes the
+JSON (Result.to_json, through analyze.jsonform) and one reads it back (Result.from_json). Later features add keys
+but never change the ones here; the JSON Schema lives beside it in result.schema.json.
 """
 
 from __future__ import annotations
