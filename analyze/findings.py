@@ -125,6 +125,8 @@ class Iterations:
     implied_params_fp16: float | None = None
     theory_bytes_per_host: float | None = None
     implied_gradient_bytes_confidence: float | None = None
+    # per host, how many of its ranks send to a rank on another host, where not one each (interleaved ranks)
+    ring_sends_per_host: dict[str, int] | None = None
     period_bytes_per_edge: float | None = optional()  # inferred: the bytes an edge carries per iteration
     clock: str | None = optional()  # inferred: the host whose capture the iterations are timed on
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from analyze.collective.iterations import host_percentiles, ring_theory
+from analyze.collective.iterations import host_percentiles, per_ring_send, ring_theory
 from analyze.collective.topology import RING_KINDS
 from analyze.findings import Percentiles
 from analyze.jsonform import from_plain
@@ -48,7 +48,8 @@ def leave_out_resent(result: Result) -> None:
     ]
     its.unique_bytes_per_iteration_per_host = from_plain(Percentiles, host_percentiles(unique, "unique", nodes))
     median = its.unique_bytes_per_iteration_per_host.median
-    theory = ring_theory(median, its.ring_size or len(nodes), its.gradient_bytes)
+    per_send = per_ring_send(unique, "unique", nodes, its.ring_sends_per_host)
+    theory = ring_theory(per_send, its.ring_size or len(nodes), its.gradient_bytes)
     for key in ("implied_gradient_bytes", "implied_params_fp32", "implied_params_fp16", "theory_ratio"):
         setattr(its, key, theory[key])
     per = total / (len(its.per_iteration) * len(nodes))

@@ -7,6 +7,7 @@ only file it may read is the NCCL log the user named.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analyze.collective.iterations import (
+    per_ring_send,
     assign_cuts,
     host_percentiles,
     per_iteration,
@@ -57,9 +59,16 @@ def add_collective(
     host_names = [h.name for h in result.hosts]
     order_given = list(launch_order) if launch_order else launch_order_of(result.run)
     flows = tables.flows if tables is not None else pd.DataFrame()
-    edges = host_edges(flows, addr_host) if len(flows) else host_edges(pd.DataFrame(), addr_host)
-    topo = classify(edges, host_names, addr_host, order_given)
     markers = tables.markers if tables is not None else pd.DataFrame()
+    inside = _inside_marked_iterations(flows, tables.flow_series if tables is not None else None, markers)
+    edges = host_edges(inside if inside is not None else flows, addr_host)
+    topo = classify(edges, host_names, addr_host, order_given)
+    if inside is not None:
+        outside = int(flows["bytes"].sum() - inside["bytes"].sum())
+        topo.notes.append(
+            f"shape judged on the traffic of the marked iterations from the second on; {outside:,} bytes before "
+            f"and after them (set-up, parameter broadcast, the first step's waits, teardown) left out"
+        )
 
     ranks_per_host = 1
     if len(markers) and "rank" in markers:
@@ -79,6 +88,31 @@ def add_collective(
     result.iterations = from_plain(
         Iterations, _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log, iterations)
     )
+
+
+def _inside_marked_iterations(
+    flows: pd.DataFrame, series: Optional[pd.DataFrame], markers: pd.DataFrame
+) -> Optional[pd.DataFrame]:
+    """FLOWS with their bytes counted inside the marked iterations only (None without markers or series).
+
+    Why: a job's set-up is not its shape. DDP broadcasts the parameters from rank 0 to every rank before the
+    first step, a star as heavy as a step of the ring; with two ranks per host the mesh it adds to the ring was
+    classified "mesh" and no bytes theory applied. The markers say when the steps ran, so the shape is judged
+    on the traffic from the second step's start to the last step's end: ranks enter the first step at different
+    times, and the ones that enter it first wait there for the others' broadcast (a tree over the hosts, seen
+    inside step 0 on a real 8-rank run). Payload bytes are scaled by each flow's share of its bytes inside."""
+    if not len(markers) or series is None or not len(series) or not len(flows):
+        return None
+    windows = windows_from_markers(markers)
+    lo = int(windows["start_ns"].iloc[1 if len(windows) > 1 else 0])
+    hi = int(windows["end_ns"].max())
+    t = series["t_ns"].to_numpy()
+    kept = series[(t >= lo) & (t < hi)]
+    inside = kept.groupby("flow_id")["bytes"].sum().reindex(flows["flow_id"]).fillna(0).to_numpy(np.int64)
+    total = flows["bytes"].to_numpy(np.int64)
+    share = np.divide(inside, total, out=np.zeros(len(total)), where=total > 0)
+    out = flows.assign(bytes=inside, payload_bytes=np.round(flows["payload_bytes"].to_numpy() * share).astype(np.int64))
+    return out[out["bytes"] > 0]
 
 
 def _iterations(
@@ -115,7 +149,7 @@ def _iterations(
     series = _with_hosts(fs, flow_hosts(flows, addr_host))
     series = series[series["src_host"] != series["dst_host"]]
     pairs = ring_pairs(topo)
-    n = _ring_size(markers, log, len(topo.order) or len({e.src for e in topo.edges}))
+    n = ring_ranks(markers, log, len(topo.order) or len({e.src for e in topo.edges}), result.run).world_size
     cell_iteration = None
     if len(markers):
         windows = windows_from_markers(markers)
@@ -170,16 +204,21 @@ def _iterations(
     known, source = (gradient_bytes, "option") if gradient_bytes else (_markers_gradient_bytes(markers), "markers")
     out["gradient_bytes"] = known
     out["gradient_bytes_source"] = source if known else None
-    n = _ring_size(markers, log, len(nodes))
+    ranks = ring_ranks(markers, log, len(nodes), result.run)
+    n = ranks.world_size
+    out["ring_sends_per_host"] = ranks.sends
     if topo.kind in RING_KINDS:
-        theory = ring_theory(out["bytes_per_iteration_per_host"]["median"], n, known)
+        theory = ring_theory(per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends), n, known)
         out.update(theory)
         # S implied by the bytes per iteration is as sure as the iterations it divides by
         out["implied_gradient_bytes_confidence"] = out["confidence"] if theory["implied_gradient_bytes"] else None
         out["notes"].append(
             f"theory: a ring all-reduce of S bytes over N={n} ranks sends 2(N-1)/N x S "
             f"= {2 * (n - 1) / n:.4g} x S per host per iteration"
+            + (f", per rank whose ring successor is on another host ({ranks.source})" if ranks.sends else "")
         )
+        if ranks.note:
+            out["notes"].append(ranks.note)
         if known and theory["theory_ratio"] is not None:
             out["notes"].append(
                 f"measured/theory = {theory['theory_ratio']:.4f} ({result.byte_mode} bytes; "
@@ -349,13 +388,61 @@ def _with_hosts(fs: pd.DataFrame, fh: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _ring_size(markers: pd.DataFrame, log: Any, hosts_in_ring: int) -> int:
-    """Ranks in the ring: from markers, else the NCCL log, else one rank per host."""
-    if len(markers) and "rank" in markers:
-        return int(markers["rank"].nunique())
+@dataclass(frozen=True)
+class RingRanks:
+    """Who is in the ring: W ranks, and per host how many of its ranks send to a rank on another host (None: one
+    each, as with one rank per host or ranks placed contiguously), with where that was learnt."""
+
+    world_size: int
+    sends: Optional[dict[str, int]]
+    source: str
+    note: str = ""
+
+
+def ring_ranks(markers: pd.DataFrame, log: Any, hosts_in_ring: int, run: Optional[dict[str, Any]]) -> RingRanks:
+    """The ring's ranks: from the markers (each rank's own host, so any placement), else the NCCL log, else the
+    launch command run.json recorded (torchrun's --nproc-per-node, horovodrun's -H host:slots: ranks placed
+    host by host), else one rank per host, said as an assumption: theory is in ranks, not hosts, and S implied
+    from a host's bytes depends on them (2 ranks per host read as one gave S 17 % too high)."""
+    if len(markers) and {"rank", "host"} <= set(markers.columns):
+        placed = markers.groupby("rank")["host"].first().sort_index()
+        world = len(placed)
+        hosts = placed.to_numpy()
+        successor = np.roll(hosts, -1)
+        sends: dict[str, int] = {}
+        for host, nxt in zip(hosts, successor):
+            if host != nxt:
+                sends[str(host)] = sends.get(str(host), 0) + 1
+        uneven = sends if any(v != 1 for v in sends.values()) else None
+        return RingRanks(world, uneven, "the markers' ranks and hosts")
     if log is not None and log.nranks:
-        return int(log.nranks)
-    return hosts_in_ring
+        return RingRanks(int(log.nranks), None, "the NCCL log")
+    per_host = launch_ranks_per_host(run)
+    if per_host and per_host > 1:
+        return RingRanks(per_host * hosts_in_ring, None, "the launch command")
+    return RingRanks(
+        hosts_in_ring,
+        None,
+        "assumed",
+        "assumed one rank per host (no markers, NCCL log or launch command says more): with R ranks per host, "
+        "placed host by host, N is R x hosts and S is smaller than implied here",
+    )
 
 
-__all__ = ["add_collective", "launch_order_of"]
+def launch_ranks_per_host(run: Optional[dict[str, Any]]) -> Optional[int]:
+    """Ranks per host from the training command run.json recorded: torchrun's --nproc-per-node (or
+    --nproc_per_node) N, or horovodrun's -H host:slots when every host has the same slots."""
+    command = [str(a) for a in (run or {}).get("command") or []]
+    for i, arg in enumerate(command):
+        name, _, value = arg.partition("=")
+        if name in ("--nproc-per-node", "--nproc_per_node"):
+            value = value or (command[i + 1] if i + 1 < len(command) else "")
+            return int(value) if value.isdigit() else None
+        if name in ("-H", "--hosts") and (value or i + 1 < len(command)):
+            slots = {part.rpartition(":")[2] for part in (value or command[i + 1]).split(",") if ":" in part}
+            if len(slots) == 1 and next(iter(slots)).isdigit():
+                return int(next(iter(slots)))
+    return None
+
+
+__all__ = ["add_collective", "launch_order_of", "ring_ranks", "launch_ranks_per_host", "RingRanks"]

@@ -203,6 +203,18 @@ def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -
     }
 
 
+def per_ring_send(
+    per_it: list[dict[str, Any]], key: str, hosts: list[str], sends: Optional[dict[str, int]]
+) -> Optional[float]:
+    """The median over every (iteration, host) of what one of the host's ring sends carried: its bytes divided by
+    how many of its ranks send to a rank on another host (SENDS; one each when None). A host whose ranks sit
+    interleaved with other hosts' in the ring (round-robin placement) sends 2(W-1)/W x S once per such rank."""
+    vals = np.array(
+        [it[key].get(h, 0) / max(1, (sends or {}).get(h, 1)) for it in per_it for h in hosts], dtype=np.float64
+    )
+    return float(np.median(vals)) if len(vals) else None
+
+
 def ring_theory(bytes_per_host: Optional[float], n: int, gradient_bytes: Optional[float]) -> dict[str, Any]:
     """Ring all-reduce: each host sends 2(N-1)/N x S. Implied S (and parameters), measured/theory."""
     out: dict[str, Any] = {
@@ -228,6 +240,7 @@ __all__ = [
     "windows_from_markers",
     "per_iteration",
     "host_percentiles",
+    "per_ring_send",
     "ring_theory",
     "assign",
     "assign_cuts",

@@ -59,6 +59,8 @@ class Job:
     order: list[int] = field(default_factory=list)
     timeout_s: float = 240.0
     tcp_rmem: str = ""  # "min default max" for every host's net.ipv4.tcp_rmem: caps the receive window
+    ranks_per_host: int = 1  # ddp and gloo: processes per host (network namespace)
+    placement: str = "contiguous"  # ranks host by host (torchrun's way), or "interleaved" (round-robin over hosts)
 
     def network(self) -> dict[str, Any]:
         """netns.build's arguments for this job's hosts (also those of the netns_cluster fixture)."""
@@ -76,6 +78,12 @@ class Job:
     def launch_order(self, cluster: Cluster) -> list[str]:
         order = self.order or list(range(1, self.hosts + 1))
         return [cluster.hosts[i - 1].name for i in order]
+
+    def rank_hosts(self, hosts: list[str]) -> list[str]:
+        """The host of each rank 0..W-1: RANKS_PER_HOST per host, host by host or round-robin."""
+        if self.placement == "interleaved":
+            return [h for _ in range(self.ranks_per_host) for h in hosts]
+        return [h for h in hosts for _ in range(self.ranks_per_host)]
 
 
 def live_capture(tmp_path: Path, netns_cluster: Any, job: Job) -> tuple[Path, dict[str, Any]]:
@@ -106,7 +114,8 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
         (run / host / "meta.json").write_text(json.dumps(meta))
     with capturing({h: run / h / "eth0.pcap" for h in hosts}, SNAPLEN):
         started_ns = time.time_ns()
-        code, stdout = {"ddp": _ddp, "horovod": _horovod, "gloo": _gloo}[job.workload](job, hosts, truth_dir, port)
+        ranks = job.rank_hosts(hosts) if job.workload != "horovod" else hosts
+        code, stdout = {"ddp": _ddp, "horovod": _horovod, "gloo": _gloo}[job.workload](job, ranks, truth_dir, port)
         ended_ns = time.time_ns()
     if code != 0 and not _aborted_after_the_last_step(job, hosts, truth_dir, code):
         raise RuntimeError(f"{job.workload} job failed with exit code {code}: {stdout[-2000:]}")
@@ -241,7 +250,7 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
     return {
         "job": asdict(job),
         "launch_order": hosts,
-        "world_size": len(hosts),
+        "world_size": len(hosts) * job.ranks_per_host,
         "gradient_bytes": grad.pop() if len(grad) == 1 else None,
         "iterations": iterations,
         "steps": [{k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns")} for s in steps],
