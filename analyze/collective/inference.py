@@ -61,9 +61,10 @@ def add_collective(
     flows = tables.flows if tables is not None else pd.DataFrame()
     markers = tables.markers if tables is not None else pd.DataFrame()
     inside = _inside_marked_iterations(flows, tables.flow_series if tables is not None else None, markers)
-    edges = host_edges(inside if inside is not None else flows, addr_host)
-    topo = classify(edges, host_names, addr_host, order_given)
+    edges = host_edges(flows, addr_host)
+    topo = classify(host_edges(inside, addr_host) if inside is not None else edges, host_names, addr_host, order_given)
     if inside is not None:
+        _whole_run_bytes(topo, edges)
         outside = int(flows["bytes"].sum() - inside["bytes"].sum())
         topo.notes.append(
             f"shape judged on the traffic of the marked iterations from the second on; {outside:,} bytes before "
@@ -88,6 +89,17 @@ def add_collective(
     result.iterations = from_plain(
         Iterations, _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log, iterations)
     )
+
+
+def _whole_run_bytes(topo: Topology, edges: pd.DataFrame) -> None:
+    """The shape's edges with their whole run's bytes, flows and share (EDGES: every host pair over the run), as
+    the topology always reports them: only which pairs make the shape was judged inside the iterations."""
+    whole = edges.set_index(["src", "dst"])
+    total = float(edges["bytes"].sum())
+    for e in topo.edges:
+        row = whole.loc[(e.src, e.dst)]
+        e.bytes, e.payload_bytes, e.flows = int(row["bytes"]), int(row["payload_bytes"]), int(row["flows"])
+        e.share, e.inferred = (round(e.bytes / total, 6) if total else 0.0), bool(row["inferred"])
 
 
 def _inside_marked_iterations(
