@@ -11,6 +11,7 @@ not know (a newer ringscope's) are ignored, not an error.
 from __future__ import annotations
 
 import math
+import numbers
 import types
 import typing
 from dataclasses import MISSING, Field, field, fields, is_dataclass
@@ -57,9 +58,13 @@ def plain(value: Any) -> Any:
     return value
 
 
-def from_plain(kind: type[T], data: Any) -> T:
-    """The record of type KIND that `plain` wrote as DATA (missing keys take the field's default)."""
-    return _read(kind, data)
+def from_plain(kind: type[T], data: Any, complete: bool = False) -> T:
+    """The record of type KIND that `plain` wrote as DATA (missing keys take the field's default, or None: what a
+    partial document does not say is unknown). ValueError, naming the place, where DATA does not have the record's
+    shape: a list or an object where the type wants another, text where it wants a number; with COMPLETE, also a
+    required key missing (a document that will be rendered whole). A result JSON edited or cut by hand then ends in
+    one line, not in a traceback from the code that renders it."""
+    return _read(kind, data, "$", complete)
 
 
 @lru_cache(maxsize=None)
@@ -68,25 +73,44 @@ def _hints(kind: type) -> tuple[tuple[str, Any, Field], ...]:
     return tuple((f.name, hints[f.name], f) for f in fields(kind))
 
 
-def _read(hint: Any, data: Any) -> Any:
+def _read(hint: Any, data: Any, where: str, complete: bool) -> Any:
     if data is None or hint is Any:
         return data
     origin = typing.get_origin(hint)
     if origin is Union or origin is types.UnionType:
         options = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _read(options[0], data) if len(options) == 1 else data
+        return _read(options[0], data, where, complete) if len(options) == 1 else data
     if origin is list:
+        _expect(isinstance(data, list), "a list", data, where)
         (item,) = typing.get_args(hint) or (Any,)
-        return [_read(item, v) for v in data]
+        return [_read(item, v, f"{where}[{i}]", complete) for i, v in enumerate(data)]
     if origin is dict:
+        _expect(isinstance(data, dict), "an object", data, where)
         _, item = typing.get_args(hint) or (str, Any)
-        return {k: _read(item, v) for k, v in data.items()}
+        return {k: _read(item, v, f"{where}.{k}", complete) for k, v in data.items()}
     if isinstance(hint, type) and is_dataclass(hint):
+        _expect(isinstance(data, dict), "an object", data, where)
         kwargs = {}
         for name, sub, f in _hints(hint):
             if name in data:
-                kwargs[name] = _read(sub, data[name])
+                kwargs[name] = _read(sub, data[name], f"{where}.{name}", complete)
             elif f.default is MISSING and f.default_factory is MISSING:
-                kwargs[name] = None  # a required key the writer did not have: unknown
+                if complete:
+                    raise ValueError(f"{where}: no {name!r}")
+                kwargs[name] = None  # a required key the writer did not have: unknown, as a null is
         return hint(**kwargs)
+    if hint is bool:
+        _expect(isinstance(data, bool) or type(data).__name__ == "bool_", "true or false", data, where)
+    elif hint is int:
+        _expect(isinstance(data, numbers.Integral) and not isinstance(data, bool), "an integer", data, where)
+    elif hint is float:
+        _expect(isinstance(data, numbers.Real) and not isinstance(data, bool), "a number", data, where)
+    elif hint is str:
+        _expect(isinstance(data, str), "text", data, where)
     return data
+
+
+def _expect(ok: bool, what: str, data: Any, where: str) -> None:
+    if not ok:
+        shown = repr(data) if len(repr(data)) <= 40 else repr(data)[:37] + "..."
+        raise ValueError(f"{where}: {what} expected, got {shown}")

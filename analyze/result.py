@@ -137,9 +137,11 @@ class Result:
         return {"schema": SCHEMA_VERSION, "ringscope_version": __version__, **head, **body}
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any]) -> "Result":
-        """The result a JSON form holds, without its tables (those live beside it, as CSV or Parquet)."""
-        return from_plain(cls, {k: v for k, v in doc.items() if k not in ("schema", "ringscope_version", "tables")})
+    def from_json(cls, doc: dict[str, Any], complete: bool = False) -> "Result":
+        """The result a JSON form holds, without its tables (those live beside it, as CSV or Parquet). ValueError
+        where a value has the wrong shape, and with COMPLETE where a required key is missing (analyze.jsonform)."""
+        body = {k: v for k, v in doc.items() if k not in ("schema", "ringscope_version", "tables")}
+        return from_plain(cls, body, complete)
 
     def write_json(self, path: Path) -> None:
         """Write the JSON form; '-' means stdout."""

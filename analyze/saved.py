@@ -42,13 +42,14 @@ def is_result(doc: dict[str, Any]) -> bool:
     return isinstance(doc.get("hosts"), list)
 
 
-def result_from_json(doc: dict[str, Any], path: Path) -> Result:
+def result_from_json(doc: dict[str, Any], path: Path, complete: bool = False) -> Result:
     """The Result a result JSON read from PATH holds (without its tables); one that is not a result is one
-    ValueError line."""
+    ValueError line. COMPLETE: every required key must be there (a report draws all of it); without it, what a
+    partial document does not say is unknown (the what-if reads a few keys)."""
     if not is_result(doc):
         raise ValueError(f"{path}: {NOT_A_RESULT}: it has no hosts list")
     try:
-        return Result.from_json(doc)
+        return Result.from_json(doc, complete)
     except (TypeError, ValueError, KeyError, AttributeError) as exc:  # a record where a list or number belongs
         raise ValueError(f"{path}: {NOT_A_RESULT}: {exc}") from None
 

@@ -38,7 +38,7 @@ def split_inputs(paths: list[Path]) -> tuple[Optional[Result], dict[str, Any], l
         if is_result(doc):
             if result is not None:
                 raise ValueError(f"{p}: a second result JSON; give one run per report")
-            result = result_from_json(doc, p)
+            result = result_from_json(doc, p, complete=True)
         else:
             extra.update(doc)
     if result is not None and captures:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from analyze.api import analyze
-from analyze.result import json_text, plain
+from analyze.result import Result, json_text, plain
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -68,3 +68,37 @@ def test_keys_that_are_not_strings_are_written_as_json_writes_them() -> None:
 def test_nan_is_refused_as_before() -> None:
     with pytest.raises(ValueError):
         json_text({"a": [{"x": math.nan}] * 5})
+
+
+def test_a_result_json_of_the_wrong_shape_is_one_line_naming_the_place(result, tmp_path: Path) -> None:  # noqa: ANN001
+    """A result JSON edited or cut by hand: the place that does not fit the result's types, in one line, before
+    anything renders it (a wrong type used to surface as a traceback from the report)."""
+    from analyze.saved import read_result
+
+    doc = json.loads(json.dumps(result.to_json()))
+    cases = {
+        ("topology", "edges"): ([{"src": 1}], "$.topology.edges[0].src: text expected, got 1"),
+        ("iterations",): (3, "$.iterations: an object expected, got 3"),
+        ("iterations", "count"): ("7", "$.iterations.count: an integer expected, got '7'"),
+        ("topology", "kind"): (None, None),  # null is read as unknown, as the writer writes it
+    }
+    for keys, (value, message) in cases.items():
+        bad = json.loads(json.dumps(doc))
+        target = bad
+        for k in keys[:-1]:
+            target = target[k]
+        target[keys[-1]] = value
+        path = tmp_path / "r.json"
+        path.write_text(json.dumps(bad))
+        if message is None:
+            read_result(path)
+            continue
+        with pytest.raises(ValueError) as caught:
+            read_result(path)
+        assert str(caught.value) == f"{path}: not a result JSON (from `ringscope analyze --json`): {message}"
+    del doc["iterations"]["count"]
+    assert Result.from_json(doc).iterations.count == 0  # a key with a default: the default
+    del doc["topology"]["kind"]
+    assert Result.from_json(doc).topology.kind is None  # a partial document: what it does not say is unknown
+    with pytest.raises(ValueError, match=r"\$\.topology: no 'kind'"):
+        Result.from_json(doc, complete=True)  # what a report draws whole must be whole
