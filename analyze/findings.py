@@ -33,10 +33,10 @@ class TopologyEdge:
 
 @dataclass
 class NcclNetEdge:
-    """A ring edge the NCCL log says leaves a server, with the hosts its ranks run on."""
+    """A ring edge the NCCL log says leaves a server: its two ranks, and the hosts they run on."""
 
-    src: str
-    dst: str
+    src: int
+    dst: int
     src_host: str
     dst_host: str
 
