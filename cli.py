@@ -122,6 +122,16 @@ def analyze(
         "--iterations",
         help="Training steps the job ran while captured. Without markers it anchors the iterations found in the traffic: checked against it, a disagreement reported, an agreement makes the count sure.",
     ),
+    world_size: Optional[int] = typer.Option(
+        None,
+        "--world-size",
+        help="The job's ranks W, where neither markers nor the connections (torch/gloo: a store connection per rank, one per rank pair) count them. Checked against the connections; a disagreement is reported and the traffic's W kept, unsure.",
+    ),
+    ranks_per_host: Optional[int] = typer.Option(
+        None,
+        "--ranks-per-host",
+        help="Ranks (GPUs) on every host, placed host by host: W = this x hosts. Checked like --world-size.",
+    ),
     nccl_log: Optional[Path] = typer.Option(
         None, "--nccl-log", help="NCCL_DEBUG=INFO log: compare the ring NCCL built with the ring in the packets."
     ),
@@ -157,6 +167,11 @@ def analyze(
         check_options(bin_ns, byte_mode, workers, scheduler)
         if iterations is not None and iterations < 1:
             raise ValueError(f"bad --iterations {iterations}: must be at least 1")
+        for name, value in (("--world-size", world_size), ("--ranks-per-host", ranks_per_host)):
+            if value is not None and value < 1:
+                raise ValueError(f"bad {name} {value}: must be at least 1")
+        if world_size is not None and ranks_per_host is not None:
+            raise ValueError("give --world-size or --ranks-per-host, not both")
         t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
         if t_single is not None and t_single <= 0:
             raise ValueError(f"bad --single-iteration-time {single_iteration_time!r}: must be longer than 0")
@@ -195,6 +210,8 @@ def analyze(
                 nccl_log=nccl_log,
                 single_iteration_time_s=t_single,
                 iterations=iterations,
+                world_size=world_size,
+                ranks_per_host=ranks_per_host,
             )
     except (FileError, ClusterError) as exc:
         raise fail(str(exc)) from None

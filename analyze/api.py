@@ -15,8 +15,6 @@ import pandas as pd
 from analyze.read import layouts as L
 from capture import layout
 from analyze.wire.clocks import estimate_clocks
-from analyze.collective.inference import add_collective
-from analyze.confidence.coverage import capture_problems
 from analyze.read.work import Progress
 from analyze.read.groupsum import group_sum
 from analyze.read.fold import HostFlows, merge_host, unique_rows
@@ -28,11 +26,10 @@ from analyze.findings import Clock
 from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
 from analyze.read.reading import Reading
 from analyze.source import open_source
-from analyze.resent import leave_out_resent
-from analyze.result_whatif import add_whatif
 from analyze.verdict import judge
 from analyze.read.scan import FileHealth, StreamScan
-from analyze.wire.transport import diagnose, flow_transport
+from analyze.wire.transport import flow_transport
+from analyze.each_job import Given, analyze_jobs
 from analyze.tables.utilization import utilization
 
 ASSUMED_LINK_BPS = 10e9
@@ -55,12 +52,16 @@ def analyze(
     single_iteration_time_s: Optional[float] = None,
     scheduler: Optional[str] = None,
     iterations: Optional[int] = None,
+    world_size: Optional[int] = None,
+    ranks_per_host: Optional[int] = None,
 ) -> Result:
     """Read the captures under `paths` (or a Parquet dataset `ringscope convert` wrote) and compute flows, series
     (bin_ns wide, default 10 ms; bytes counted as byte_mode: ip, wire or payload), link utilization and the collective
     (topology, iterations; launch_order / gradient_bytes / nccl_log refine it, and without markers
     gradient_bytes and iterations, the step count the user knows, anchor the iterations), and the what-if (`scaling`)
-    when the run allows it; single_iteration_time_s (T of one worker) adds the measured scaling factor.
+    when the run allows it; single_iteration_time_s (T of one worker) adds the measured scaling factor;
+    world_size or ranks_per_host give the job's ranks where the connections cannot count them. A capture of
+    several jobs, or with other traffic, is analyzed per job (analyze.each_job).
     scheduler ("tcp://HOST:PORT") scans the hosts on that Dask cluster instead of local processes (`workers`);
     its workers must see the files at the same absolute paths.
 
@@ -79,6 +80,8 @@ def analyze(
         nccl_log=nccl_log,
         single_iteration_time_s=single_iteration_time_s,
         iterations=iterations,
+        world_size=world_size,
+        ranks_per_host=ranks_per_host,
     )
 
 
@@ -92,6 +95,8 @@ def finish(
     nccl_log: Optional[str | Path] = None,
     single_iteration_time_s: Optional[float] = None,
     iterations: Optional[int] = None,
+    world_size: Optional[int] = None,
+    ranks_per_host: Optional[int] = None,
 ) -> Result:
     """The second half of analyze(): collect the scans `reading` set going and compute everything else."""
     scans = reading.collect()
@@ -103,19 +108,16 @@ def finish(
         byte_mode=reading.byte_mode,
         busy_threshold=busy_threshold,
     )
-    add_collective(
-        result,
+    given = Given(
         launch_order=launch_order,
         gradient_bytes=gradient_bytes,
-        nccl_log=Path(nccl_log) if nccl_log else None,
+        nccl_log=nccl_log,
+        single_iteration_time_s=single_iteration_time_s,
         iterations=iterations,
+        world_size=world_size,
+        ranks_per_host=ranks_per_host,
     )
-    metas = [h.meta for h in reading.run_input.hosts]
-    views = result.tables.flow_views if result.tables is not None else pd.DataFrame()
-    result.capture_problems = capture_problems(result.hosts, metas, views, result.iterations) or None
-    result.transport = diagnose(result)
-    leave_out_resent(result)  # S from the unique bytes, before the what-if divides by it
-    add_whatif(result, single_iteration_time_s=single_iteration_time_s)
+    analyze_jobs(result, {h.name: h.meta for h in reading.run_input.hosts}, given)
     result.verdict = judge(result)
     return result
 
@@ -257,6 +259,7 @@ def _views_table(
             if counts
             else np.zeros(0, np.int64),
             "packets": a[:, L.AGG_PACKETS],
+            "opened": a[:, L.AGG_WSCALE] >= 0,  # the capture saw this flow's SYN: it opened while captured
             "bytes": a[:, col],
             "ip_bytes": a[:, L.AGG_IP_BYTES],
             "wire_bytes": a[:, L.AGG_WIRE_BYTES],

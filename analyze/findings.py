@@ -127,6 +127,10 @@ class Iterations:
     implied_gradient_bytes_confidence: float | None = None
     # per host, how many of its ranks send to a rank on another host, where not one each (interleaved ranks)
     ring_sends_per_host: dict[str, int] | None = None
+    # W: where it was learnt (analyze.collective.ranks), whether that is sure, and the ranks per host where known
+    ring_size_source: str | None = optional()
+    ring_size_sure: bool | None = optional()
+    ranks_per_host: dict[str, int] | None = optional()
     period_bytes_per_edge: float | None = optional()  # inferred: the bytes an edge carries per iteration
     clock: str | None = optional()  # inferred: the host whose capture the iterations are timed on
 
@@ -344,6 +348,78 @@ class WhatIf:
     def scaling_factor(self) -> float | None:
         """T / (T + overhead) at the run's own N with its link fully used."""
         return self.measured.full_utilization_scaling_factor if self.measured else None
+
+
+# ---- jobs and other traffic (analyze.collective.jobs, analyze.each_job) ------------------------------------------
+
+
+@dataclass
+class ImpliedBytes:
+    """The gradient bytes S a job's bytes per iteration imply, the formula that gave them and how sure they are."""
+
+    bytes: float | None
+    formula: str
+    confidence: float | None
+
+
+@dataclass
+class Job:
+    """One job of the capture, analyzed as a run of its own: its hosts, ranks, shape, iterations and what-if."""
+
+    name: str
+    hosts: list[str]
+    flows: int
+    connections: int
+    bytes: int
+    world_size: int | None
+    ranks_per_host: dict[str, int] | None
+    ranks_source: str | None
+    topology: Topology | None
+    iterations: Iterations | None
+    implied_parameter_bytes: ImpliedBytes | None
+    transport: Transport | None
+    scaling: WhatIf | None
+    capture_problems: list[str] | None
+    confidence: float
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class OtherConnection:
+    """A flow of no job (one direction of a copy, a data loader, ssh): its ends and bytes."""
+
+    src: str
+    dst: str
+    sport: int
+    dport: int
+    proto: str
+    bytes: int
+    start_ns: int
+    end_ns: int
+
+
+@dataclass
+class SharedLink:
+    """A job's host whose link other traffic used while the job's edges from it were busy."""
+
+    job: str
+    host: str
+    direction: str  # tx | rx
+    job_bytes: int  # the job's bytes on that link in the bins it was busy
+    other_bytes: int  # other traffic's bytes on that link in the same bins
+    share: float  # other / (job + other)
+    other_rate_bps: float  # other traffic's mean rate over those bins
+
+
+@dataclass
+class OtherTraffic:
+    """The traffic that belongs to no job, set aside from every job's numbers."""
+
+    bytes: int
+    flows: int
+    connections: list[OtherConnection] = field(default_factory=list)  # the heaviest, up to 20
+    shared_links: list[SharedLink] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 # ---- the answer (analyze.verdict) -------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analyze.findings import Clock, Iterations, Topology, Transport, Verdict, WhatIf
+from analyze.findings import Clock, Iterations, Job, OtherTraffic, Topology, Transport, Verdict, WhatIf
 from analyze.jsonform import from_plain, optional, plain
 
 if TYPE_CHECKING:  # pandas is imported lazily by the code that builds tables
@@ -125,6 +125,10 @@ class Result:
     scaling: WhatIf | None = optional()  # the what-if at the run's own N and link, when the run allows one
     transport: Transport | None = optional()
     verdict: Verdict | None = optional()  # the one answer every face renders (analyze.verdict)
+    # where the capture holds several jobs or other traffic (analyze.collective.jobs): each job, heaviest first (the
+    # top-level topology, iterations, transport and scaling are the first's), and the traffic of none
+    jobs: list[Job] | None = optional()
+    other_traffic: OtherTraffic | None = optional()
     tables: Tables | None = field(default=None, metadata={"table": True})
 
     def to_json(self) -> dict[str, Any]:

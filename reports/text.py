@@ -12,7 +12,7 @@ from dataclasses import fields
 from analyze.collective.topology import RING_KINDS
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Clock, HostClock, Iterations, Topology, Transport, WhatIf
+from analyze.findings import Clock, HostClock, Iterations, Job, OtherTraffic, Topology, Transport, WhatIf
 from analyze.result import HostSummary, Result
 from capture.units import format_rate
 
@@ -46,15 +46,62 @@ def summary_text(result: Result) -> str:
     hosts = {h.name: h.addresses for h in result.hosts}
     if result.clock is not None:
         lines.extend(clock_lines(result.clock, hosts))
-    if result.topology is not None:
-        lines.extend(collective_lines(result.topology, result.iterations))
-    if result.scaling is not None:
-        lines.extend(scaling_lines(result.scaling))
-    if result.transport is not None:
-        lines.extend(transport_lines(result.transport))
+    if result.jobs:
+        for job in result.jobs:
+            lines.extend(job_lines(job, len(result.jobs)))
+        if result.other_traffic is not None:
+            lines.extend(other_lines(result.other_traffic))
+    else:
+        lines.extend(_findings_lines(result.topology, result.iterations, result.scaling, result.transport))
     lines += [f"assumed: {a}" for a in said_once(result.assumptions, hosts)]
     lines += [f"warning: {w}" for w in said_once(result.warnings, hosts)]
     return "\n".join(lines)
+
+
+def _findings_lines(
+    topology: Topology | None, iterations: Iterations | None, scaling: WhatIf | None, transport: Transport | None
+) -> list[str]:
+    lines = []
+    if topology is not None:
+        lines.extend(collective_lines(topology, iterations))
+    if scaling is not None:
+        lines.extend(scaling_lines(scaling))
+    if transport is not None:
+        lines.extend(transport_lines(transport))
+    return lines
+
+
+def job_lines(job: Job, of: int) -> list[str]:
+    """One job's block: a head line (hosts, ranks, bytes, how sure), then its topology, iterations, what-if and
+    transport as a capture of one job shows them."""
+    hosts = ", ".join(job.hosts[:NAMES_SHOWN]) + (
+        f" and {len(job.hosts) - NAMES_SHOWN} more" if len(job.hosts) > NAMES_SHOWN else ""
+    )
+    head = [
+        "",
+        f"== {job.name} of {of}: {len(job.hosts)} host(s) ({hosts}), {job.connections:,} connection(s), "
+        f"{job.bytes:,} B (confidence {job.confidence:.2f})",
+    ]
+    for problem in job.capture_problems or []:
+        head.append(f"CAPTURE PROBLEM: {problem}")
+    return head + _findings_lines(job.topology, job.iterations, job.scaling, job.transport)
+
+
+def other_lines(other: OtherTraffic) -> list[str]:
+    """Traffic of no job: its bytes, the heaviest flows, and the job links it shared."""
+    lines = ["", f"== other traffic (set aside from every job): {other.flows:,} flow(s), {other.bytes:,} B"]
+    for c in other.connections[:5]:
+        lines.append(f"  {c.src}:{c.sport} -> {c.dst}:{c.dport} {c.proto:<5} {c.bytes:>15,} B")
+    if len(other.connections) > 5 or other.flows > len(other.connections):
+        lines.append(f"  ... and {other.flows - min(5, len(other.connections)):,} more flow(s)")
+    for link in other.shared_links[:EXTREMES]:
+        lines.append(
+            f"  shares {link.host} {link.direction} with {link.job}: {link.share:.0%} of the bytes while "
+            f"{link.job} used it ({link.other_rate_bps / 1e6:,.0f} Mbit/s)"
+        )
+    if len(other.shared_links) > EXTREMES:
+        lines.append(f"  ... and {len(other.shared_links) - EXTREMES} more shared link(s)")
+    return lines
 
 
 def _host_row(h: HostSummary) -> str:
@@ -207,6 +254,14 @@ def collective_lines(t: Topology, it: Iterations | None) -> list[str]:
                 f"{it.rate_bps_median / 1e9:.3g} Gbit/s per host"
             )
         lines.extend(f"  note: {n}" for n in it.notes if n.startswith("DISAGREEMENT"))
+        if it.ring_size and it.ring_size_source:
+            per = sorted(set((it.ranks_per_host or {}).values()))
+            lines.append(
+                f"  ranks: W = {it.ring_size}"
+                + (f", {per[0]} per host" if len(per) == 1 else f", {per[0]}-{per[-1]} per host" if per else "")
+                + f" ({it.ring_size_source})"
+                + ("" if it.ring_size_sure is not False else ": UNSURE")
+            )
         if it.implied_gradient_bytes:
             lines.append(
                 f"  implied gradient S = {it.implied_gradient_bytes:,.0f} B "

@@ -7,7 +7,6 @@ only file it may read is the NCCL log the user named.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -23,6 +22,7 @@ from analyze.collective.iterations import (
     windows_from_markers,
 )
 from analyze.collective.nccl_log import compare_rings, read_nccl_log
+from analyze.collective.ranks import RingRanks, TrafficRanks, ranks_from_connections, ring_ranks
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.findings import Iterations, Topology
 from analyze.jsonform import from_plain
@@ -51,9 +51,12 @@ def add_collective(
     gradient_bytes: Optional[float] = None,
     nccl_log: Optional[Path] = None,
     iterations: Optional[int] = None,
+    world_size: Optional[int] = None,
+    ranks_per_host: Optional[int] = None,
 ) -> None:
     """Compute the topology and the iterations from the result's tables and set them on the result.
-    gradient_bytes (S) and iterations (the count the user knows) anchor the inference without markers."""
+    gradient_bytes (S) and iterations (the count the user knows) anchor the inference without markers;
+    world_size or ranks_per_host (W, or W per host) are checked against the connections (analyze.collective.ranks)."""
     tables = result.tables
     addr_host = address_hosts(result.hosts)
     host_names = [h.name for h in result.hosts]
@@ -70,25 +73,53 @@ def add_collective(
             f"shape judged on the traffic of the marked iterations from the second on; {outside:,} bytes before "
             f"and after them (set-up, parameter broadcast, the first step's waits, teardown) left out"
         )
+    elif topo.kind not in RING_KINDS:
+        late = _after_setup(flows, tables.flow_series if tables is not None else None)
+        again = classify(host_edges(late, addr_host), host_names, addr_host, order_given) if late is not None else None
+        if late is not None and again is not None and again.kind in RING_KINDS:
+            _whole_run_bytes(again, edges)
+            again.notes.append(
+                f"shape judged on the traffic after the first {SETUP_SHARE:.0%} of the job's bytes: the whole run "
+                f"reads as {topo.kind}: the set-up (DDP's parameter broadcast, Horovod's broadcast) loads other "
+                f"pairs before the steps; {int(flows['bytes'].sum() - late['bytes'].sum()):,} bytes left out of the "
+                f"shape (its edges keep the whole run's bytes)"
+            )
+            topo = again
 
-    ranks_per_host = 1
-    if len(markers) and "rank" in markers:
-        ranks_per_host = int(markers.groupby("host")["rank"].nunique().max())
     log = read_nccl_log(Path(nccl_log)) if nccl_log else None
     if log is not None:
         topo.nccl = compare_rings(log, topo.order if topo.kind in RING_KINDS else [], addr_host)
-        ranks_per_host = max(ranks_per_host, log.ranks_per_host())
         if topo.nccl.matches is False:
             topo.notes.append("the NCCL log's ring differs from the ring the packets took")
-    if ranks_per_host > 1:
+    in_ring = len(topo.order) or len({e.src for e in topo.edges})
+    ranks = ring_ranks(
+        markers,
+        log,
+        in_ring,
+        result.run,
+        traffic=_traffic_ranks(flows, addr_host, host_names),
+        world_size=world_size,
+        ranks_per_host=ranks_per_host,
+    )
+    most = max(list((ranks.per_host or {}).values()) + [log.ranks_per_host() if log is not None else 1, 1])
+    if most > 1:
         topo.notes.append(
-            f"{ranks_per_host} ranks per server: only the inter-server ring edges are visible "
+            f"{most} ranks per server: only the inter-server ring edges are visible "
             f"in packets; GPU-to-GPU hops inside a server are not"
         )
     result.topology = topo
     result.iterations = from_plain(
-        Iterations, _iterations(result, flows, addr_host, topo, markers, gradient_bytes, log, iterations)
+        Iterations, _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations)
     )
+
+
+def _traffic_ranks(flows: pd.DataFrame, addr_host: dict[str, str], host_names: list[str]) -> Optional[TrafficRanks]:
+    """Ranks per host as the job's connections count them (analyze.collective.ranks), over the hosts it joins."""
+    if flows.empty:
+        return None
+    fh = flow_hosts(flows, addr_host)
+    joined = set(fh["src_host"]) | set(fh["dst_host"])
+    return ranks_from_connections(fh, [h for h in host_names if h in joined])
 
 
 def _whole_run_bytes(topo: Topology, edges: pd.DataFrame) -> None:
@@ -100,6 +131,35 @@ def _whole_run_bytes(topo: Topology, edges: pd.DataFrame) -> None:
         row = whole.loc[(e.src, e.dst)]
         e.bytes, e.payload_bytes, e.flows = int(row["bytes"]), int(row["payload_bytes"]), int(row["flows"])
         e.share, e.inferred = (round(e.bytes / total, 6) if total else 0.0), bool(row["inferred"])
+
+
+# Without markers the steps' start is not known before the ring is: the shape is judged again on the traffic
+# after this share of the job's bytes has passed. DDP's parameter broadcast, before the first step, sends one
+# step's bytes or less (24 of 248 MB on a real 8-step run); a ring's edges carry bytes all through.
+SETUP_SHARE = 0.25
+
+
+def _after_setup(flows: pd.DataFrame, series: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
+    """FLOWS with their bytes counted after the first SETUP_SHARE of the span of the series (None without)."""
+    if series is None or not len(series) or not len(flows):
+        return None
+    ordered = series.sort_values("t_ns", kind="stable")
+    t = ordered["t_ns"].to_numpy(np.int64)
+    passed = np.cumsum(ordered["bytes"].to_numpy(np.float64))
+    lo = int(t[min(int(np.searchsorted(passed, SETUP_SHARE * passed[-1])), len(t) - 1)])
+    return _bytes_between(flows, series, lo, int(t[-1]) + 1)
+
+
+def _bytes_between(flows: pd.DataFrame, series: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """FLOWS with their bytes counted in [lo, hi) only (payload bytes scaled by each flow's share inside), the
+    flows with none left out."""
+    t = series["t_ns"].to_numpy(np.int64)
+    kept = series[(t >= lo) & (t < hi)]
+    inside = kept.groupby("flow_id")["bytes"].sum().reindex(flows["flow_id"]).fillna(0).to_numpy(np.int64)
+    total = flows["bytes"].to_numpy(np.int64)
+    share = np.divide(inside, total, out=np.zeros(len(total)), where=total > 0)
+    out = flows.assign(bytes=inside, payload_bytes=np.round(flows["payload_bytes"].to_numpy() * share).astype(np.int64))
+    return out[out["bytes"] > 0]
 
 
 def _inside_marked_iterations(
@@ -117,14 +177,7 @@ def _inside_marked_iterations(
         return None
     windows = windows_from_markers(markers)
     lo = int(windows["start_ns"].iloc[1 if len(windows) > 1 else 0])
-    hi = int(windows["end_ns"].max())
-    t = series["t_ns"].to_numpy()
-    kept = series[(t >= lo) & (t < hi)]
-    inside = kept.groupby("flow_id")["bytes"].sum().reindex(flows["flow_id"]).fillna(0).to_numpy(np.int64)
-    total = flows["bytes"].to_numpy(np.int64)
-    share = np.divide(inside, total, out=np.zeros(len(total)), where=total > 0)
-    out = flows.assign(bytes=inside, payload_bytes=np.round(flows["payload_bytes"].to_numpy() * share).astype(np.int64))
-    return out[out["bytes"] > 0]
+    return _bytes_between(flows, series, lo, int(windows["end_ns"].max()))
 
 
 def _iterations(
@@ -134,7 +187,7 @@ def _iterations(
     topo: Topology,
     markers: pd.DataFrame,
     gradient_bytes: Optional[float],
-    log: Any,
+    ranks: RingRanks,
     count_given: Optional[int] = None,
 ) -> dict[str, Any]:
     """The `iterations` key: windows (markers or inferred), per-iteration bytes and the theory check."""
@@ -161,7 +214,7 @@ def _iterations(
     series = _with_hosts(fs, flow_hosts(flows, addr_host))
     series = series[series["src_host"] != series["dst_host"]]
     pairs = ring_pairs(topo)
-    n = ring_ranks(markers, log, len(topo.order) or len({e.src for e in topo.edges}), result.run).world_size
+    n = ranks.world_size
     cell_iteration = None
     if len(markers):
         windows = windows_from_markers(markers)
@@ -216,14 +269,16 @@ def _iterations(
     known, source = (gradient_bytes, "option") if gradient_bytes else (_markers_gradient_bytes(markers), "markers")
     out["gradient_bytes"] = known
     out["gradient_bytes_source"] = source if known else None
-    ranks = ring_ranks(markers, log, len(nodes), result.run)
-    n = ranks.world_size
     out["ring_sends_per_host"] = ranks.sends
+    out["ranks_per_host"] = ranks.per_host
+    out["ring_size_source"] = ranks.source
+    out["ring_size_sure"] = ranks.sure
     if topo.kind in RING_KINDS:
         theory = ring_theory(per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends), n, known)
         out.update(theory)
         # S implied by the bytes per iteration is as sure as the iterations it divides by
-        out["implied_gradient_bytes_confidence"] = out["confidence"] if theory["implied_gradient_bytes"] else None
+        sure = out["confidence"] if ranks.sure else min(out["confidence"], 0.5)
+        out["implied_gradient_bytes_confidence"] = sure if theory["implied_gradient_bytes"] else None
         out["notes"].append(
             f"theory: a ring all-reduce of S bytes over N={n} ranks sends 2(N-1)/N x S "
             f"= {2 * (n - 1) / n:.4g} x S per host per iteration"
@@ -400,61 +455,4 @@ def _with_hosts(fs: pd.DataFrame, fh: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-@dataclass(frozen=True)
-class RingRanks:
-    """Who is in the ring: W ranks, and per host how many of its ranks send to a rank on another host (None: one
-    each, as with one rank per host or ranks placed contiguously), with where that was learnt."""
-
-    world_size: int
-    sends: Optional[dict[str, int]]
-    source: str
-    note: str = ""
-
-
-def ring_ranks(markers: pd.DataFrame, log: Any, hosts_in_ring: int, run: Optional[dict[str, Any]]) -> RingRanks:
-    """The ring's ranks: from the markers (each rank's own host, so any placement), else the NCCL log, else the
-    launch command run.json recorded (torchrun's --nproc-per-node, horovodrun's -H host:slots: ranks placed
-    host by host), else one rank per host, said as an assumption: theory is in ranks, not hosts, and S implied
-    from a host's bytes depends on them (2 ranks per host read as one gave S 17 % too high)."""
-    if len(markers) and {"rank", "host"} <= set(markers.columns):
-        placed = markers.groupby("rank")["host"].first().sort_index()
-        world = len(placed)
-        hosts = placed.to_numpy()
-        successor = np.roll(hosts, -1)
-        sends: dict[str, int] = {}
-        for host, nxt in zip(hosts, successor):
-            if host != nxt:
-                sends[str(host)] = sends.get(str(host), 0) + 1
-        uneven = sends if any(v != 1 for v in sends.values()) else None
-        return RingRanks(world, uneven, "the markers' ranks and hosts")
-    if log is not None and log.nranks:
-        return RingRanks(int(log.nranks), None, "the NCCL log")
-    per_host = launch_ranks_per_host(run)
-    if per_host and per_host > 1:
-        return RingRanks(per_host * hosts_in_ring, None, "the launch command")
-    return RingRanks(
-        hosts_in_ring,
-        None,
-        "assumed",
-        "assumed one rank per host (no markers, NCCL log or launch command says more): with R ranks per host, "
-        "placed host by host, N is R x hosts and S is smaller than implied here",
-    )
-
-
-def launch_ranks_per_host(run: Optional[dict[str, Any]]) -> Optional[int]:
-    """Ranks per host from the training command run.json recorded: torchrun's --nproc-per-node (or
-    --nproc_per_node) N, or horovodrun's -H host:slots when every host has the same slots."""
-    command = [str(a) for a in (run or {}).get("command") or []]
-    for i, arg in enumerate(command):
-        name, _, value = arg.partition("=")
-        if name in ("--nproc-per-node", "--nproc_per_node"):
-            value = value or (command[i + 1] if i + 1 < len(command) else "")
-            return int(value) if value.isdigit() else None
-        if name in ("-H", "--hosts") and (value or i + 1 < len(command)):
-            slots = {part.rpartition(":")[2] for part in (value or command[i + 1]).split(",") if ":" in part}
-            if len(slots) == 1 and next(iter(slots)).isdigit():
-                return int(next(iter(slots)))
-    return None
-
-
-__all__ = ["add_collective", "launch_order_of", "ring_ranks", "launch_ranks_per_host", "RingRanks"]
+__all__ = ["add_collective", "launch_order_of"]

@@ -22,6 +22,7 @@ MAKE_SURE = [
     "--iterations N: the number of training steps the job ran while it was captured",
     "--gradient-bytes S: the model's gradient bytes per step (fp32: 4 x parameters)",
 ]
+MAKE_W_SURE = "--world-size W or --ranks-per-host K: the job's ranks, which the capture could not count"
 
 
 def doubt(result: Result) -> Optional[Unsure]:
@@ -34,6 +35,8 @@ def doubt(result: Result) -> Optional[Unsure]:
             f"{its.confidence:.2f} (stated as fact from {CONFIDENT:.2f})"
         )
         because += [n for n in its.notes if n.startswith("DISAGREEMENT")]
+    if its is not None and its.ring_size and its.ring_size_sure is False:
+        because.append(f"the world size N = {its.ring_size} was not told by the capture ({its.ring_size_source})")
     if topo is not None and topo.kind and topo.confidence < CONFIDENT:
         because.append(f"the {topo.kind} topology was inferred with confidence {topo.confidence:.2f}")
     missed = list(result.capture_problems or [])
@@ -42,7 +45,11 @@ def doubt(result: Result) -> Optional[Unsure]:
     if not because:
         return None
     confidences = [x.confidence for x in (its, topo) if x is not None]
-    return Unsure(because=because, confidence=min(confidences), would_make_sure=list(MAKE_SURE))
+    make_sure = list(MAKE_SURE)
+    if its is not None and its.ring_size_sure is False:
+        confidences.append(min(its.implied_gradient_bytes_confidence or 0.5, 0.5))
+        make_sure.insert(0, MAKE_W_SURE)
+    return Unsure(because=because, confidence=min(confidences), would_make_sure=make_sure)
 
 
 def headline(unsure: Unsure) -> str:

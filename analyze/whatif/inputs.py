@@ -64,9 +64,15 @@ def inputs_from_result(result: Result) -> WhatIfInputs:
     their utilization, the period, gradient bytes and communication time from its iterations."""
     out = WhatIfInputs()
     hosts = result.hosts or []
-    if hosts:
+    ring = result.iterations.ring_size if result.iterations is not None else None
+    source = result.iterations.ring_size_source if result.iterations is not None else None
+    if ring and source and source != "assumed":
+        out.workers = int(ring)
+        out.assumptions.append(f"N = {ring} workers: the ring's ranks ({source})")
+    elif hosts:
         out.workers = len(hosts)
         out.assumptions.append(f"N = {len(hosts)} workers: one per captured host")
+    if hosts:
         speeds = [s for s in (_number(h.link_speed_bps) for h in hosts) if s is not None]
         if speeds:
             out.link_speed_bps = min(speeds)

@@ -337,8 +337,15 @@ def _ms(ns: Any) -> Optional[float]:
     return None if ns is None or not np.isfinite(ns) else round(float(ns) / 1e6, 4)
 
 
-def diagnose(result: Result) -> Optional[Transport]:
-    """The transport finding from the result's tables (None when it has no tables)."""
+# Other traffic's share of a host's link, while the job's edge from it was busy, from which the edge is called
+# `shared` rather than limited by its sender or its link: a 300 MB copy beside a DDP job took 40-60 % of it.
+SHARED_SHARE = 0.2
+
+
+def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = None) -> Optional[Transport]:
+    """The transport finding from the result's tables (None when it has no tables). SHARED: per sending host,
+    other traffic's share of its link and rate (bit/s) while the job's edges from it were busy
+    (analyze.each_job); an edge whose sender's link other traffic took SHARED_SHARE of or more is `shared`."""
     tables = result.tables
     if tables is None:
         return None
@@ -443,6 +450,14 @@ def diagnose(result: Result) -> Optional[Transport]:
             step_bytes = payload / count / (2 * (ring_n - 1))
             step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
         row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps)
+        share, rate = (shared or {}).get(row["src"], (0.0, 0.0))
+        if share >= SHARED_SHARE and row["limiter"] not in ("loss", "window"):
+            row["evidence"] = [
+                f"other traffic took {share:.0%} of {row['src']}'s link while this edge was busy "
+                f"({rate / 1e6:,.0f} Mbit/s on average); alone the edge would be {row['limiter']}-limited",
+                *row["evidence"],
+            ]
+            row["limiter"], confidence = "shared", min(1.0, share / SHARED_SHARE / 2 + 0.5)
         row["confidence"] = round(confidence, 3)
         b = bins_of[i]
         row["series"] = _series(

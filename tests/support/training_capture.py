@@ -103,15 +103,7 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
     """Train `job` on `cluster` under tcpdump; returns (and writes to OUT/truth.json) the ground truth."""
     run, truth_dir = out / "run", out / "truth"
     hosts = job.launch_order(cluster)
-    address = {h.name: h.address for h in cluster.hosts}
-    for host in hosts:
-        (run / host).mkdir(parents=True)
-        (truth_dir / host).mkdir(parents=True)
-        rate_bps = _rate_bps(job.rate)
-        meta = {"schema": 1, "host": host, "interface": "eth0", "addresses": [address[host]], "mtu": job.mtu}
-        if rate_bps:
-            meta.update(link_speed_bps=rate_bps, link_speed_source="tc")
-        (run / host / "meta.json").write_text(json.dumps(meta))
+    _metas(job, cluster, run, truth_dir, hosts)
     with capturing({h: run / h / "eth0.pcap" for h in hosts}, SNAPLEN):
         started_ns = time.time_ns()
         ranks = job.rank_hosts(hosts) if job.workload != "horovod" else hosts
@@ -128,12 +120,107 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
                 "end_ns": ended_ns,
                 "exit_code": 0,
                 "status": "complete",
+                **({"command": _horovod_command(job, hosts)} if job.workload == "horovod" else {}),
             }
         )
     )
     truth = _truth(job, hosts, truth_dir)
     (out / "truth.json").write_text(json.dumps(truth, indent=1))
     return truth
+
+
+def _metas(job: Job, cluster: Cluster, run: Path, truth_dir: Path, hosts: list[str]) -> None:
+    """Each host's meta.json, as the capture agent writes it, and its folder for the ranks' own records."""
+    address = {h.name: h.address for h in cluster.hosts}
+    for host in hosts:
+        (run / host).mkdir(parents=True, exist_ok=True)
+        (truth_dir / host).mkdir(parents=True, exist_ok=True)
+        rate_bps = _rate_bps(job.rate)
+        meta = {"schema": 1, "host": host, "interface": "eth0", "addresses": [address[host]], "mtu": job.mtu}
+        if rate_bps:
+            meta.update(link_speed_bps=rate_bps, link_speed_source="tc")
+        (run / host / "meta.json").write_text(json.dumps(meta))
+
+
+@dataclass
+class Copy:
+    """A bulk TCP copy (a checkpoint) of NBYTES from host SRC to host DST (1-based), AFTER_S into the run."""
+
+    src: int
+    dst: int
+    nbytes: int
+    after_s: float
+    port: int = 5201
+
+
+COPY_SERVER = (
+    "import socket,sys\n"
+    "s=socket.create_server(('0.0.0.0',int(sys.argv[1])));print('ready',flush=True)\n"
+    "c,_=s.accept();n=0\n"
+    "while (b:=c.recv(1<<20)):n+=len(b)\n"
+    "print(n,flush=True)"
+)
+COPY_CLIENT = (
+    "import socket,sys\n"
+    "c=socket.create_connection((sys.argv[1],int(sys.argv[2])));left=int(sys.argv[3]);chunk=bytes(1<<20)\n"
+    "while left>0:\n k=min(left,len(chunk));c.sendall(chunk[:k]);left-=k\n"
+    "c.close()"
+)
+
+
+def record_together(
+    jobs: list[tuple[Job, float]], out: Path, cluster: Cluster, port: int, copy: Optional[Copy] = None
+) -> tuple[list[dict[str, Any]], Optional[int]]:
+    """Train several DDP JOBS (each started its delay in seconds after the first) on the same CLUSTER under one
+    tcpdump per host, with an optional bulk COPY between two of its hosts; each job's truth (its own folder of
+    rank records), and the bytes the copy's receiver counted."""
+    import threading
+
+    run, truth_root = out / "run", out / "truth"
+    hosts = [h.name for h in cluster.hosts]
+    for i, (job, _) in enumerate(jobs):
+        _metas(job, cluster, run, truth_root / f"job{i}", hosts)
+    codes: dict[int, int] = {}
+    copied: list[Optional[int]] = [None]
+
+    def train(i: int, job: Job, delay: float) -> None:
+        time.sleep(delay)
+        ranks = job.rank_hosts(job.launch_order(cluster))
+        codes[i] = _ddp(job, ranks, truth_root / f"job{i}", port + i)[0]
+
+    def bulk(c: Copy) -> None:
+        src, dst = cluster.hosts[c.src - 1], cluster.hosts[c.dst - 1]
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", dst.name, PY, "-c", COPY_SERVER, str(c.port)], stdout=subprocess.PIPE, text=True
+        )
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        time.sleep(c.after_s)
+        subprocess.run(
+            ["ip", "netns", "exec", src.name, PY, "-c", COPY_CLIENT, dst.address, str(c.port), str(c.nbytes)],
+            check=True,
+            timeout=120,
+        )
+        copied[0] = int(server.communicate(timeout=60)[0].strip())
+
+    with capturing({h: run / h / "eth0.pcap" for h in hosts}, SNAPLEN):
+        started_ns = time.time_ns()
+        threads = [threading.Thread(target=train, args=(i, job, delay)) for i, (job, delay) in enumerate(jobs)]
+        if copy is not None:
+            threads.append(threading.Thread(target=bulk, args=(copy,)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        ended_ns = time.time_ns()
+    for i, (job, _) in enumerate(jobs):
+        order = job.launch_order(cluster)
+        if codes.get(i) != 0 and not _aborted_after_the_last_step(job, order, truth_root / f"job{i}", codes.get(i, 1)):
+            raise RuntimeError(f"job {i} failed with exit code {codes.get(i)}")
+    (run / "run.json").write_text(
+        json.dumps({"schema": 1, "hosts": hosts, "start_ns": started_ns, "end_ns": ended_ns, "status": "complete"})
+    )
+    truths = [_truth(job, job.launch_order(cluster), truth_root / f"job{i}") for i, (job, _) in enumerate(jobs)]
+    return truths, copied[0]
 
 
 def _aborted_after_the_last_step(job: Job, hosts: list[str], truth_dir: Path, code: int) -> bool:
@@ -213,6 +300,12 @@ def horovodrun_argv(
         *(["-p", str(port)] if port else []),
         *command,
     ]
+
+
+def _horovod_command(job: Job, hosts: list[str]) -> list[str]:
+    """The horovodrun line as `capture run` records it (the training command, without the namespace wrapper)."""
+    argv = horovodrun_argv(hosts, ["python", "-m", "capture.workloads.horovod_train", *_train_args(job)])
+    return argv[argv.index(str(HOROVODRUN)) :]
 
 
 def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:

@@ -1,0 +1,158 @@
+"""Which connections are one job: a capture's traffic split into the jobs that made it, and the rest set aside.
+
+Why: servers are shared. Two jobs on the same hosts read as one collective gave one "mesh" of no use, and a
+checkpoint copy across a job's link was counted in its bytes per iteration (p95 57 MB against 30 MB).
+
+How, from headers only (no payload, no ports known in advance):
+- a *connection* is the two directions of one TCP 5-tuple between two captured hosts;
+- a *listener* is an endpoint (address, port) that two or more connections share: one process listening (a
+  rank's gloo listener, the job's rendezvous store, a copy server), so its connections are that process's;
+- a job opens its rank-pair mesh at once, at start-up: connections whose opening (SYN) the capture saw, opened
+  within OPEN_GAP_NS of each other, were opened by the same start-up.
+Connections joined by these two links are one group. A group of two or more connections over two or more hosts
+is a job; the rest (a lone copy, an ssh session, connections opened before the capture and sharing no listener
+with a job) is other traffic. Where the capture saw too few connections open to tell (it began after the job
+did, or a synthetic capture has no handshakes), or no group is a job, all the traffic is one job, as before:
+nothing is set aside that could not be told apart.
+
+Two jobs whose start-ups overlap to within OPEN_GAP_NS are one group here; their iterations then disagree and the
+staircase says it is unsure, rather than one job's numbers being stated for both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+# Gloo opens a rank's pair connections within about a millisecond of each other, and a job's ranks open theirs
+# within a few milliseconds (4 ms over 8 ranks on 4 hosts, measured); separate jobs start seconds apart.
+OPEN_GAP_NS = 50_000_000
+# Other traffic under this share of the bytes, beside one job, is not set aside: the job is read whole, as before.
+OTHER_NEGLIGIBLE = 0.01
+# Below this share of inter-host connections opened inside the capture, start-ups cannot be told apart.
+OPENED_ENOUGH = 0.5
+
+
+@dataclass
+class Split:
+    """Each flow's job (0, 1, ... heaviest first) or -1 for other traffic, and how the split was made."""
+
+    flow_job: np.ndarray  # aligned with the flows table's rows
+    jobs: int
+    method: str  # "connections" (listeners and start-ups) or "whole" (one job: no split possible or needed)
+    note: str
+
+
+def split_jobs(flows: pd.DataFrame, hosts: pd.DataFrame) -> Split:
+    """The jobs in FLOWS (the result's flows table) given HOSTS (flows' src_host, dst_host by flow_id, as
+    analyze.tables.hosts.flow_hosts gives them, and `opened`: whether a capture saw the flow's SYN)."""
+    n = len(flows)
+    whole = Split(np.zeros(n, np.int64), 1 if n else 0, "whole", "")
+    if not n:
+        return whole
+    src_h = hosts["src_host"].to_numpy(object)
+    dst_h = hosts["dst_host"].to_numpy(object)
+    inter = ((flows["proto"] == "tcp").to_numpy() & ~hosts["inferred"].to_numpy(bool)) & (src_h != dst_h)
+    if not inter.any():
+        return whole
+    conn = _connections(flows, inter)
+    opened = pd.Series(hosts["opened"].to_numpy(bool)[inter]).groupby(conn.flow_conn).any().to_numpy()
+    if opened.mean() < OPENED_ENOUGH:
+        return Split(
+            whole.flow_job,
+            1,
+            "whole",
+            f"all traffic read as one job: the capture saw {int(opened.sum())} of {len(opened)} connections open, "
+            "too few to tell jobs apart by their start-up",
+        )
+    label = _groups(conn, opened)
+    flow_group = label[conn.flow_conn]
+    # a job: two or more connections over two or more hosts
+    ends = pd.DataFrame({"g": flow_group, "src": src_h[inter], "dst": dst_h[inter]})
+    conns = pd.Series(label).value_counts()
+    host_count = pd.concat(
+        [ends[["g", "src"]].rename(columns={"src": "h"}), ends[["g", "dst"]].rename(columns={"dst": "h"})]
+    )
+    spans = host_count.groupby("g")["h"].nunique()
+    is_job = (conns.reindex(spans.index).fillna(0) >= 2) & (spans >= 2)
+    job_groups = spans.index[is_job.to_numpy()]
+    if not len(job_groups):
+        return whole
+    weight = pd.Series(flows["bytes"].to_numpy(np.int64)[inter]).groupby(flow_group).sum()
+    ranked = weight.reindex(job_groups).sort_values(ascending=False, kind="stable").index.to_numpy()
+    code = np.full(int(label.max()) + 1, -1, np.int64)
+    code[ranked] = np.arange(len(ranked))
+    flow_job = np.full(n, -1, np.int64)
+    flow_job[np.flatnonzero(inter)] = code[flow_group]
+    total = int(flows["bytes"].sum())
+    if len(ranked) == 1 and flows["bytes"].to_numpy(np.int64)[flow_job < 0].sum() < OTHER_NEGLIGIBLE * total:
+        return whole  # one job, beside it only noise (neighbour discovery, a stray ssh line): read whole
+    other = int((flow_job < 0).sum())
+    return Split(
+        flow_job,
+        len(ranked),
+        "connections",
+        f"{len(ranked)} job(s) told apart by their listeners and start-ups; {other} flow(s) of other traffic",
+    )
+
+
+@dataclass
+class _Connections:
+    flow_conn: np.ndarray  # per inter-host flow, its connection
+    listener: np.ndarray  # per connection, its listener's code, -1: none
+    start_ns: np.ndarray  # per connection, its first packet
+
+
+def _connections(flows: pd.DataFrame, inter: np.ndarray) -> _Connections:
+    """Connections of the inter-host flows: a flow and its reverse share one; the listener is the end shared
+    by more connections (ties: the lower port, where servers listen)."""
+    f = flows[inter]
+    a = f["src"].astype(str) + ":" + f["sport"].astype(str)
+    b = f["dst"].astype(str) + ":" + f["dport"].astype(str)
+    a_first = (a < b).to_numpy()
+    lo = np.where(a_first, a.to_numpy(object), b.to_numpy(object))
+    hi = np.where(a_first, b.to_numpy(object), a.to_numpy(object))
+    flow_conn, _ = pd.factorize(pd.Series(lo) + "|" + pd.Series(hi))
+    first = pd.Series(f["start_ns"].to_numpy(np.int64)).groupby(flow_conn).min().to_numpy()
+    one = pd.DataFrame({"c": flow_conn, "lo": lo, "hi": hi}).drop_duplicates("c").sort_values("c")
+    endpoints = pd.concat([one["lo"], one["hi"]])
+    uses = endpoints.groupby(endpoints).size()  # connections per endpoint
+    lo_n, hi_n = uses.reindex(one["lo"]).to_numpy(), uses.reindex(one["hi"]).to_numpy()
+    port = lambda s: s.str.rsplit(":", n=1).str[1].astype(int).to_numpy()  # noqa: E731
+    pick_lo = (lo_n > hi_n) | ((lo_n == hi_n) & (port(one["lo"]) <= port(one["hi"])))
+    end = np.where(pick_lo, one["lo"].to_numpy(object), one["hi"].to_numpy(object))
+    shared = np.maximum(lo_n, hi_n) >= 2
+    codes, _ = pd.factorize(pd.Series(end))
+    return _Connections(flow_conn, np.where(shared, codes, -1), first)
+
+
+def _groups(conn: _Connections, opened: np.ndarray) -> np.ndarray:
+    """Each connection's group: connected components over shared listeners and start-ups, by label
+    propagation (minimum label over the links, then pointer jumping) in whole-array steps."""
+    m = len(conn.start_ns)
+    links = []
+    has = np.flatnonzero(conn.listener >= 0)
+    if len(has):
+        order = has[np.argsort(conn.listener[has], kind="stable")]
+        same = conn.listener[order][1:] == conn.listener[order][:-1]
+        links.append(np.stack([order[:-1][same], order[1:][same]]))
+    seen = np.flatnonzero(opened)
+    if len(seen) > 1:
+        order = seen[np.argsort(conn.start_ns[seen], kind="stable")]
+        near = np.diff(conn.start_ns[order]) <= OPEN_GAP_NS
+        links.append(np.stack([order[:-1][near], order[1:][near]]))
+    label = np.arange(m, dtype=np.int64)
+    if not links:
+        return label
+    a, b = np.concatenate(links, axis=1)
+    while True:
+        low = np.minimum(label[a], label[b])
+        new = label.copy()
+        np.minimum.at(new, a, low)
+        np.minimum.at(new, b, low)
+        new = new[new]
+        if np.array_equal(new, label):
+            return label
+        label = new

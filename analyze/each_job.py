@@ -1,0 +1,237 @@
+"""Each job analyzed as a run of its own, and the traffic of none set aside.
+
+analyze.collective.jobs says which flows are which job's. Where the capture is one job and nothing else, the
+result is analyzed whole, as it always was. Otherwise every job gets a result of its own, cut from the whole one
+(its hosts, its flows, their series and TCP counters), and the same steps run on it: the collective, the
+captures that missed it, the transport (an edge whose link other traffic shared is called so), the re-sent
+bytes, the what-if. The heaviest job's findings are the top level of the result; `jobs` lists them all, and
+`other_traffic` holds the rest with its share of each job's links.
+
+What the user gave for the job (--gradient-bytes, --iterations, --single-iteration-time, --world-size,
+--ranks-per-host, the NCCL log) anchors the heaviest job only; the markers, which do not say their job, only a
+capture of one job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analyze.collective.inference import add_collective
+from analyze.collective.jobs import split_jobs
+from analyze.confidence.coverage import capture_problems
+from analyze.findings import ImpliedBytes, Job, OtherConnection, OtherTraffic, SharedLink
+from analyze.resent import leave_out_resent
+from analyze.result import Result
+from analyze.result_whatif import add_whatif
+from analyze.tables.hosts import address_hosts, flow_hosts
+from analyze.wire.transport import diagnose
+
+TOP_OTHER = 20  # other connections listed by name; the rest are counted
+
+
+@dataclass
+class Given:
+    """What the user said about the job (the heaviest one, where there are several)."""
+
+    launch_order: Optional[Sequence[str]] = None
+    gradient_bytes: Optional[float] = None
+    nccl_log: Optional[str | Path] = None
+    single_iteration_time_s: Optional[float] = None
+    iterations: Optional[int] = None
+    world_size: Optional[int] = None
+    ranks_per_host: Optional[int] = None
+
+
+def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None:
+    """Set the collective, transport and what-if on RESULT: whole where it is one job, else per job (module doc).
+    METAS: each host's meta.json by name."""
+    tables = result.tables
+    if tables is None or tables.flows.empty:
+        _analyze(result, metas, given, None)
+        return
+    fh = flow_hosts(tables.flows, address_hosts(result.hosts))
+    views = tables.flow_views
+    opened = views.groupby("flow_id")["opened"].any() if "opened" in views else pd.Series(dtype=bool)
+    fh["opened"] = opened.reindex(fh["flow_id"]).fillna(False).to_numpy(bool)
+    split = split_jobs(tables.flows, fh)
+    if split.method == "whole":
+        _analyze(result, metas, given, None)
+        return
+    jobs = [_cut(result, split.flow_job == j, several=split.jobs > 1) for j in range(split.jobs)]
+    other = split.flow_job < 0
+    shares = [_shared_links(result, fh, split.flow_job == j, other, f"job {j + 1}") for j in range(split.jobs)]
+    for j, job in enumerate(jobs):
+        mine = given if j == 0 else Given()
+        _analyze(job, metas, mine, {s.host: (s.share, s.other_rate_bps) for s in shares[j] if s.direction == "tx"})
+        result.assumptions.extend(f"job {j + 1}: {a}" for a in job.assumptions)
+        result.warnings.extend(f"job {j + 1}: {w}" for w in job.warnings)
+    top = jobs[0]
+    result.topology, result.iterations, result.transport = top.topology, top.iterations, top.transport
+    result.scaling, result.capture_problems = top.scaling, top.capture_problems
+    result.jobs = [_record(f"job {j + 1}", job) for j, job in enumerate(jobs)]
+    result.other_traffic = _other(tables.flows, fh, other, [s for links in shares for s in links], split.note)
+
+
+def _analyze(result: Result, metas: Mapping[str, Any], given: Given, shared: Optional[dict[str, Any]]) -> None:
+    add_collective(
+        result,
+        launch_order=given.launch_order,
+        gradient_bytes=given.gradient_bytes,
+        nccl_log=Path(given.nccl_log) if given.nccl_log else None,
+        iterations=given.iterations,
+        world_size=given.world_size,
+        ranks_per_host=given.ranks_per_host,
+    )
+    views = result.tables.flow_views if result.tables is not None else pd.DataFrame()
+    own = [metas.get(h.name) for h in result.hosts]
+    result.capture_problems = capture_problems(result.hosts, own, views, result.iterations) or None
+    result.transport = diagnose(result, shared)
+    leave_out_resent(result)  # S from the unique bytes, before the what-if divides by it
+    add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
+
+
+def _cut(result: Result, mask: np.ndarray, several: bool) -> Result:
+    """The result of one job: its flows (MASK over the flows table's rows), their views, series and TCP
+    counters, the hosts they join; the markers only where the capture holds one job (they do not say theirs)."""
+    t = result.tables
+    assert t is not None
+    flows = t.flows[mask].reset_index(drop=True)
+    ids = flows["flow_id"].to_numpy()
+    addr_host = address_hosts(result.hosts)
+    ends = set(flows["src"].map(addr_host).dropna()) | set(flows["dst"].map(addr_host).dropna())
+    hosts = [h for h in result.hosts if h.name in ends]
+    names = [h.name for h in hosts]
+
+    def of_job(frame: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
+        return None if frame is None else frame[frame["flow_id"].isin(ids)].reset_index(drop=True)
+
+    run = dict(result.run or {})
+    if several:  # one command and one launch order for the capture cannot say which job's they are
+        run.pop("command", None)
+        run.pop("hosts", None)
+    return replace(
+        result,
+        hosts=hosts,
+        flows=[r for r, m in zip(result.flows, mask) if m],
+        warnings=[],
+        assumptions=[],
+        run=run or None,
+        tables=replace(
+            t,
+            flows=flows,
+            flow_views=of_job(t.flow_views),
+            flow_series=of_job(t.flow_series),
+            host_series=t.host_series[t.host_series["host"].isin(names)] if len(t.host_series) else t.host_series,
+            markers=t.markers.iloc[0:0] if several else t.markers,
+            transport=of_job(t.transport),
+            transport_samples=of_job(t.transport_samples),
+        ),
+    )
+
+
+def _record(name: str, job: Result) -> Job:
+    its, topo = job.iterations, job.topology
+    flows = job.tables.flows if job.tables is not None else pd.DataFrame()
+    implied = None
+    if its is not None and its.ring_size:
+        implied = ImpliedBytes(
+            bytes=its.implied_gradient_bytes,
+            formula=f"a ring of W = {its.ring_size} ranks: each rank whose successor is on another host sends "
+            f"2(W-1)/W x S per iteration",
+            confidence=its.implied_gradient_bytes_confidence,
+        )
+    sure = [x.confidence for x in (topo, its) if x is not None and (x is not its or its.count)]
+    a = flows["src"].astype(str) + ":" + flows["sport"].astype(str) if len(flows) else pd.Series(dtype=str)
+    b = flows["dst"].astype(str) + ":" + flows["dport"].astype(str) if len(flows) else pd.Series(dtype=str)
+    connections = len(set(np.where(a < b, a + "|" + b, b + "|" + a))) if len(flows) else 0
+    return Job(
+        name=name,
+        hosts=[h.name for h in job.hosts],
+        flows=len(flows),
+        connections=connections,
+        bytes=int(flows["bytes"].sum()) if len(flows) else 0,
+        world_size=its.ring_size if its is not None else None,
+        ranks_per_host=its.ranks_per_host if its is not None else None,
+        ranks_source=its.ring_size_source if its is not None else None,
+        topology=topo,
+        iterations=its,
+        implied_parameter_bytes=implied,
+        transport=job.transport,
+        scaling=job.scaling,
+        capture_problems=job.capture_problems,
+        confidence=round(min(sure), 3) if sure else 0.0,
+    )
+
+
+def _shared_links(result: Result, fh: pd.DataFrame, job: np.ndarray, other: np.ndarray, name: str) -> list[SharedLink]:
+    """Per host of the job and direction: other traffic's bytes on that host's link in the bins the job used it."""
+    t = result.tables
+    assert t is not None
+    series = t.flow_series
+    fid = series["flow_id"].to_numpy(np.int64)
+    size = int(max(fid.max(initial=-1), fh["flow_id"].max())) + 1
+    role = np.zeros(size, np.int8)  # 1: the job's flow, 2: other traffic
+    role[fh["flow_id"].to_numpy(np.int64)[job]] = 1
+    role[fh["flow_id"].to_numpy(np.int64)[other]] = 2
+    out = []
+    bin_ns = int(result.bin_ns)
+    for direction, end in (("tx", "src_host"), ("rx", "dst_host")):
+        host_of = np.full(size, None, dtype=object)
+        host_of[fh["flow_id"].to_numpy(np.int64)] = fh[end].to_numpy(object)
+        cells = pd.DataFrame(
+            {"host": host_of[fid], "role": role[fid], "t": series["t_ns"].to_numpy(np.int64), "b": series["bytes"]}
+        )
+        cells = cells[cells["role"] > 0]
+        per = cells.groupby(["host", "t", "role"])["b"].sum().unstack("role", fill_value=0)
+        if 1 not in per or 2 not in per:
+            continue
+        busy = per[per[1] > 0]
+        for host, rows in busy.groupby(level="host"):
+            job_b, other_b = int(rows[1].sum()), int(rows[2].sum())
+            if other_b:
+                out.append(
+                    SharedLink(
+                        job=name,
+                        host=str(host),
+                        direction=direction,
+                        job_bytes=job_b,
+                        other_bytes=other_b,
+                        share=round(other_b / (job_b + other_b), 4),
+                        other_rate_bps=other_b * 8e9 / (len(rows) * bin_ns),
+                    )
+                )
+    return out
+
+
+def _other(
+    flows: pd.DataFrame, fh: pd.DataFrame, other: np.ndarray, shared: list[SharedLink], note: str
+) -> OtherTraffic:
+    mine = flows[other]
+    ends = fh[other]
+    top = mine.assign(src_host=ends["src_host"].to_numpy(), dst_host=ends["dst_host"].to_numpy()).nlargest(
+        TOP_OTHER, "bytes"
+    )
+    return OtherTraffic(
+        bytes=int(mine["bytes"].sum()),
+        flows=len(mine),
+        connections=[
+            OtherConnection(
+                str(r.src_host),
+                str(r.dst_host),
+                int(r.sport),
+                int(r.dport),
+                str(r.proto),
+                int(r.bytes),
+                int(r.start_ns),
+                int(r.end_ns),
+            )
+            for r in top.itertuples()
+        ],
+        shared_links=sorted(shared, key=lambda s: -s.share),
+        notes=[note],
+    )
