@@ -17,7 +17,7 @@ from typing import Any
 
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Iterations, Topology, Transport, WhatIf
+from analyze.findings import Iterations, Job, OtherTraffic, Topology, Transport, WhatIf
 from analyze.result import SCHEMA_VERSION, HostSummary, Result, Tables
 from analyze.verdict import judge
 from reports import figures as F
@@ -54,12 +54,18 @@ def render_html(result: Result, *, title: str | None = None, max_points: int = F
         _section("whatif", "What-if: the network at full utilization", _whatif_html(result.scaling)),
         _section("transport", "Transport: why the links are not full", _transport_html(result)),
     ]
+    if result.jobs:
+        body.insert(2, _section("jobs", "Jobs and other traffic", _jobs_html(result.jobs, result.other_traffic)))
+        for i, job in enumerate(result.jobs[1:], 2):
+            body.append(_job_section(job, i, hosts))
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     sub = (
         f"{len(hosts)} host(s), {len(result.captures)} capture file(s); ringscope "
         f"{__version__}, result schema {SCHEMA_VERSION}; generated {now}"
     )
-    return page(title, sub, SECTIONS, "".join(body))
+    sections = SECTIONS if not result.jobs else [*SECTIONS[:2], ("jobs", "Jobs"), *SECTIONS[2:]]
+    sections += [(f"job-{i}", j.name) for i, j in enumerate(result.jobs or [], 1) if i > 1]
+    return page(title, sub, sections, "".join(body))
 
 
 def write_html(result: Result, path: Path, *, title: str | None = None) -> int:
@@ -224,6 +230,59 @@ def _run_html(result: Result, run: Mapping[str, Any]) -> str:
 
 def _count(value: int | None) -> str:
     return "—" if value is None else f"{int(value):,}"
+
+
+# ---- jobs ---------------------------------------------------------------------------------------------
+
+
+def _jobs_html(jobs: list[Job], other: OtherTraffic | None) -> str:
+    """One row per job (the sections below the table are the first's; each other job has a section of its own),
+    and the traffic of none with the job links it shared."""
+    head = "<tr><th>job</th><th>hosts</th><th>ranks W</th><th>topology</th><th>iterations</th><th>S implied</th>"
+    head += "<th>limiter</th><th>confidence</th></tr>"
+    rows = []
+    for i, j in enumerate(jobs, 1):
+        it, topo = j.iterations, j.topology
+        count = f"{it.count} ({it.confidence:.2f})" if it is not None and it.count else "—"
+        link = f'<a href="#job-{i}">{e(j.name)}</a>' if i > 1 else e(j.name) + " (the sections below)"
+        rows.append(
+            f"<tr><td>{link}</td><td>{len(j.hosts)}</td><td>{_count(j.world_size)}</td>"
+            f"<td>{e(topo.kind if topo else '—')}</td><td>{e(count)}</td>"
+            f"<td>{e(size(j.implied_parameter_bytes.bytes if j.implied_parameter_bytes else None))}</td>"
+            f"<td>{e(j.transport.limiter if j.transport and j.transport.limiter else '—')}</td>"
+            f"<td>{j.confidence:.2f}</td></tr>"
+        )
+    out = [f"<table>{head}{''.join(rows)}</table>"]
+    if other is not None:
+        out.append(f"<p>Other traffic, set aside from every job: {other.flows:,} flow(s), {e(size(other.bytes))}.</p>")
+        links = [
+            f"<tr><td>{e(s.host)} {e(s.direction)}</td><td>{e(s.job)}</td><td>{s.share:.0%}</td>"
+            f"<td>{e(rate(s.other_rate_bps))}</td></tr>"
+            for s in other.shared_links[:20]
+        ]
+        if links:
+            out.append(
+                "<table><tr><th>link</th><th>shared with</th><th>other traffic's share</th><th>its rate</th></tr>"
+                + "".join(links)
+                + "</table>"
+            )
+    return "".join(out)
+
+
+def _job_section(job: Job, index: int, hosts: list[HostSummary]) -> str:
+    mine = [h for h in hosts if h.name in set(job.hosts)]
+    inner = (
+        "<h3>Topology</h3>"
+        + _topology_html(job.topology)
+        + "<h3>Iterations</h3>"
+        + _iterations_html(job.iterations, mine)
+        + "<h3>What-if</h3>"
+        + _whatif_html(job.scaling)
+    )
+    # the first job's sections hold the same figures and ring markers: this job's get ids of their own
+    for old_id in ('id="fig-', 'data-target="fig-', 'id="arrow', "url(#arrow"):
+        inner = inner.replace(old_id, old_id.replace("fig-", f"job{index}-fig-").replace("arrow", f"job{index}-arrow"))
+    return _section(f"job-{index}", f"{job.name}: {len(job.hosts)} host(s), W = {_count(job.world_size)}", inner)
 
 
 # ---- topology ---------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from analyze.findings import Job
 from analyze.result import Result, Tables
 
 PID_BASE = 1_000_000  # above real process ids, so a merged Kineto trace's processes never share a pid with ours
@@ -61,6 +62,8 @@ def trace_events(result: Result) -> dict[str, Any]:
             rows = t.host_series[(t.host_series["host"] == host) & (t.host_series["direction"] == direction)]
             events += _counter(pid, f"{direction} utilization %", rows, result.bin_ns, base)
         events += _resent(t, owner, host, result.bin_ns, pid, base)
+    for k, job in enumerate(result.jobs or []):
+        events += _job_events(job, PID_BASE + len(names) + k, len(names) + k, offset, base)
     return {
         "traceEvents": events,
         "displayTimeUnit": "ms",
@@ -136,6 +139,24 @@ def _meta(pid: int, host: str, order: int) -> list[dict[str, Any]]:
         _thread_name(pid, TID_ITERATIONS, "iterations", 0),
         _thread_name(pid, TID_COMMUNICATION, "communication", 1),
     ]
+
+
+def _job_events(job: Job, pid: int, order: int, offset: dict[str, int], base: int) -> list[dict[str, Any]]:
+    """A process per job (where the capture holds several, or other traffic): a thread per host with the job's
+    iterations on that host's clock. The host processes above show the heaviest job's."""
+    w = f", W = {job.world_size}" if job.world_size else ""
+    events: list[dict[str, Any]] = [
+        {"ph": "M", "pid": pid, "name": "process_name", "args": {"name": f"{job.name}{w} (ringscope: job)"}},
+        {"ph": "M", "pid": pid, "name": "process_sort_index", "args": {"sort_index": order}},
+    ]
+    rows = job.iterations.per_iteration if job.iterations is not None else []
+    for tid, host in enumerate(job.hosts, 1):
+        events.append(_thread_name(pid, tid, f"{host}: iterations", tid))
+        shift = offset.get(host, 0)
+        for r in rows:
+            start, end = int(r.start_ns) + shift, int(r.end_ns) + shift
+            events.append(_slice(pid, tid, f"iteration {r.index}", start, end, base, {"iteration": r.index}))
+    return events
 
 
 def _iterations(result: Result, host: str) -> list[tuple[int, int]]:

@@ -8,6 +8,8 @@ count, W and S, and set a bulk copy aside as other traffic, naming the link it s
 
 from __future__ import annotations
 
+import json
+import re
 import time
 
 import numpy as np
@@ -16,6 +18,10 @@ import pandas as pd
 from analyze.api import analyze
 from analyze.collective.jobs import split_jobs
 from analyze.collective.ranks import ranks_from_connections
+from analyze.result import Result
+from reports.html import render_html
+from reports.text import summary_text
+from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.requirements import require, require_module
 from tests.support.training_capture import Copy, Job, record_together
@@ -122,6 +128,17 @@ def test_two_ddp_jobs_on_the_same_hosts(tmp_path, netns_cluster):  # noqa: F811
     assert r.topology is r.jobs[0].topology  # the top level is the heaviest job's
     # their own edges: job b's ring follows its own launch order, not job a's
     assert set(first.topology.order) == set(second.topology.order) and first.topology.order != second.topology.order
+    # every face shows both: a summary block, a report section and a trace process per job
+    text = summary_text(r)
+    assert "== job 1 of 2" in text and "== job 2 of 2" in text
+    html = render_html(r)
+    assert 'id="job-2"' in html and 'id="job2-fig-iter-bytes"' in html
+    ids = re.findall(r' id="([^"]+)"', html)
+    assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)  # one id, one element
+    names = [e["args"]["name"] for e in trace_events(r)["traceEvents"] if e.get("name") == "process_name"]
+    assert sum("(ringscope: job)" in n for n in names) == 2
+    back = Result.from_json(json.loads(json.dumps(r.to_json())), complete=True)
+    assert [j.iterations.count for j in back.jobs] == [j.iterations.count for j in r.jobs]
 
 
 def test_a_bulk_copy_during_training_is_set_aside(tmp_path, netns_cluster):  # noqa: F811

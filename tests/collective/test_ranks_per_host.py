@@ -2,8 +2,9 @@
 and round-robin, on four hosts at 1 Gbit/s. Each rank records its own host, rank, steps and gradient bytes; the
 implied gradient size S must come back within 2 % of the ranks' own, for the world of W = 8 ranks, whichever
 placement (round-robin: every rank's ring successor is on another host, so each host sends 2(W-1)/W x S twice).
-Without markers the launch command run.json records (torchrun --nproc-per-node) gives W; with nothing, one rank
-per host is an assumption the result says."""
+Without markers the connections count the ranks (torch over gloo: a store connection per rank, a connection per
+rank pair) and the heavy ring sends per host give the placement; the launch command run.json records (torchrun
+--nproc-per-node) is the next source, and with nothing, one rank per host is an assumption that leaves S unsure."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 
 from analyze.api import analyze
-from analyze.collective.inference import launch_ranks_per_host, ring_ranks
+from analyze.collective.ranks import TrafficRanks, launch_ranks_per_host, ring_ranks
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.training_capture import Job, live_capture
 
@@ -41,7 +42,19 @@ def test_ranks_per_host_from_the_launch_command() -> None:
     told = ring_ranks(pd.DataFrame(), None, 4, {"command": ["torchrun", "--nproc-per-node", "2", "t.py"]})
     assert (told.world_size, told.note) == (8, "")
     assumed = ring_ranks(pd.DataFrame(), None, 4, None)
-    assert assumed.world_size == 4 and assumed.note.startswith("assumed one rank per host")
+    assert assumed.world_size == 4 and assumed.note.startswith("assumed one rank per host") and not assumed.sure
+
+
+def test_the_users_world_size_is_checked_against_the_connections() -> None:
+    seen = TrafficRanks({"a": 2, "b": 2}, {"a": 1, "b": 1}, True, "2 store connections, 4 rank-pair connections")
+    agree = ring_ranks(pd.DataFrame(), None, 2, None, traffic=seen, world_size=4)
+    assert (agree.world_size, agree.sure) == (4, True) and "as the connections show" in agree.source
+    differ = ring_ranks(pd.DataFrame(), None, 2, None, traffic=seen, ranks_per_host=4)
+    assert (differ.world_size, differ.sure) == (4, False) and differ.note.startswith("DISAGREEMENT")
+    told = ring_ranks(pd.DataFrame(), None, 2, None, world_size=16)  # nothing to check it against: taken
+    assert (told.world_size, told.sure, told.source) == (16, True, "--world-size")
+    broken = TrafficRanks({"a": 2, "b": 3}, {}, False, "")
+    assert ring_ranks(pd.DataFrame(), None, 2, None, traffic=broken).source == "assumed"
 
 
 @pytest.mark.parametrize("placement", ["contiguous", "interleaved"])
@@ -58,17 +71,17 @@ def test_ddp_two_ranks_per_host(tmp_path, netns_cluster, placement):  # noqa: F8
     want = {h: 2 for h in truth["launch_order"]} if placement == "interleaved" else None
     assert its.ring_sends_per_host == want
     assert abs(its.implied_gradient_bytes / s - 1) <= 0.02, (its.implied_gradient_bytes / s, its.notes)
-    if placement == "contiguous":
-        # no markers: the launch command gives W (ranks host by host, as torchrun places them)
-        for host in truth["launch_order"]:
-            (run / host / "markers.jsonl").unlink()
-        manifest = run / "run.json"
-        doc = pd.read_json(manifest, typ="series").to_dict()
-        doc["command"] = ["torchrun", "--nnodes=4", "--nproc-per-node=2", "train.py"]
-        manifest.write_text(pd.Series(doc).to_json())
-        inferred = analyze([run], workers=1, byte_mode="payload").iterations
-        assert inferred is not None and inferred.ring_size == world
-        # without markers the parameter broadcast may still spoil the ring (then no S is stated); a stated S is
-        # the ranks' own within 2 %
-        if inferred.implied_gradient_bytes is not None:
-            assert abs(inferred.implied_gradient_bytes / s - 1) <= 0.02, inferred.implied_gradient_bytes / s
+    # no markers: the connections count the ranks (a store connection per rank, one per rank pair) and the heavy
+    # ring sends per host give the placement, so S comes back the same without anything told
+    for host in truth["launch_order"]:
+        (run / host / "markers.jsonl").unlink()
+    inferred = analyze([run], workers=1, byte_mode="payload").iterations
+    assert inferred is not None and inferred.source == "inferred" and inferred.count == job.iters, inferred.notes
+    assert inferred.confident and inferred.ring_size == world and inferred.ring_size_sure
+    assert inferred.ring_size_source.startswith("the connections"), inferred.ring_size_source
+    assert inferred.ranks_per_host == {h: 2 for h in truth["launch_order"]}
+    assert inferred.ring_sends_per_host == want
+    assert abs(inferred.implied_gradient_bytes / s - 1) <= 0.02, (inferred.implied_gradient_bytes / s, inferred.notes)
+    if placement == "interleaved":  # the 2(W-1)/W theory per host: two rank streams, each 2(W-1)/W x S
+        per_host = inferred.unique_bytes_per_iteration_per_host or inferred.bytes_per_iteration_per_host
+        assert abs(per_host.median / (2 * 2 * (world - 1) / world * s) - 1) <= 0.02

@@ -59,7 +59,7 @@ class Job:
     order: list[int] = field(default_factory=list)
     timeout_s: float = 240.0
     tcp_rmem: str = ""  # "min default max" for every host's net.ipv4.tcp_rmem: caps the receive window
-    ranks_per_host: int = 1  # ddp and gloo: processes per host (network namespace)
+    ranks_per_host: int = 1  # processes per host (network namespace); horovod: -H host:K, ranks host by host
     placement: str = "contiguous"  # ranks host by host (torchrun's way), or "interleaved" (round-robin over hosts)
 
     def network(self) -> dict[str, Any]:
@@ -274,7 +274,7 @@ def _gloo(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, 
 
 
 def horovodrun_argv(
-    hosts: list[str], command: list[str], env: tuple[str, ...] = (), port: int | None = None
+    hosts: list[str], command: list[str], env: tuple[str, ...] = (), port: int | None = None, slots: int = 1
 ) -> list[str]:
     """horovodrun --gloo started in hosts[0]'s namespace with rank r on hosts[r]: it reaches the others through
     tests/fake_ssh (first on PATH), and every rank runs one thread (the ranks share this machine's cores)."""
@@ -290,9 +290,9 @@ def horovodrun_argv(
         str(HOROVODRUN),
         "--gloo",
         "-np",
-        str(len(hosts)),
+        str(len(hosts) * slots),
         "-H",
-        ",".join(f"{h}:1" for h in hosts),
+        ",".join(f"{h}:{slots}" for h in hosts),
         "--network-interface",
         "eth0",
         "--start-timeout",
@@ -304,13 +304,16 @@ def horovodrun_argv(
 
 def _horovod_command(job: Job, hosts: list[str]) -> list[str]:
     """The horovodrun line as `capture run` records it (the training command, without the namespace wrapper)."""
-    argv = horovodrun_argv(hosts, ["python", "-m", "capture.workloads.horovod_train", *_train_args(job)])
+    argv = horovodrun_argv(
+        hosts, ["python", "-m", "capture.workloads.horovod_train", *_train_args(job)], slots=job.ranks_per_host
+    )
     return argv[argv.index(str(HOROVODRUN)) :]
 
 
 def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
     env = (f"RINGSCOPE_MARKERS_DIR={truth_dir}/{{host}}", f"PYTHONPATH={ROOT}")
-    argv = horovodrun_argv(hosts, [PY, "-m", "capture.workloads.horovod_train", *_train_args(job)], env, port)
+    command = [PY, "-m", "capture.workloads.horovod_train", *_train_args(job)]
+    argv = horovodrun_argv(hosts, command, env, port, slots=job.ranks_per_host)
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=job.timeout_s)
     return done.returncode, done.stdout + done.stderr
 

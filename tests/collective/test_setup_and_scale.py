@@ -1,0 +1,34 @@
+"""Sure answers beyond the small clean case: a short run whose set-up is as heavy as its steps, and a dozen
+hosts. Real training in network namespaces at 1 Gbit/s, no markers given to the analyzer; each rank's own record
+is the truth. Each: the ring, the count confident and right, W right, and the
+implied S within 3 % of the ranks' own."""
+
+from __future__ import annotations
+
+from analyze.api import analyze
+from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.training_capture import Job, live_capture
+
+
+def _check(run, truth, job: Job) -> None:
+    r = analyze([run], workers=1, byte_mode="payload")
+    its, topo = r.iterations, r.topology
+    assert topo is not None and topo.kind in ("ring", "bidirectional_ring"), (topo.kind, topo.notes)
+    assert its is not None and its.count == job.iters and its.confident, (its.count, its.confidence, its.notes)
+    assert its.ring_size == truth["world_size"] and its.ring_size_sure, (its.ring_size, its.ring_size_source)
+    s = truth["gradient_bytes"]
+    assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
+
+
+def test_short_ddp_run_with_a_heavy_parameter_broadcast(tmp_path, netns_cluster):  # noqa: F811
+    """Six steps on three hosts: DDP's 7.5 MB broadcast before step 0 loads the pairs off the ring as heavily as a
+    step does; the shape is judged after it."""
+    job = Job(hosts=3, iters=6, params=1_875_000, batch=64)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    _check(run, truth, job)
+
+
+def test_ddp_on_twelve_hosts(tmp_path, netns_cluster):  # noqa: F811
+    job = Job(hosts=12, iters=10, params=500_000, batch=32, timeout_s=400)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    _check(run, truth, job)
