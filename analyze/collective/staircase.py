@@ -31,7 +31,7 @@ from __future__ import annotations
 
 
 from bisect import bisect_left, bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -363,14 +363,17 @@ def _longer_repeats(pauses_: list[Pauses], period: float, count: int) -> float:
     """1 when a period m times longer repeats the whole pattern of pauses clearly better than `period` (by a
     fifth of the pause weight, on the median edge): pauses that all weigh the same, one of them about half way
     through the iteration, line up a comb at half the period as well as at the period, but only the period
-    brings every other pause back. Else 0. Every m is matched within the same 2 % of `period`: a window growing
-    with m finds more pauses by chance where they are noisy (a job sharing its cores with another: 0.35 at the
-    period, 0.51 at twice it, 0.29 at twice it within the same window)."""
+    brings every other pause back. Else 0. Both are matched within the same window, 2 % of the longer period: it
+    must be that wide (the halves of a mistaken period differ by a few percent), and a window that wide finds pauses
+    by chance where they are noisy (a job sharing its cores with another: 0.35 at the period within 2 % of it,
+    0.51 at twice it within 4 %; within 4 % both, 0.52 and 0.51)."""
     edges = sorted(pauses_, key=lambda q: -float(q.weight.sum()))[:HARMONIC_EDGES]
-    tol = 0.02 * period
-    here = float(np.median([_repeats(p, period, tol) for p in edges]))
     for m in range(2, MAX_HARMONIC + 1):
-        if count // m >= 2 and float(np.median([_repeats(p, m * period, tol) for p in edges])) > here + 0.2:
+        if count // m < 2:
+            continue
+        tol = 0.02 * m * period
+        here = float(np.median([_repeats(p, period, tol) for p in edges]))
+        if float(np.median([_repeats(p, m * period, tol) for p in edges])) > here + 0.2:
             return 1.0
     return 0.0
 
@@ -527,6 +530,8 @@ def infer(
         return out
     counts = np.array([len(c.cut_ns) - 1 for c in cuts])
     count = int(np.bincount(counts).argmax())
+    cuts = _set_up_trimmed(cuts, count)
+    counts = np.array([len(c.cut_ns) - 1 for c in cuts])
     agree = float(np.mean(counts == count))
     same = [c for c in cuts if len(c.cut_ns) - 1 == count]
     per_edge = np.concatenate([c.bytes_per_iteration for c in same])
@@ -556,6 +561,38 @@ def infer(
         f"repeat ({len(cuts)} edges, {agree:.0%} agreeing on {count}); bytes per iteration vary by "
         f"{spread:.2%}; {coverage:.0%} of boundaries on a real pause"
     )
+    return out
+
+
+def _set_up_trimmed(cuts: list[EdgeCuts], count: int) -> list[EdgeCuts]:
+    """Edges with more iterations than COUNT (the most common), less those at their ends that finish before the
+    agreeing edges' first iteration starts, or start after their last ends (half a step of clock apart allowed):
+    set-up bytes on one edge only, not an iteration. Horovod broadcasts rank 0's parameters over the ring edge out
+    of its host before the first step: 8 MB, 1.2 steps of bytes, read as a 13th iteration of 12 on that edge."""
+    agreeing = [c for c in cuts if len(c.cut_ns) - 1 == count]
+    if not agreeing or count < 2:
+        return cuts
+    step = float(np.median(np.concatenate([np.diff(c.cut_ns) for c in agreeing])))
+    first = min(float(c.cut_ns[0]) for c in agreeing) + step / 2
+    last = max(float(c.cut_ns[-1]) for c in agreeing) - step / 2
+    out = []
+    for c in cuts:
+        lo, hi = 0, len(c.cut_ns) - 1
+        while hi - lo > count and c.cut_ns[lo + 1] <= first:
+            lo += 1
+        while hi - lo > count and c.cut_ns[hi - 1] >= last:
+            hi -= 1
+        if (lo, hi) == (0, len(c.cut_ns) - 1):
+            out.append(c)
+            continue
+        out.append(
+            replace(
+                c,
+                cut_ns=c.cut_ns[lo : hi + 1],
+                bytes_per_iteration=c.bytes_per_iteration[lo:hi],
+                found=c.found[lo : hi + 1],
+            )
+        )
     return out
 
 

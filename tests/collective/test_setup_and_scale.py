@@ -1,11 +1,12 @@
-"""Sure answers beyond the small clean case: a short run whose set-up is as heavy as its steps, and a dozen
-hosts. Real training in network namespaces at 1 Gbit/s, no markers given to the analyzer; each rank's own record
-is the truth. Each: the ring, the count confident and right, W right, and the
+"""Sure answers beyond the small clean case: a short run whose set-up is as heavy as its steps, a dozen hosts,
+and Horovod with two ranks per host. Real training in network namespaces at 1 Gbit/s, no markers given to the
+analyzer; each rank's own record is the truth. Each: the ring, the count confident and right, W right, and the
 implied S within 3 % of the ranks' own."""
 
 from __future__ import annotations
 
 from analyze.api import analyze
+from tests.collective.test_horovod_e2e import require_horovod
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.training_capture import Job, live_capture
 
@@ -30,5 +31,14 @@ def test_short_ddp_run_with_a_heavy_parameter_broadcast(tmp_path, netns_cluster)
 
 def test_ddp_on_twelve_hosts(tmp_path, netns_cluster):  # noqa: F811
     job = Job(hosts=12, iters=10, params=500_000, batch=32, timeout_s=400)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    _check(run, truth, job)
+
+
+def test_horovod_two_ranks_per_host(tmp_path, netns_cluster):  # noqa: F811
+    """horovodrun -H host:2 on three hosts: W = 6 from the launch command run.json records (Horovod's
+    connections do not count its ranks: an HTTP request per rendezvous call, several gloo contexts per pair)."""
+    require_horovod()
+    job = Job(workload="horovod", hosts=3, ranks_per_host=2, iters=12, params=1_000_000, batch=64)
     run, truth = live_capture(tmp_path, netns_cluster, job)
     _check(run, truth, job)
