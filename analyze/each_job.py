@@ -161,6 +161,7 @@ def _record(name: str, job: Result) -> Job:
         topology=topo,
         iterations=its,
         implied_parameter_bytes=implied,
+        phases=its.phases if its is not None else None,
         transport=job.transport,
         scaling=job.scaling,
         capture_problems=job.capture_problems,

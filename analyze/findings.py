@@ -97,6 +97,16 @@ class Percentiles:
 
 
 @dataclass
+class Phase:
+    """Traffic of the job outside its iterations: set-up (rendezvous, parameter broadcast) or teardown."""
+
+    name: str  # set-up | teardown
+    start_ns: int
+    end_ns: int
+    bytes: int
+
+
+@dataclass
 class Iterations:
     """The iterations: from markers or inferred from the bytes, how sure (`confident`: stated as fact), the
     bytes each host sent per iteration and the ring theory check (2(N-1)/N x S per host)."""
@@ -131,6 +141,7 @@ class Iterations:
     ring_size_source: str | None = optional()
     ring_size_sure: bool | None = optional()
     ranks_per_host: dict[str, int] | None = optional()
+    phases: list[Phase] | None = optional()  # the job's bytes before its first iteration and after its last
     period_bytes_per_edge: float | None = optional()  # inferred: the bytes an edge carries per iteration
     clock: str | None = optional()  # inferred: the host whose capture the iterations are timed on
 
@@ -377,6 +388,7 @@ class Job:
     topology: Topology | None
     iterations: Iterations | None
     implied_parameter_bytes: ImpliedBytes | None
+    phases: list[Phase] | None
     transport: Transport | None
     scaling: WhatIf | None
     capture_problems: list[str] | None

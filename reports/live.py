@@ -8,21 +8,33 @@ from __future__ import annotations
 
 from typing import Any, Optional, TextIO
 
-from analyze.live.now import HostNow, Now
+from analyze.live.now import HostNow, JobNow, Now
 
 EDGES_SHOWN = 4
 
 
 def line(now: Now) -> str:
     """One poll as one line, e.g. `t=3.0s iterations=7 (markers) | h1 tx 412.0 Mbit/s 41% rx 410.2 Mbit/s 41% sent
-    12345678 B | ... | top h1->h2 412.0 Mbit/s` (one line: the hosts follow one another)."""
+    12345678 B | ... | top h1->h2 412.0 Mbit/s` (one line: the hosts follow one another); where the traffic holds
+    several jobs, `job 1 (4 hosts) iterations=40 (traffic, confidence 1.00) | job 2 ...` after the head, whose
+    iterations are the heaviest job's."""
     head = f"t={now.seconds:.1f}s iterations={iterations(now)}"
     hosts = [
         f"{h.name} tx {_rate(h.tx_bps)}{_share(h, 'tx')} rx {_rate(h.rx_bps)}{_share(h, 'rx')} sent {h.tx_bytes} B"
         for h in now.hosts
     ]
     top = ", ".join(f"{a}->{b} {_rate(bps)}" for a, b, bps in now.edges[:EDGES_SHOWN])
-    return " | ".join([head, *hosts, f"top {top or '-'}"])
+    return " | ".join([head, *[_job(j) for j in now.jobs], *hosts, f"top {top or '-'}"])
+
+
+def _job(j: JobNow) -> str:
+    """A job of several, e.g. `job 2 (4 hosts) iterations=~12 (unsure: traffic, confidence 0.42)`."""
+    if j.iterations is None:
+        found = "-"
+    else:
+        how = f"traffic, confidence {j.confidence:.2f}"
+        found = f"{j.iterations} ({how})" if j.sure else f"~{j.iterations} (unsure: {how})"
+    return f"{j.name} ({j.hosts} hosts) iterations={found}"
 
 
 def iterations(now: Now) -> str:
@@ -87,4 +99,6 @@ def _table(now: Now) -> Any:
         )
     for a, b, bps in now.edges[:EDGES_SHOWN]:
         table.add_row(f"{a} → {b}", _rate(bps), "", "", "", "", style="dim")
+    for j in now.jobs:
+        table.add_row(_job(j), "", "", "", "", "", style="bold")
     return table

@@ -254,6 +254,11 @@ def collective_lines(t: Topology, it: Iterations | None) -> list[str]:
                 f"{it.rate_bps_median / 1e9:.3g} Gbit/s per host"
             )
         lines.extend(f"  note: {n}" for n in it.notes if n.startswith("DISAGREEMENT"))
+        if it.phases:
+            lines.append(
+                "  outside the iterations: "
+                + "; ".join(f"{p.name} {p.bytes:,} B over {(p.end_ns - p.start_ns) / 1e9:.3g} s" for p in it.phases)
+            )
         if it.ring_size and it.ring_size_source:
             per = sorted(set((it.ranks_per_host or {}).values()))
             lines.append(

@@ -254,6 +254,7 @@ def _iterations(
         cell_iteration = cell_iteration[keep]
     per_it = per_iteration(series, windows, pairs, bin_ns, markers, nodes, cell_iteration)
     starts = windows["start_ns"].to_numpy(np.int64)
+    out["phases"] = _phases(series, int(starts.min()), int(windows["end_ns"].max()), bin_ns)
     out.update(
         count=len(per_it),
         period_ns=steady_period(starts),
@@ -294,6 +295,19 @@ def _iterations(
     else:
         out.update(ring_theory(None, n, None))
         out["notes"].append(f"no ring found ({topo.kind}): the 2(N-1)/N x S check applies to ring all-reduce only")
+    return out
+
+
+def _phases(series: pd.DataFrame, first_ns: int, last_ns: int, bin_ns: int) -> list[dict[str, Any]]:
+    """The job's bytes between its hosts before its first iteration (set-up: rendezvous, the parameter
+    broadcast) and after its last (teardown), with when: reported apart, never part of an iteration or the shape."""
+    t = series["t_ns"].to_numpy(np.int64)
+    nbytes = series["bytes"].to_numpy(np.int64)
+    out = []
+    for name, sel in (("set-up", t < first_ns), ("teardown", t >= last_ns)):
+        if sel.any():
+            lo, hi = int(t[sel].min()), int(t[sel].max()) + bin_ns
+            out.append({"name": name, "start_ns": lo, "end_ns": hi, "bytes": int(nbytes[sel].sum())})
     return out
 
 

@@ -8,9 +8,12 @@ How, from headers only (no payload, no ports known in advance):
 - a *listener* is an endpoint (address, port) that two or more connections share: one process listening (a
   rank's gloo listener, the job's rendezvous store, a copy server), so its connections are that process's;
 - a job opens its rank-pair mesh at once, at start-up: connections whose opening (SYN) the capture saw, opened
-  within OPEN_GAP_NS of each other, were opened by the same start-up.
-Connections joined by these two links are one group. A group of two or more connections over two or more hosts
-is a job; the rest (a lone copy, an ssh session, connections opened before the capture and sharing no listener
+  within OPEN_GAP_NS of each other, were opened by the same start-up (a listener whose connections opened over a
+  longer time, the store, which each rank reaches as it starts, joins the mesh that opens right after its last
+  connection: the rendezvous completes when the last rank arrives).
+Connections joined by these links are one group. A group of two or more connections over two or more hosts
+is a job, unless it is light (a hundredth of the heaviest group's bytes) and its hosts are a job's: then it is part
+of that job; the rest (a lone copy, an ssh session, connections opened before the capture and sharing no listener
 with a job) is other traffic. Where the capture saw too few connections open to tell (it began after the job
 did, or a synthetic capture has no handshakes), or no group is a job, all the traffic is one job, as before:
 nothing is set aside that could not be told apart.
@@ -27,8 +30,18 @@ import numpy as np
 import pandas as pd
 
 # Gloo opens a rank's pair connections within about a millisecond of each other, and a job's ranks open theirs
-# within a few milliseconds (4 ms over 8 ranks on 4 hosts, measured); separate jobs start seconds apart.
+# within a few milliseconds (4 ms over 8 ranks on 4 hosts, gaps under 1 ms, measured; 27 ms with a gap of 21 ms
+# while another job kept the cores busy); separate jobs start seconds apart, their meshes not within this.
 OPEN_GAP_NS = 50_000_000
+# A listener whose connections all opened within this is a rank's (its mesh); the rendezvous store's open as the
+# ranks start, 100-700 ms apart on the runs measured.
+COMPACT_NS = 250_000_000
+# The mesh opens this soon after the last rank reaches the rendezvous store, or not because of it.
+RENDEZVOUS_NS = 1_000_000_000
+# A group of connections over a job's hosts carrying under this share of the heaviest group's bytes is part of
+# that job, not a job: Horovod opens its rendezvous requests and gloo contexts (global, local, cross) apart in time,
+# 343 HTTP connections and five small meshes beside the ring's on a 3-host run.
+LIGHT_SHARE = 0.01
 # Other traffic under this share of the bytes, beside one job, is not set aside: the job is read whole, as before.
 OTHER_NEGLIGIBLE = 0.01
 # Below this share of inter-host connections opened inside the capture, start-ups cannot be told apart.
@@ -82,8 +95,14 @@ def split_jobs(flows: pd.DataFrame, hosts: pd.DataFrame) -> Split:
         return whole
     weight = pd.Series(flows["bytes"].to_numpy(np.int64)[inter]).groupby(flow_group).sum()
     ranked = weight.reindex(job_groups).sort_values(ascending=False, kind="stable").index.to_numpy()
+    heavy = ranked[weight.reindex(ranked).to_numpy() >= LIGHT_SHARE * weight.max()]
     code = np.full(int(label.max()) + 1, -1, np.int64)
-    code[ranked] = np.arange(len(ranked))
+    code[heavy] = np.arange(len(heavy))
+    members = host_count.groupby("g")["h"].agg(set)
+    for g in ranked[len(heavy) :]:  # a light group of a job's hosts: another of its contexts, its rendezvous
+        home = [j for j, big in enumerate(heavy) if members[g] <= members[big]]
+        code[g] = home[0] if home else -1
+    ranked = heavy
     flow_job = np.full(n, -1, np.int64)
     flow_job[np.flatnonzero(inter)] = code[flow_group]
     total = int(flows["bytes"].sum())
@@ -128,6 +147,37 @@ def _connections(flows: pd.DataFrame, inter: np.ndarray) -> _Connections:
     return _Connections(flow_conn, np.where(shared, codes, -1), first)
 
 
+def _compact(conn: _Connections) -> np.ndarray:
+    """Per connection: whether its listener's connections all opened within COMPACT_NS (a rank's listener, which
+    its peers reach at once), or it shares none. The rendezvous store's connections open as each rank starts (700 ms
+    apart on 8 ranks): linked by start-up they chained one job's store to another job's mesh opening meanwhile
+    (two jobs read as one in 2 of 6 real runs), so they join their job by their listener only."""
+    out = np.ones(len(conn.start_ns), dtype=bool)
+    has = conn.listener >= 0
+    if has.any():
+        ends = pd.Series(conn.start_ns[has]).groupby(conn.listener[has]).agg(["min", "max"])
+        spread = (ends["max"] - ends["min"]).reindex(conn.listener[has]).to_numpy()
+        out[has] = spread <= COMPACT_NS
+    return out
+
+
+def _rendezvous_links(conn: _Connections, spread: np.ndarray, meshes: np.ndarray) -> np.ndarray:
+    """Each spread-out listener (a rendezvous store) linked to the mesh opening that follows its last connection
+    within RENDEZVOUS_NS: the last rank to reach the store completes the rendezvous, and every rank then opens its
+    pair connections (3-9 ms later, measured). MESHES: the compact opened connections in time order."""
+    rows = np.flatnonzero(spread)
+    if not len(rows) or not len(meshes):
+        return np.zeros((2, 0), dtype=np.int64)
+    last = pd.Series(conn.start_ns[rows]).groupby(conn.listener[rows]).agg(["max", "idxmax"])
+    member = rows[last["idxmax"].to_numpy()]
+    times = conn.start_ns[meshes]
+    k = np.searchsorted(times, last["max"].to_numpy(), side="right")
+    found = k < len(meshes)
+    after = meshes[np.minimum(k, len(meshes) - 1)]
+    close = found & (conn.start_ns[after] - last["max"].to_numpy() <= RENDEZVOUS_NS)
+    return np.stack([member[close], after[close]])
+
+
 def _groups(conn: _Connections, opened: np.ndarray) -> np.ndarray:
     """Each connection's group: connected components over shared listeners and start-ups, by label
     propagation (minimum label over the links, then pointer jumping) in whole-array steps."""
@@ -138,11 +188,13 @@ def _groups(conn: _Connections, opened: np.ndarray) -> np.ndarray:
         order = has[np.argsort(conn.listener[has], kind="stable")]
         same = conn.listener[order][1:] == conn.listener[order][:-1]
         links.append(np.stack([order[:-1][same], order[1:][same]]))
-    seen = np.flatnonzero(opened)
+    compact = _compact(conn)
+    seen = np.flatnonzero(opened & compact)
     if len(seen) > 1:
         order = seen[np.argsort(conn.start_ns[seen], kind="stable")]
         near = np.diff(conn.start_ns[order]) <= OPEN_GAP_NS
         links.append(np.stack([order[:-1][near], order[1:][near]]))
+        links.append(_rendezvous_links(conn, opened & ~compact, order))
     label = np.arange(m, dtype=np.int64)
     if not links:
         return label

@@ -5,7 +5,7 @@ A module of its own so that the drawing side imports no read path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 
@@ -37,3 +37,17 @@ class Now:
     iterations_source: Optional[str] = None  # "markers", or "traffic": found in the ring edges' bytes so far
     iterations_confidence: Optional[float] = None  # 1 for markers; the staircase's confidence for traffic
     iterations_sure: bool = False  # markers, or traffic at analyze.collective.staircase.CONFIDENT or more
+    jobs: list["JobNow"] = field(
+        default_factory=list
+    )  # where the traffic holds several jobs: each one's, heaviest first
+
+
+@dataclass
+class JobNow:
+    """One job of a capture that holds several (or other traffic beside one), at one poll: its iterations so far."""
+
+    name: str
+    hosts: int
+    iterations: Optional[int]
+    confidence: Optional[float]
+    sure: bool

@@ -17,12 +17,15 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from analyze.tables.flows import address_key, local_mask
-from analyze.live.now import HostNow, Now
+import pandas as pd
+
+from analyze.tables.flows import address_key, address_text, local_mask, proto_name
+from analyze.live.now import HostNow, JobNow, Now
 from analyze.read import layouts as L
 from analyze.read.formats import is_capture
 from analyze.read.scan import Follow
 from analyze.confidence.thresholds import CONFIDENT
+from analyze.collective.jobs import split_jobs
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
 from capture import layout
 
@@ -51,7 +54,9 @@ class _Host:
     rx: int = 0
     markers_at: int = 0  # bytes of markers.jsonl read
     last_iteration: int = -1
-    edges: dict[str, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)  # peer: (bins, bytes) parts
+    # (peer, flow row): (bins, bytes) parts, a flow's own so that a capture's jobs can be told apart
+    edges: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+    keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 5), dtype=np.uint64))  # flow rows at the last poll
 
 
 class LiveRun:
@@ -63,7 +68,8 @@ class LiveRun:
         self._index = {h.name: i for i, h in enumerate(self._hosts)}
         self._start = self._last = time.monotonic()
         self._polls = 0
-        self._stairs: Optional[Staircase] = None
+        self._stairs: list[Staircase] = []  # per job, heaviest first (one where the traffic is one job)
+        self._jobs_hosts: list[int] = []
         self._stairs_at = self._start
         self._stairs_every = TRAFFIC_EVERY_S
 
@@ -80,7 +86,7 @@ class LiveRun:
             keys, nbytes = h.follow.flows()
             delta = nbytes.copy()  # a flow keeps its row in the table between polls; new flows come last
             delta[: len(h.sent)] -= h.sent
-            h.sent = nbytes
+            h.sent, h.keys = nbytes, keys
             tx, rx = local_mask(keys, h.own, src=True), local_mask(keys, h.own, src=False)
             h.tx, h.rx = int(nbytes[tx].sum()), int(nbytes[rx].sum())
             if self._polls:
@@ -103,37 +109,110 @@ class LiveRun:
         if finished:
             return Now(now - self._start, hosts, ranked, max(finished), "markers", 1.0, True)
         if final or now - self._stairs_at >= self._stairs_every:
-            self._stairs, self._stairs_at = infer(_edge_series(self._hosts), BIN_NS), now
+            job_of = _jobs(self._hosts, self._owner)
+            self._stairs = [
+                infer(_edge_series(self._hosts, job_of, j), BIN_NS) for j in range(max(job_of.values(), default=0) + 1)
+            ]
+            self._jobs_hosts = [len({h for (h, _), k in job_of.items() if k == j}) for j in range(len(self._stairs))]
+            self._stairs_at = now
             self._stairs_every = max(TRAFFIC_EVERY_S, TRAFFIC_SHARE * (time.monotonic() - now))
-        stairs = self._stairs
+        stairs = self._stairs[0] if self._stairs else None
+        jobs = []
+        if len(self._stairs) > 1:
+            jobs = [
+                JobNow(
+                    f"job {j + 1}",
+                    n,
+                    st.count or None,
+                    round(st.confidence, 2) if st.count else None,
+                    bool(st.count) and st.confidence >= CONFIDENT,
+                )
+                for j, (st, n) in enumerate(zip(self._stairs, self._jobs_hosts))
+            ]
         if stairs is None or not stairs.count:
-            return Now(now - self._start, hosts, ranked, None, None, None)
+            return Now(now - self._start, hosts, ranked, None, None, None, jobs=jobs)
         sure = stairs.confidence >= CONFIDENT
-        return Now(now - self._start, hosts, ranked, stairs.count, "traffic", round(stairs.confidence, 2), sure)
+        return Now(now - self._start, hosts, ranked, stairs.count, "traffic", round(stairs.confidence, 2), sure, jobs)
 
 
 def _keep_edge_cells(
     h: _Host, cells: tuple[np.ndarray, np.ndarray, np.ndarray], peers: np.ndarray, hosts: list[_Host]
 ) -> None:
-    """File the series cells of H's flows to other hosts under their peer."""
+    """File the series cells of H's flows to other hosts under their peer and flow row."""
     flow, bins, nbytes = cells
-    if not len(flow):
+    keep = peers[flow] >= 0 if len(flow) else np.zeros(0, bool)
+    if not keep.any():
         return
-    peer_of_cell = peers[flow]
-    for i in np.unique(peer_of_cell[peer_of_cell >= 0]).tolist():
-        mine = peer_of_cell == i
-        h.edges.setdefault(hosts[i].name, []).append((bins[mine], nbytes[mine]))
+    flow, bins, nbytes = flow[keep], bins[keep], nbytes[keep]
+    order = np.argsort(flow, kind="stable")
+    cuts = np.flatnonzero(np.r_[True, flow[order][1:] != flow[order][:-1], True])
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+        rows = order[lo:hi]
+        row = int(flow[rows[0]])
+        h.edges.setdefault((hosts[int(peers[row])].name, row), []).append((bins[rows], nbytes[rows]))
 
 
-def _edge_series(hosts: list[_Host]) -> list[EdgeSeries]:
-    """Each host's edges to its peers as bytes per bin, on its own clock, the light ones left out; the parts
-    kept per edge are summed into one per distinct bin, so memory grows with the bins that held bytes."""
+def _jobs(hosts: list[_Host], owner: dict[tuple[int, int], str]) -> dict[tuple[str, int], int]:
+    """Each (host, flow row) sent to another captured host: its job (0 the heaviest; analyze.collective.jobs),
+    or -1 for other traffic. All 0 where the traffic is one job."""
+    rows = []
+    for h in hosts:
+        starts, opened = h.follow.openings()
+        for (peer, row), parts in h.edges.items():
+            k = h.keys[row]
+            rows.append(
+                (
+                    h.name,
+                    row,
+                    address_text(int(k[0]), int(k[1])),
+                    address_text(int(k[2]), int(k[3])),
+                    h.name,
+                    peer,
+                    int((k[4] >> np.uint64(24)) & np.uint64(0xFFFF)),
+                    int((k[4] >> np.uint64(8)) & np.uint64(0xFFFF)),
+                    proto_name(int(k[4] & np.uint64(0xFF))),
+                    int(sum(float(v.sum()) for _, v in parts)),
+                    int(starts[row]),
+                    bool(opened[row]),
+                )
+            )
+    if not rows:
+        return {}
+    cols = [
+        "host",
+        "row",
+        "src",
+        "dst",
+        "src_host",
+        "dst_host",
+        "sport",
+        "dport",
+        "proto",
+        "bytes",
+        "start_ns",
+        "opened",
+    ]
+    flows = pd.DataFrame(rows, columns=cols)
+    split = split_jobs(flows, flows.assign(inferred=False))
+    return {(h, r): int(j) for h, r, j in zip(flows["host"], flows["row"], split.flow_job)}
+
+
+def _edge_series(hosts: list[_Host], job_of: dict[tuple[str, int], int], job: int) -> list[EdgeSeries]:
+    """Each host's edges to its peers in JOB as bytes per bin, on its own clock, the light ones left out; the
+    parts kept per flow are summed into one per distinct bin, so memory grows with the bins that held bytes."""
     out = []
     for h in hosts:
-        for peer, parts in h.edges.items():
+        per_peer: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+        for (peer, row), parts in h.edges.items():
+            if len(parts) > 1:
+                bins, inverse = np.unique(np.concatenate([b for b, _ in parts]), return_inverse=True)
+                nbytes = np.bincount(inverse, weights=np.concatenate([v for _, v in parts]).astype(np.float64))
+                h.edges[(peer, row)] = parts = [(bins, nbytes)]
+            if job_of.get((h.name, row), 0) == job:
+                per_peer.setdefault(peer, []).extend(parts)
+        for peer, parts in per_peer.items():
             bins, inverse = np.unique(np.concatenate([b for b, _ in parts]), return_inverse=True)
             nbytes = np.bincount(inverse, weights=np.concatenate([v for _, v in parts]).astype(np.float64))
-            h.edges[peer] = [(bins, nbytes)]
             out.append(EdgeSeries(h.name, peer, h.name, bins * BIN_NS, nbytes))
     heaviest = max((float(e.nbytes.sum()) for e in out), default=0.0)
     return [e for e in out if float(e.nbytes.sum()) >= HEAVY_EDGE * heaviest > 0]

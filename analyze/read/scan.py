@@ -285,6 +285,12 @@ class Follow:
         n = int(self._t.st[L.ST_NFLOWS])
         return self._t.keys[:n].copy(), self._t.agg[:n, L.AGG_IP_BYTES].copy()
 
+    def openings(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per flow row, its first packet's time and whether its SYN was seen (it opened while captured): what
+        tells a capture's jobs apart (analyze.collective.jobs)."""
+        n = int(self._t.st[L.ST_NFLOWS])
+        return self._t.agg[:n, L.AGG_FIRST_NS].copy(), self._t.agg[:n, L.AGG_WSCALE] >= 0
+
 
 def _stream_scan(t: "_Tables", files: list[FileHealth]) -> StreamScan:
     n = int(t.st[L.ST_NFLOWS])

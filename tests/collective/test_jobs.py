@@ -19,7 +19,9 @@ from analyze.api import analyze
 from analyze.collective.jobs import split_jobs
 from analyze.collective.ranks import ranks_from_connections
 from analyze.result import Result
+from analyze.live.view import open_live
 from reports.html import render_html
+from reports.live import line
 from reports.text import summary_text
 from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
@@ -38,23 +40,28 @@ def _flows(rows: list[tuple[str, int, str, int, int, int, bool]]) -> tuple[pd.Da
 
 
 def _mesh(hosts: list[str], listen: int, t0: int, store: int) -> list[tuple[str, int, str, int, int, int, bool]]:
-    """A gloo-like job: every host but the first opens a store connection to the first; every host pair one
-    connection to the lower one's listener, both directions, all opened within a few ms of T0."""
+    """A gloo-like job: every host but the first opens a store connection to the first as its rank starts (200 ms
+    apart); 10 ms after the last, every host pair one connection to the lower one's listener, a ms apart."""
     eph = listen + 10000  # this job's clients' ports, apart from another job's
     rows = []
+    ms = 1_000_000
     for i, h in enumerate(hosts[1:], 1):
-        rows += [(h, eph + i, hosts[0], store, 300, t0, True), (hosts[0], store, h, eph + i, 300, t0, True)]
+        t = t0 + 200 * ms * i
+        rows += [(h, eph + i, hosts[0], store, 300, t, True), (hosts[0], store, h, eph + i, 300, t, True)]
+    opens = t0 + 200 * ms * (len(hosts) - 1) + 10 * ms
     for i, a in enumerate(hosts):
         for j, b in enumerate(hosts[i + 1 :], i + 1):
             sport = eph + 100 + 10 * i + j
-            rows += [(b, sport, a, listen + i, 9_000_000, t0 + 1_000_000 * j, True)]
-            rows += [(a, listen + i, b, sport, 9_000_000, t0 + 1_000_000 * j, True)]
+            rows += [(b, sport, a, listen + i, 9_000_000, opens + ms * j, True)]
+            rows += [(a, listen + i, b, sport, 9_000_000, opens + ms * j, True)]
     return rows
 
 
 def test_two_jobs_and_a_copy_are_told_apart() -> None:
-    hosts = ["a", "b", "c"]
-    rows = _mesh(hosts, 41000, 0, 29500) + _mesh(hosts, 42000, 5_000_000_000, 29600)
+    """Two jobs on the same hosts whose ranks reach their stores in turns (200, 400, 600 ms and 500, 700, 900 ms):
+    each store joins the mesh that opens right after its last rank arrived, not the other job's."""
+    hosts = ["a", "b", "c", "d"]
+    rows = _mesh(hosts, 41000, 0, 29500) + _mesh(hosts, 42000, 300_000_000, 29600)
     rows.append(("b", 33333, "c", 5201, 300_000_000, 9_000_000_000, True))  # a copy opened mid-run
     flows, frame = _flows(rows)
     split = split_jobs(flows, frame)
@@ -62,6 +69,7 @@ def test_two_jobs_and_a_copy_are_told_apart() -> None:
     job = split.flow_job
     assert job[-1] == -1  # the copy: other traffic
     first = len(_mesh(hosts, 41000, 0, 29500))
+    assert split.flow_job[0] == split.flow_job[first - 1]  # job a's store and its mesh
     assert len(set(job[:first])) == 1 and len(set(job[first:-1])) == 1 and job[0] != job[first]
 
 
@@ -118,9 +126,9 @@ def _match(result, truth):
 
 
 def test_two_ddp_jobs_on_the_same_hosts(tmp_path, netns_cluster):  # noqa: F811
-    a = Job(hosts=4, iters=40, params=1_000_000, batch=32)
-    b = Job(hosts=4, iters=60, params=400_000, batch=32, order=[3, 1, 4, 2])  # another model, launch order
-    (ta, tb), _ = _live(tmp_path, netns_cluster, [(a, 0.0), (b, 1.0)])
+    a = Job(hosts=4, iters=60, params=1_000_000, batch=32)
+    b = Job(hosts=4, iters=60 + 20, params=400_000, batch=32, order=[3, 1, 4, 2])  # another model, launch order
+    (ta, tb), _ = _live(tmp_path, netns_cluster, [(a, 0.0), (b, 2.0)])
     r = analyze([tmp_path / "cap" / "run"], workers=1, byte_mode="payload")
     assert r.jobs is not None and len(r.jobs) == 2, r.other_traffic
     first, second = _match(r, ta), _match(r, tb)
@@ -137,6 +145,10 @@ def test_two_ddp_jobs_on_the_same_hosts(tmp_path, netns_cluster):  # noqa: F811
     assert len(ids) == len(set(ids)), sorted(i for i in set(ids) if ids.count(i) > 1)  # one id, one element
     names = [e["args"]["name"] for e in trace_events(r)["traceEvents"] if e.get("name") == "process_name"]
     assert sum("(ringscope: job)" in n for n in names) == 2
+    now = open_live([tmp_path / "cap" / "run"], 1.0).poll(final=True)  # `capture top` on the finished capture
+    assert len(now.jobs) == 2 and now.iterations == r.jobs[0].iterations.count
+    assert sorted(j.iterations for j in now.jobs) == sorted(len(t["iterations"]) for t in (ta, tb))
+    assert "job 2 (4 hosts) iterations=" in line(now)
     back = Result.from_json(json.loads(json.dumps(r.to_json())), complete=True)
     assert [j.iterations.count for j in back.jobs] == [j.iterations.count for j in r.jobs]
 

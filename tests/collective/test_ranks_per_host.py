@@ -1,7 +1,8 @@
 """Theory in ranks, not hosts: real PyTorch DDP with two ranks per host (network namespace), placed host by host
-and round-robin, on four hosts at 1 Gbit/s. Each rank records its own host, rank, steps and gradient bytes; the
-implied gradient size S must come back within 2 % of the ranks' own, for the world of W = 8 ranks, whichever
-placement (round-robin: every rank's ring successor is on another host, so each host sends 2(W-1)/W x S twice).
+and round-robin, on four hosts at 1 Gbit/s, and with four per host on three. Each rank records its own host, rank,
+steps and gradient bytes; the implied gradient size S must come back within 2 % of the ranks' own, for the world
+of W ranks, whichever placement (round-robin: every rank's ring successor is on another host, so each host sends
+2(W-1)/W x S once per rank).
 Without markers the connections count the ranks (torch over gloo: a store connection per rank, a connection per
 rank pair) and the heavy ring sends per host give the placement; the launch command run.json records (torchrun
 --nproc-per-node) is the next source, and with nothing, one rank per host is an assumption that leaves S unsure."""
@@ -57,18 +58,20 @@ def test_the_users_world_size_is_checked_against_the_connections() -> None:
     assert ring_ranks(pd.DataFrame(), None, 2, None, traffic=broken).source == "assumed"
 
 
-@pytest.mark.parametrize("placement", ["contiguous", "interleaved"])
-def test_ddp_two_ranks_per_host(tmp_path, netns_cluster, placement):  # noqa: F811
-    job = Job(workload="ddp", hosts=4, ranks_per_host=2, placement=placement, iters=8, params=1_000_000, batch=32)
+@pytest.mark.parametrize(
+    "hosts, per_host, placement", [(4, 2, "contiguous"), (4, 2, "interleaved"), (3, 4, "contiguous")]
+)
+def test_ddp_ranks_per_host(tmp_path, netns_cluster, hosts, per_host, placement):  # noqa: F811
+    job = Job(hosts=hosts, ranks_per_host=per_host, placement=placement, iters=8, params=1_000_000, batch=32)
     run, truth = live_capture(tmp_path, netns_cluster, job)
     s, world = truth["gradient_bytes"], truth["world_size"]
-    assert world == 8 and s
+    assert world == hosts * per_host and s
     for host in truth["launch_order"]:  # the ranks' own records, as `capture run` gathers them beside the capture
         shutil.copy(tmp_path / "cap" / "truth" / host / "steps.jsonl", run / host / "markers.jsonl")
     its = analyze([run], workers=1, byte_mode="payload").iterations
     assert its is not None and its.source == "markers" and its.count == job.iters, its
     assert its.ring_size == world
-    want = {h: 2 for h in truth["launch_order"]} if placement == "interleaved" else None
+    want = {h: per_host for h in truth["launch_order"]} if placement == "interleaved" else None
     assert its.ring_sends_per_host == want
     assert abs(its.implied_gradient_bytes / s - 1) <= 0.02, (its.implied_gradient_bytes / s, its.notes)
     # no markers: the connections count the ranks (a store connection per rank, one per rank pair) and the heavy
@@ -79,9 +82,9 @@ def test_ddp_two_ranks_per_host(tmp_path, netns_cluster, placement):  # noqa: F8
     assert inferred is not None and inferred.source == "inferred" and inferred.count == job.iters, inferred.notes
     assert inferred.confident and inferred.ring_size == world and inferred.ring_size_sure
     assert inferred.ring_size_source.startswith("the connections"), inferred.ring_size_source
-    assert inferred.ranks_per_host == {h: 2 for h in truth["launch_order"]}
+    assert inferred.ranks_per_host == {h: per_host for h in truth["launch_order"]}
     assert inferred.ring_sends_per_host == want
     assert abs(inferred.implied_gradient_bytes / s - 1) <= 0.02, (inferred.implied_gradient_bytes / s, inferred.notes)
-    if placement == "interleaved":  # the 2(W-1)/W theory per host: two rank streams, each 2(W-1)/W x S
-        per_host = inferred.unique_bytes_per_iteration_per_host or inferred.bytes_per_iteration_per_host
-        assert abs(per_host.median / (2 * 2 * (world - 1) / world * s) - 1) <= 0.02
+    if placement == "interleaved":  # the 2(W-1)/W theory per host: a rank stream per rank, each 2(W-1)/W x S
+        sent = inferred.unique_bytes_per_iteration_per_host or inferred.bytes_per_iteration_per_host
+        assert abs(sent.median / (per_host * 2 * (world - 1) / world * s) - 1) <= 0.02

@@ -19,6 +19,10 @@ def _check(run, truth, job: Job) -> None:
     assert its.ring_size == truth["world_size"] and its.ring_size_sure, (its.ring_size, its.ring_size_source)
     s = truth["gradient_bytes"]
     assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
+    # the set-up is reported apart: rank 0's parameters broadcast to every other host, S bytes into each at least,
+    # before the first step
+    setup = next(p for p in its.phases if p.name == "set-up")
+    assert setup.bytes >= 0.98 * (job.hosts - 1) * s, (setup, s)
 
 
 def test_short_ddp_run_with_a_heavy_parameter_broadcast(tmp_path, netns_cluster):  # noqa: F811
