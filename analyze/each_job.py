@@ -28,6 +28,7 @@ from analyze.findings import ImpliedBytes, Job, OtherConnection, OtherTraffic, S
 from analyze.resent import leave_out_resent
 from analyze.result import Result
 from analyze.result_whatif import add_whatif
+from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.transport import diagnose
 
@@ -145,10 +146,10 @@ def _record(name: str, job: Result) -> Job:
             f"2(W-1)/W x S per iteration",
             confidence=its.implied_gradient_bytes_confidence,
         )
-    sure = [x.confidence for x in (topo, its) if x is not None and (x is not its or its.count)]
-    a = flows["src"].astype(str) + ":" + flows["sport"].astype(str) if len(flows) else pd.Series(dtype=str)
-    b = flows["dst"].astype(str) + ":" + flows["dport"].astype(str) if len(flows) else pd.Series(dtype=str)
-    connections = len(set(np.where(a < b, a + "|" + b, b + "|" + a))) if len(flows) else 0
+    sure = [topo.confidence] if topo is not None else []
+    if its is not None and its.count:
+        sure.append(its.confidence)
+    connections = len(set(zip(*connection_ends(flows["src"], flows["sport"], flows["dst"], flows["dport"]))))
     return Job(
         name=name,
         hosts=[h.name for h in job.hosts],

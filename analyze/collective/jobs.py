@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analyze.tables.flows import connection_ends
+
 # Gloo opens a rank's pair connections within about a millisecond of each other, and a job's ranks open theirs
 # within a few milliseconds (4 ms over 8 ranks on 4 hosts, gaps under 1 ms, measured; 27 ms with a gap of 21 ms
 # while another job kept the cores busy); separate jobs start seconds apart, their meshes not within this.
@@ -128,11 +130,7 @@ def _connections(flows: pd.DataFrame, inter: np.ndarray) -> _Connections:
     """Connections of the inter-host flows: a flow and its reverse share one; the listener is the end shared
     by more connections (ties: the lower port, where servers listen)."""
     f = flows[inter]
-    a = f["src"].astype(str) + ":" + f["sport"].astype(str)
-    b = f["dst"].astype(str) + ":" + f["dport"].astype(str)
-    a_first = (a < b).to_numpy()
-    lo = np.where(a_first, a.to_numpy(object), b.to_numpy(object))
-    hi = np.where(a_first, b.to_numpy(object), a.to_numpy(object))
+    lo, hi = connection_ends(f["src"], f["sport"], f["dst"], f["dport"])
     flow_conn, _ = pd.factorize(pd.Series(lo) + "|" + pd.Series(hi))
     first = pd.Series(f["start_ns"].to_numpy(np.int64)).groupby(flow_conn).min().to_numpy()
     one = pd.DataFrame({"c": flow_conn, "lo": lo, "hi": hi}).drop_duplicates("c").sort_values("c")

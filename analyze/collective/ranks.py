@@ -23,6 +23,8 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from analyze.tables.flows import connection_ends
+
 # a ring send carries the same bytes from every rank; the broadcast before the first step, a tenth of them or less
 HEAVY_SHARE = 0.5
 
@@ -58,9 +60,8 @@ def ranks_from_connections(flows: pd.DataFrame, hosts: list[str]) -> Optional[Tr
     f = f[f["src_host"].isin(hosts) & f["dst_host"].isin(hosts)]
     if len(hosts) < 2 or f.empty:
         return None
-    a = f["src_host"].astype(str) + ":" + f["sport"].astype(str)
-    b = f["dst_host"].astype(str) + ":" + f["dport"].astype(str)
-    key = np.where(a < b, a + "|" + b, b + "|" + a)
+    lo, hi = connection_ends(f["src_host"], f["sport"], f["dst_host"], f["dport"])
+    key = lo + "|" + hi
     conn = (
         f.assign(key=key)
         .groupby("key")

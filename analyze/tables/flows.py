@@ -11,6 +11,7 @@ import ipaddress
 from functools import lru_cache
 
 import numpy as np
+import pandas as pd
 
 from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, unique_rows
@@ -64,3 +65,15 @@ def local_mask(keys: np.ndarray, local: list[tuple[int, int]], src: bool) -> np.
     for hi, lo in local:
         mask |= (keys[:, c] == np.uint64(hi)) & (keys[:, c + 1] == np.uint64(lo))
     return mask
+
+
+def connection_ends(
+    src: pd.Series, sport: pd.Series, dst: pd.Series, dport: pd.Series
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per flow, its connection's two ends as "name:port" text, the lower first: a flow and its reverse get the
+    same pair (what the jobs, the ranks and the jobs' connection counts all key on). SRC and DST are addresses
+    or host names."""
+    a = (src.astype(str) + ":" + sport.astype(str)).to_numpy(object)
+    b = (dst.astype(str) + ":" + dport.astype(str)).to_numpy(object)
+    first = a < b
+    return np.where(first, a, b), np.where(first, b, a)
