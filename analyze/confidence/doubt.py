@@ -36,7 +36,8 @@ def doubt(result: Result) -> Optional[Unsure]:
         )
         because += [n for n in its.notes if n.startswith("DISAGREEMENT")]
     if its is not None and its.ring_size and its.ring_size_sure is False:
-        because.append(f"the world size N = {its.ring_size} was not told by the capture ({its.ring_size_source})")
+        told = [n for n in its.notes if n.startswith(("DISAGREEMENT: --world-size", "DISAGREEMENT: --ranks-per-host"))]
+        because += told or [f"the world size N = {its.ring_size} was not told by the capture ({its.ring_size_source})"]
     if topo is not None and topo.kind and topo.confidence < CONFIDENT:
         because.append(f"the {topo.kind} topology was inferred with confidence {topo.confidence:.2f}")
     missed = list(result.capture_problems or [])

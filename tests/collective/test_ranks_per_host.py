@@ -10,6 +10,7 @@ rank pair) and the heavy ring sends per host give the placement; the launch comm
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,6 +19,8 @@ from analyze.api import analyze
 from analyze.collective.ranks import TrafficRanks, launch_ranks_per_host, ring_ranks
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.training_capture import Job, live_capture
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _markers(hosts: list[str]) -> pd.DataFrame:
@@ -88,3 +91,17 @@ def test_ddp_ranks_per_host(tmp_path, netns_cluster, hosts, per_host, placement)
     if placement == "interleaved":  # the 2(W-1)/W theory per host: a rank stream per rank, each 2(W-1)/W x S
         sent = inferred.unique_bytes_per_iteration_per_host or inferred.bytes_per_iteration_per_host
         assert abs(sent.median / (per_host * 2 * (world - 1) / world * s) - 1) <= 0.02
+
+
+def test_the_options_against_a_real_capture() -> None:
+    """DDP on 4 hosts, one rank each (a committed capture): --world-size 4 agrees with its connections and is
+    sure; --ranks-per-host 2 does not, and the what-if says it is unsure because of it, first."""
+    run = [ROOT / "fixtures" / "real-training" / "ddp-100mbit" / "run"]
+    agree = analyze(run, workers=1, world_size=4)
+    assert agree.iterations.ring_size == 4 and agree.iterations.ring_size_sure
+    assert agree.iterations.ring_size_source == "--world-size, as the connections show"
+    differ = analyze(run, workers=1, ranks_per_host=2)
+    assert differ.iterations.ring_size == 4 and differ.iterations.ring_size_sure is False
+    assert differ.scaling is not None and differ.scaling.unsure is not None
+    assert differ.scaling.unsure.because[0].startswith("DISAGREEMENT: --ranks-per-host gives W = 8")
+    assert differ.verdict.answer == "unclear"
