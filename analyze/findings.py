@@ -236,7 +236,7 @@ class TransportEdge:
 
 @dataclass
 class Transport:
-    """Why the links are not full: the job's limiter (link, loss, window, sender, latency, none) and each
+    """Why the links are not full: the job's limiter (link, loss, window, sender, latency, shared, none) and each
     edge's own, with the evidence."""
 
     limiter: str | None = None

@@ -451,7 +451,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
             step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
         row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps)
         share, rate = (shared or {}).get(row["src"], (0.0, 0.0))
-        if share >= SHARED_SHARE and row["limiter"] not in ("loss", "window"):
+        if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window"):
             row["evidence"] = [
                 f"other traffic took {share:.0%} of {row['src']}'s link while this edge was busy "
                 f"({rate / 1e6:,.0f} Mbit/s on average); alone the edge would be {row['limiter']}-limited",
@@ -475,6 +475,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
             e.update(limiter=None, confidence=0.0, evidence=["too little data to judge"])
     out["edges"] = edges
     _verdict(out, [e for e in edges if e["limiter"] is not None])
+    _shared_verdict(out, [e for e in edges if e["limiter"] == "shared"])
     return from_plain(Transport, out)
 
 
@@ -526,6 +527,21 @@ def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) ->
         "resent_t_ns": [int(x) * bin_ns for x in bins[keep_b]],
         "resent_bytes": [int(x) for x in per_bin[keep_b]],
     }
+
+
+def _shared_verdict(out: dict[str, Any], shared: list[dict[str, Any]]) -> None:
+    """A job with an edge whose link other traffic shared is limited by that, whatever most bytes say: a ring (and
+    any collective) runs at the pace of its slowest edge, so a copy on one host's link slows every step. The
+    bytes-weighted limiter of the rest is kept as a note."""
+    if not shared or out["limiter"] == "shared":
+        return
+    worst = max(shared, key=lambda e: e["confidence"])
+    out["notes"].append(f"apart from the shared link, the edges are {out['limiter']}-limited ({out['confidence']:.2f})")
+    out["limiter"], out["confidence"] = "shared", worst["confidence"]
+    out["evidence"] = [
+        f"{len(shared)} edge(s) send over a link other traffic shared; the collective runs at its slowest edge's pace",
+        *(f"{worst['src']} -> {worst['dst']}: {text}" for text in worst["evidence"]),
+    ]
 
 
 def _verdict(out: dict[str, Any], edges: list[dict[str, Any]]) -> None:

@@ -11,6 +11,9 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
+
+import jsonschema
 
 import numpy as np
 import pandas as pd
@@ -27,6 +30,8 @@ from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.requirements import require, require_module
 from tests.support.training_capture import Copy, Job, record_together
+
+SCHEMA = Path(__file__).resolve().parents[2] / "analyze" / "result.schema.json"
 
 
 def _flows(rows: list[tuple[str, int, str, int, int, int, bool]]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -150,6 +155,7 @@ def test_two_ddp_jobs_on_the_same_hosts(tmp_path, netns_cluster):  # noqa: F811
     truths = {len(t["iterations"]) for t in (ta, tb)}
     assert all(j.iterations in truths for j in now.jobs if j.sure), now.jobs
     assert "job 2 (4 hosts) iterations=" in line(now)
+    _valid(r)
     back = Result.from_json(json.loads(json.dumps(r.to_json())), complete=True)
     assert [j.iterations.count for j in back.jobs] == [j.iterations.count for j in r.jobs]
 
@@ -169,3 +175,10 @@ def test_a_bulk_copy_during_training_is_set_aside(tmp_path, netns_cluster):  # n
     tx = [s for s in other.shared_links if s.host == src and s.direction == "tx"]
     assert tx and tx[0].share >= 0.2, other.shared_links
     assert any(e.limiter == "shared" for e in mine.transport.edges if e.src == src)
+    assert mine.transport.limiter == "shared"  # the ring runs at the pace of its slowest edge, the shared one
+    _valid(r)
+
+
+def _valid(r: Result) -> None:
+    """The result's JSON, jobs and other traffic included, as the schema says."""
+    jsonschema.validate(json.loads(json.dumps(r.to_json())), json.loads(SCHEMA.read_text()))
