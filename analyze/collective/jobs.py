@@ -19,7 +19,8 @@ did, or a synthetic capture has no handshakes), or no group is a job, all the tr
 nothing is set aside that could not be told apart.
 
 Two jobs whose start-ups overlap to within OPEN_GAP_NS are one group here; their iterations then disagree and the
-staircase says it is unsure, rather than one job's numbers being stated for both.
+staircase says it is unsure, rather than one job's numbers being stated for both (two real jobs forced into one
+group read as a mesh at 0.67-0.69 with iterations at 0.00, on four runs).
 """
 
 from __future__ import annotations
