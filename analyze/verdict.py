@@ -5,9 +5,9 @@ With a what-if whose inputs are sure, the answer is the model's: the full-utiliz
 speed against BOTTLENECK_SF, and how much the measured transport efficiency costs. Without one it can only be
 judged from utilization, and says so: a link that runs near line rate while the job communicates and is busy most
 of the time points at the network; a transport that fills a small share of the link while busy points at the
-transport, not the link's capacity. A what-if resting on an inferred iteration count, ring or world size below the
-confidence stated as fact (its `unsure`), or captures that missed the job (`capture_problems`), answers "unclear"
-and says why.
+transport, not the link's capacity. A what-if resting on an inferred iteration count, ring, world size or gradient
+size below the confidence stated as fact (its `unsure`), or captures that missed the job (`capture_problems`),
+answers "unclear" and says why.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def judge(result: Result) -> Verdict:
         if scaling.unsure:
             return Verdict(
                 "unclear",
-                f"Unsure — the what-if rests on an inferred iteration count, ring or world size "
+                f"Unsure — the what-if rests on an inferred iteration count, ring, world size or gradient size "
                 f"(confidence {scaling.unsure.confidence:.2f}).",
                 scaling.verdict,
             )

@@ -35,6 +35,9 @@ def doubt(result: Result) -> Optional[Unsure]:
             f"{its.confidence:.2f} (stated as fact from {CONFIDENT:.2f})"
         )
         because += [n for n in its.notes if n.startswith("DISAGREEMENT")]
+    s_conf = its.implied_gradient_bytes_confidence if its is not None else None
+    if its is not None and its.count and its.confidence >= CONFIDENT and s_conf is not None and s_conf < CONFIDENT:
+        because += [n for n in its.notes if n.startswith("S from the unique bytes")][:1]
     if its is not None and its.ring_size and its.ring_size_sure is False:
         told = [n for n in its.notes if n.startswith(("DISAGREEMENT: --world-size", "DISAGREEMENT: --ranks-per-host"))]
         because += told or [f"the world size N = {its.ring_size} was not told by the capture ({its.ring_size_source})"]
@@ -45,7 +48,7 @@ def doubt(result: Result) -> Optional[Unsure]:
         return Unsure(because=missed + because, confidence=0.0, would_make_sure=[FIX, *MAKE_SURE])
     if not because:
         return None
-    confidences = [x.confidence for x in (its, topo) if x is not None]
+    confidences = [x.confidence for x in (its, topo) if x is not None] + ([s_conf] if s_conf is not None else [])
     make_sure = list(MAKE_SURE)
     if its is not None and its.ring_size_sure is False:
         confidences.append(min(its.implied_gradient_bytes_confidence or 0.5, 0.5))

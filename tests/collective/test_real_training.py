@@ -75,9 +75,17 @@ def check_against_truth(
     resent = flows["retransmitted_bytes"].sum() / len(res.hosts) / len(steps)
     median = its.bytes_per_iteration_per_host.median
     assert theory <= median <= 1.015 * theory + resent, (median / theory, resent / theory)
-    # S from the unique bytes: what was re-sent on a lossy link is not gradient (it was +4.2 % as sent)
+    # S from the unique bytes: what was re-sent on a lossy link is not gradient (it was +4.2 % as sent). Where the
+    # unique and the as-sent bytes disagree (a sender's queue dropped first sendings before its capture saw them,
+    # so not every re-sent byte went twice) S is unsure, and the truth lies between the two
     assert its.unique_bytes_per_iteration_per_host is not None
-    assert abs(its.implied_gradient_bytes / s - 1) <= 0.02, (its.implied_gradient_bytes / s, resent / theory)
+    implied = its.implied_gradient_bytes
+    if its.implied_gradient_bytes_confidence >= 0.8:
+        assert abs(implied / s - 1) <= 0.02, (implied / s, resent / theory)
+    else:
+        as_sent = median / (2 * (n - 1) / n)
+        assert 0.98 * min(implied, as_sent) <= s <= 1.02 * max(implied, as_sent), (implied / s, as_sent / s)
+        assert any(note.startswith("S from the unique bytes") for note in its.notes), its.notes
     # boundaries: iteration k starts when iteration k-1's communication ended, i.e. between the first and the
     # last rank's own end of step k-1 (the ranks share the test machine's clock), within one bin: the
     # boundary is a bin edge, so the span of the ranks' ends is taken out to its bins' edges first
