@@ -545,8 +545,8 @@ def infer(
     # per boundary, a real pause on some edge: a link another job or a copy keeps busy hides its own edge's pauses
     # (a copy beside DDP: 80 % of the boundaries on real pauses over all edges, 100 % on some edge; a wrong period
     # misses them on every edge alike)
-    interior = np.stack([c.found[1:-1] for c in same]).any(axis=0)
-    coverage = float(interior.mean()) if len(interior) else 0.0
+    interior = np.any(np.stack([c.found[1:-1] for c in same]), axis=0)
+    coverage = float(np.mean(interior)) if np.size(interior) else 0.0
     steady = _steady_offsets(same)
     ambiguity = _ambiguity(pauses_, period)
     step_bins = float(np.median(np.concatenate([np.diff(c.cut_ns) for c in same]))) / pauses_[0].bin_ns
