@@ -61,6 +61,8 @@ def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None
     fh["opened"] = opened.reindex(fh["flow_id"]).fillna(False).to_numpy(bool)
     split = split_jobs(tables.flows, fh)
     if split.method == "whole":
+        if split.note:  # jobs could not be told apart: said, not left for the reader to guess
+            result.assumptions.append(split.note)
         _analyze(result, metas, given, None)
         return
     jobs = [_cut(result, split.flow_job == j, several=split.jobs > 1) for j in range(split.jobs)]

@@ -138,12 +138,16 @@ def _connections(flows: pd.DataFrame, inter: np.ndarray) -> _Connections:
     endpoints = pd.concat([one["lo"], one["hi"]])
     uses = endpoints.groupby(endpoints).size()  # connections per endpoint
     lo_n, hi_n = uses.reindex(one["lo"]).to_numpy(), uses.reindex(one["hi"]).to_numpy()
-    port = lambda s: s.str.rsplit(":", n=1).str[1].astype(int).to_numpy()  # noqa: E731
-    pick_lo = (lo_n > hi_n) | ((lo_n == hi_n) & (port(one["lo"]) <= port(one["hi"])))
+    pick_lo = (lo_n > hi_n) | ((lo_n == hi_n) & (_port(one["lo"]) <= _port(one["hi"])))
     end = np.where(pick_lo, one["lo"].to_numpy(object), one["hi"].to_numpy(object))
     shared = np.maximum(lo_n, hi_n) >= 2
     codes, _ = pd.factorize(pd.Series(end))
     return _Connections(flow_conn, np.where(shared, codes, -1), first)
+
+
+def _port(ends: pd.Series) -> np.ndarray:
+    """The port of each "name:port" end."""
+    return ends.str.rsplit(":", n=1).str[1].astype(int).to_numpy()
 
 
 def _compact(conn: _Connections) -> np.ndarray:

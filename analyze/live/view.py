@@ -109,7 +109,7 @@ class LiveRun:
         if finished:
             return Now(now - self._start, hosts, ranked, max(finished), "markers", 1.0, True)
         if final or now - self._stairs_at >= self._stairs_every:
-            job_of = _jobs(self._hosts, self._owner)
+            job_of = _jobs(self._hosts)
             self._stairs = [
                 infer(_edge_series(self._hosts, job_of, j), BIN_NS) for j in range(max(job_of.values(), default=0) + 1)
             ]
@@ -152,7 +152,7 @@ def _keep_edge_cells(
         h.edges.setdefault((hosts[int(peers[row])].name, row), []).append((bins[rows], nbytes[rows]))
 
 
-def _jobs(hosts: list[_Host], owner: dict[tuple[int, int], str]) -> dict[tuple[str, int], int]:
+def _jobs(hosts: list[_Host]) -> dict[tuple[str, int], int]:
     """Each (host, flow row) sent to another captured host: its job (0 the heaviest; analyze.collective.jobs),
     or -1 for other traffic. All 0 where the traffic is one job."""
     rows = []
@@ -205,17 +205,20 @@ def _edge_series(hosts: list[_Host], job_of: dict[tuple[str, int], int], job: in
         per_peer: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
         for (peer, row), parts in h.edges.items():
             if len(parts) > 1:
-                bins, inverse = np.unique(np.concatenate([b for b, _ in parts]), return_inverse=True)
-                nbytes = np.bincount(inverse, weights=np.concatenate([v for _, v in parts]).astype(np.float64))
-                h.edges[(peer, row)] = parts = [(bins, nbytes)]
+                h.edges[(peer, row)] = parts = [_summed(parts)]
             if job_of.get((h.name, row), 0) == job:
                 per_peer.setdefault(peer, []).extend(parts)
         for peer, parts in per_peer.items():
-            bins, inverse = np.unique(np.concatenate([b for b, _ in parts]), return_inverse=True)
-            nbytes = np.bincount(inverse, weights=np.concatenate([v for _, v in parts]).astype(np.float64))
+            bins, nbytes = _summed(parts)
             out.append(EdgeSeries(h.name, peer, h.name, bins * BIN_NS, nbytes))
     heaviest = max((float(e.nbytes.sum()) for e in out), default=0.0)
     return [e for e in out if float(e.nbytes.sum()) >= HEAVY_EDGE * heaviest > 0]
+
+
+def _summed(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """(bins, bytes) parts as one: each distinct bin once, its bytes summed."""
+    bins, inverse = np.unique(np.concatenate([b for b, _ in parts]), return_inverse=True)
+    return bins, np.bincount(inverse, weights=np.concatenate([v for _, v in parts]).astype(np.float64))
 
 
 def _host(folder: Path) -> _Host:

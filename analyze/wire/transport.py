@@ -454,7 +454,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
         if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window"):
             row["evidence"] = [
                 f"other traffic took {share:.0%} of {row['src']}'s link while this edge was busy "
-                f"({rate / 1e6:,.0f} Mbit/s on average); alone the edge would be {row['limiter']}-limited",
+                f"({rate / 1e6:,.0f} Mbit/s on average); its own evidence reads {row['limiter']}-limited",
                 *row["evidence"],
             ]
             row["limiter"], confidence = "shared", min(1.0, share / SHARED_SHARE / 2 + 0.5)
