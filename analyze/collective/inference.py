@@ -363,7 +363,11 @@ def _check_anchors(
                 f"DISAGREEMENT: --gradient-bytes {gradient_bytes:,.0f} implies {hint[0] / 0.98:,.0f} B per "
                 f"ring edge per iteration, but no such step repeats in the traffic"
             )
-    if free.count and free.confidence >= CONFIDENT and free.count != anchored.count:
+    if (
+        free.count
+        and free.count != anchored.count
+        and (free.confidence >= CONFIDENT or free.confidence > anchored.confidence)
+    ):
         notes.append(
             f"DISAGREEMENT: without the anchors the traffic shows {free.count} iterations "
             f"(confidence {free.confidence:.2f})"
@@ -374,10 +378,26 @@ def _check_anchors(
         out.notes.append("the count shown is the traffic's own, unsure while it disagrees with what was given")
     else:
         out = anchored
-        if out.count and out.evidence.get("bytes_spread", 1.0) <= 0.05:
+        if _confirmed(out.evidence, out.count):
             out.confidence = max(out.confidence, 0.95)
     out.notes.extend(notes)
     return out
+
+
+def _confirmed(ev: dict[str, float], count: int) -> bool:
+    """Whether steps found inside the anchors' bounds pass every check but the count's and the bin width's, which
+    the anchor stands in for: equal bytes, teeth on pauses, little left over, no other period as good. Equal bytes
+    alone prove nothing of one step (the gradient bytes of eight ranks on two hosts' traffic of four: one step
+    of two iterations' bytes, none of its teeth on a pause)."""
+    return (
+        count >= 2
+        and ev.get("bytes_spread", 1.0) <= 0.02
+        and ev.get("teeth_on_pauses", 0.0) >= 0.9
+        and ev.get("left_over", 1.0) <= 0.4
+        and ev.get("edges_agreeing", 0.0) >= 0.9
+        and ev.get("sub_multiple_ambiguity", 1.0) <= 0.2
+        and not ev.get("longer_period_untested", 0.0)
+    )
 
 
 def _edge_series(

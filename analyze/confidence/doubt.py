@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from analyze.confidence.coverage import FIX
-from analyze.confidence.thresholds import CONFIDENT
+from analyze.confidence.thresholds import CONFIDENT, SURE_STEP_BINS
 from analyze.findings import Unsure
 from analyze.result import Result
 
@@ -35,6 +35,12 @@ def doubt(result: Result) -> Optional[Unsure]:
             f"{its.confidence:.2f} (stated as fact from {CONFIDENT:.2f})"
         )
         because += [n for n in its.notes if n.startswith("DISAGREEMENT")]
+        finer = _finer_bin(its.evidence.get("bins_per_iteration"), its.period_ns, result.bin_ns)
+        if finer:
+            because.append(
+                f"each iteration spans only {its.evidence['bins_per_iteration']:g} bins of "
+                f"{result.bin_ns / 1e6:g} ms, too few to tell its pauses from a bucket's"
+            )
     s_conf = its.implied_gradient_bytes_confidence if its is not None else None
     if its is not None and its.count and its.confidence >= CONFIDENT and s_conf is not None and s_conf < CONFIDENT:
         because += [n for n in its.notes if n.startswith("S from the unique bytes")][:1]
@@ -50,10 +56,30 @@ def doubt(result: Result) -> Optional[Unsure]:
         return None
     confidences = [x.confidence for x in (its, topo) if x is not None] + ([s_conf] if s_conf is not None else [])
     make_sure = list(MAKE_SURE)
+    finer = _finer_bin(its.evidence.get("bins_per_iteration"), its.period_ns, result.bin_ns) if its else None
+    if finer:
+        make_sure.insert(0, f"--bin {finer}: bins a twelfth of an iteration or finer")
     if its is not None and its.ring_size_sure is False:
         confidences.append(min(its.implied_gradient_bytes_confidence or 0.5, 0.5))
         make_sure.insert(0, MAKE_W_SURE)
     return Unsure(because=because, confidence=min(confidences), would_make_sure=make_sure)
+
+
+def _finer_bin(bins: Optional[float], period_ns: Optional[float], bin_ns: int) -> Optional[str]:
+    """The --bin that resolves iterations found at under SURE_STEP_BINS bins each: the widest of 1, 2 and 5 x 10^k
+    ns at or under a twelfth of the iteration. Two DDP jobs sharing two cores, the lighter's 44 ms steps at 4 bins
+    of 10 ms: 0.5; at 2 ms, 21 bins and 1.0. None where no finer bin is needed or none helps."""
+    if bins is None or bins >= SURE_STEP_BINS or not period_ns:
+        return None
+    want = period_ns / 12
+    nice = [m * 10**k for k in range(3, 10) for m in (1, 2, 5) if m * 10**k <= want]
+    if not nice or max(nice) >= bin_ns:
+        return None
+    ns = max(nice)
+    for unit, scale in (("s", 10**9), ("ms", 10**6), ("us", 10**3)):
+        if ns >= scale:
+            return f"{ns / scale:g}{unit}"
+    return f"{ns}ns"
 
 
 def headline(unsure: Unsure) -> str:

@@ -12,3 +12,6 @@ from __future__ import annotations
 
 CONFIDENT = 0.8  # at or above: stated as fact; below, the summary, the JSON and the verdict say it is unsure
 FILLS_LINK = 0.8  # rate while sending at or above this share of line rate: the link itself limits the transfer
+# iterations found in the traffic at fewer bins each are unsure: a pause and a send a bin or two long cannot be told
+# from a bucket shorter than a bin (the staircase's confidence; the doubt names the --bin that resolves them)
+SURE_STEP_BINS = 6

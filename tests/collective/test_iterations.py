@@ -210,3 +210,16 @@ def test_per_iteration_sums_each_cell_once_into_its_window(cells, gaps, first, e
             got = per_iteration(_cells(rows), windows, edge_list, BIN, None, hosts)
         assert [{k: it[k] for k in keys} for it in got] == want
         assert [[list(it[k]) for k in keys[:3]] for it in got] == [[list(w[k]) for k in keys[:3]] for w in want]
+
+
+def test_steps_too_short_for_the_bins_name_a_finer_bin():
+    """Steps of 44 ms found at 4 bins of 10 ms are unsure for want of resolution, and the doubt names the widest
+    round bin at or under a twelfth of a step; steps of six bins and more, or with no round bin finer, name none."""
+    from analyze.confidence.doubt import _finer_bin
+
+    assert _finer_bin(4.0, 44e6, 10_000_000) == "2ms"
+    assert _finer_bin(5.5, 130e6, 20_000_000) == "10ms"
+    assert _finer_bin(3.0, 30e6, 10_000_000) == "2ms"
+    assert _finer_bin(6.0, 60e6, 10_000_000) is None  # six bins: resolved
+    assert _finer_bin(4.0, 8e3, 2_000) is None  # nothing round under a twelfth of 8 µs is coarser than a µs
+    assert _finer_bin(None, 44e6, 10_000_000) is None

@@ -22,6 +22,7 @@ from analyze.api import analyze
 from analyze.collective.jobs import split_jobs
 from analyze.collective.ranks import ranks_from_connections
 from analyze.result import Result
+from capture.units import parse_bin
 from analyze.live.view import open_live
 from reports.html import render_html
 from reports.live import line
@@ -130,6 +131,19 @@ def _match(result, truth):
     return job
 
 
+def _sure(run, result, truth):
+    """The job's count is stated as fact, or its doubt names the --bin that resolves its steps, and at that bin it
+    is (two jobs on two cores: the lighter's 44 ms steps span 4-5 bins of 10 ms)."""
+    job = _match(result, truth)
+    if job.iterations.confident:
+        return
+    hint = [w for w in job.scaling.unsure.would_make_sure if w.startswith("--bin ")]
+    assert hint, (job.iterations.confidence, job.iterations.evidence, job.scaling.unsure)
+    finer = analyze([run], workers=1, byte_mode="payload", bin_ns=parse_bin(hint[0].split()[1].rstrip(":")))
+    again = _match(finer, truth)
+    assert again.iterations.confident, (again.iterations.confidence, again.iterations.evidence)
+
+
 def test_two_ddp_jobs_on_the_same_hosts(tmp_path, netns_cluster):  # noqa: F811
     a = Job(hosts=4, iters=60, params=1_000_000, batch=32)
     b = Job(hosts=4, iters=60 + 20, params=400_000, batch=32, order=[3, 1, 4, 2])  # another model, launch order
@@ -138,6 +152,8 @@ def test_two_ddp_jobs_on_the_same_hosts(tmp_path, netns_cluster):  # noqa: F811
     assert r.jobs is not None and len(r.jobs) == 2, r.other_traffic
     first, second = _match(r, ta), _match(r, tb)
     assert first is not second
+    for truth in (ta, tb):
+        _sure(tmp_path / "cap" / "run", r, truth)
     assert r.topology is r.jobs[0].topology  # the top level is the heaviest job's
     # their own edges: job b's ring follows its own launch order, not job a's
     assert set(first.topology.order) == set(second.topology.order) and first.topology.order != second.topology.order
@@ -167,6 +183,7 @@ def test_a_bulk_copy_during_training_is_set_aside(tmp_path, netns_cluster):  # n
     r = analyze([tmp_path / "cap" / "run"], workers=1, byte_mode="payload")
     assert r.jobs is not None and len(r.jobs) == 1 and r.other_traffic is not None
     mine = _match(r, truth)
+    assert mine.iterations.confident, (mine.iterations.confidence, mine.iterations.evidence)
     other = r.other_traffic
     assert abs(other.bytes - copied) <= 0.001 * copied  # the copy, whole (beside a few hundred bytes of ICMPv6)
     per_host = mine.iterations.bytes_per_iteration_per_host

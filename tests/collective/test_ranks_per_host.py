@@ -83,7 +83,8 @@ def test_ddp_ranks_per_host(tmp_path, netns_cluster, hosts, per_host, placement)
         (run / host / "markers.jsonl").unlink()
     inferred = analyze([run], workers=1, byte_mode="payload").iterations
     assert inferred is not None and inferred.source == "inferred" and inferred.count == job.iters, inferred.notes
-    assert inferred.ring_size == world and inferred.ring_size_sure  # the count: right, though once unsure (0.00)
+    assert inferred.confident, (inferred.confidence, inferred.evidence)
+    assert inferred.ring_size == world and inferred.ring_size_sure
     assert inferred.ring_size_source.startswith("the connections"), inferred.ring_size_source
     assert inferred.ranks_per_host == {h: per_host for h in truth["launch_order"]}
     assert inferred.ring_sends_per_host == want
