@@ -18,6 +18,7 @@ import pytest
 from analyze.api import analyze
 from analyze.collective.ranks import TrafficRanks, launch_ranks_per_host, ring_ranks
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_bytes import worst_host_bytes_error
 from tests.support.training_capture import Job, live_capture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +85,8 @@ def test_ddp_ranks_per_host(tmp_path, netns_cluster, hosts, per_host, placement)
     inferred = analyze([run], workers=1, byte_mode="payload").iterations
     assert inferred is not None and inferred.source == "inferred" and inferred.count == job.iters, inferred.notes
     assert inferred.confident, (inferred.confidence, inferred.evidence)
+    worst, pairs = worst_host_bytes_error(run, inferred)  # each host's iterations against its own capture (dpkt)
+    assert worst <= 0.02, pairs
     assert inferred.ring_size == world and inferred.ring_size_sure
     assert inferred.ring_size_source.startswith("the connections"), inferred.ring_size_source
     assert inferred.ranks_per_host == {h: per_host for h in truth["launch_order"]}

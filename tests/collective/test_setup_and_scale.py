@@ -8,6 +8,7 @@ from __future__ import annotations
 from analyze.api import analyze
 from tests.collective.test_horovod_e2e import require_horovod
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_bytes import worst_host_bytes_error
 from tests.support.training_capture import Job, live_capture
 
 
@@ -17,6 +18,8 @@ def _check(run, truth, job: Job) -> None:
     assert topo is not None and topo.kind in ("ring", "bidirectional_ring"), (topo.kind, topo.notes)
     assert its is not None and its.count == job.iters and its.confident, (its.count, its.confidence, its.evidence)
     assert its.ring_size == truth["world_size"] and its.ring_size_sure, (its.ring_size, its.ring_size_source)
+    worst, pairs = worst_host_bytes_error(run, its)  # each host's iterations against its own capture, read by dpkt
+    assert worst <= 0.02, pairs
     s = truth["gradient_bytes"]
     assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
     # the set-up is reported apart: rank 0's parameters broadcast to every other host, S bytes into each at least,

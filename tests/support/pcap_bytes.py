@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
+from typing import Any
 
 from tests.support.requirements import require_module
 
@@ -65,3 +67,38 @@ def payload_kept(pcap: Path) -> dict[str, list[int]]:
         header = (frame[l4 + 12] >> 4) * 4 if name.startswith("tcp") else 8
         kept.setdefault(name, []).append(caplen - l4 - header)
     return kept
+
+
+def sent_between(pcap: Path, src: str, start_ns: int, end_ns: int) -> int:
+    """TCP payload bytes SRC put on the wire (retransmissions included, as a host's bytes per iteration count them)
+    in [start_ns, end_ns), by the capture's own timestamps: an independent count of one host's iterations."""
+    dpkt = require_module("dpkt")
+    total = 0
+    with open(pcap, "rb") as f:
+        for ts, buf in dpkt.pcap.UniversalReader(f):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            if (
+                not (isinstance(ip, dpkt.ip.IP) and isinstance(ip.data, dpkt.tcp.TCP))
+                or socket.inet_ntoa(ip.src) != src
+            ):
+                continue
+            if start_ns <= int(round(float(ts) * 1e9)) < end_ns:
+                total += max(ip.len - ip.hl * 4 - ip.data.off * 4, 0)
+    return total
+
+
+def worst_host_bytes_error(run: Path, its: Any) -> tuple[float, dict[str, tuple[int, int]]]:
+    """The largest relative difference, over the hosts, between what the analyzer put in a host's iterations (the
+    sum of `bytes_by_host` over `its.per_iteration`) and what the host's own capture shows it sending from the first
+    iteration's start to the last one's end (sent_between); with each host's (analyzer, capture) bytes. Namespaces
+    share one clock, so one window serves every host."""
+    first, last = its.per_iteration[0].start_ns, its.per_iteration[-1].end_ns
+    pairs = {}
+    for host in its.per_iteration[0].bytes_by_host:
+        meta = json.loads((run / host / "meta.json").read_text())
+        ours = sum(r.bytes_by_host[host] for r in its.per_iteration)
+        pairs[host] = (
+            ours,
+            sum(sent_between(p, meta["addresses"][0], first, last) for p in (run / host).glob("*.pcap")),
+        )
+    return max(abs(a / b - 1) for a, b in pairs.values()), pairs
