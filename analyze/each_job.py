@@ -24,7 +24,7 @@ import pandas as pd
 from analyze.collective.inference import add_collective
 from analyze.collective.jobs import split_jobs
 from analyze.confidence.coverage import capture_problems
-from analyze.findings import ImpliedBytes, Job, OtherConnection, OtherTraffic, SharedLink
+from analyze.findings import ImpliedBytes, Iterations, Job, OtherConnection, OtherTraffic, SharedLink
 from analyze.resent import leave_out_resent
 from analyze.result import Result
 from analyze.result_whatif import add_whatif
@@ -137,6 +137,17 @@ def _cut(result: Result, mask: np.ndarray, several: bool) -> Result:
     )
 
 
+def _formula(its: Iterations) -> str:
+    """How S is implied from the job's bytes: its pattern's theory over its W ranks, or why none applies."""
+    p = its.pattern
+    if p is None or p.factor is None:
+        return f"W = {its.ring_size} ranks; " + (p.formula if p is not None else "no bytes theory")
+    return (
+        f"W = {its.ring_size} ranks, each whose ring successor is on another host sending {p.factor:.4g} x S per "
+        f"iteration: {p.formula}"
+    )
+
+
 def _record(name: str, job: Result) -> Job:
     its, topo = job.iterations, job.topology
     flows = job.tables.flows if job.tables is not None else pd.DataFrame()
@@ -144,8 +155,7 @@ def _record(name: str, job: Result) -> Job:
     if its is not None and its.ring_size:
         implied = ImpliedBytes(
             bytes=its.implied_gradient_bytes,
-            formula=f"a ring of W = {its.ring_size} ranks: each rank whose successor is on another host sends "
-            f"2(W-1)/W x S per iteration",
+            formula=_formula(its),
             confidence=its.implied_gradient_bytes_confidence,
         )
     sure = [topo.confidence] if topo is not None else []
@@ -162,6 +172,7 @@ def _record(name: str, job: Result) -> Job:
         ranks_per_host=its.ranks_per_host if its is not None else None,
         ranks_source=its.ring_size_source if its is not None else None,
         topology=topo,
+        pattern=its.pattern if its is not None else None,
         iterations=its,
         implied_parameter_bytes=implied,
         phases=its.phases if its is not None else None,

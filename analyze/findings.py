@@ -97,6 +97,19 @@ class Percentiles:
 
 
 @dataclass
+class Pattern:
+    """What a job's collective traffic is (analyze.collective.pattern): its kind, the bytes theory S is implied
+    from (`factor`: the multiple of S each rank sends per iteration per ring send; None where no theory applies),
+    how sure, and the evidence."""
+
+    kind: str  # ring_allreduce | sharded_data_parallel | unknown
+    formula: str
+    factor: float | None
+    confidence: float
+    evidence: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class Phase:
     """Traffic of the job outside its iterations: set-up (rendezvous, parameter broadcast) or teardown."""
 
@@ -143,6 +156,7 @@ class Iterations:
     ranks_per_host: dict[str, int] | None = optional()
     phases: list[Phase] | None = optional()  # the job's bytes before its first iteration and after its last
     period_bytes_per_edge: float | None = optional()  # inferred: the bytes an edge carries per iteration
+    pattern: Pattern | None = optional()  # the parallelism its bytes theory comes from
     clock: str | None = optional()  # inferred: the host whose capture the iterations are timed on
 
 
@@ -386,6 +400,7 @@ class Job:
     ranks_per_host: dict[str, int] | None
     ranks_source: str | None
     topology: Topology | None
+    pattern: Pattern | None  # the parallelism (its iterations' pattern), named at the job's level
     iterations: Iterations | None
     implied_parameter_bytes: ImpliedBytes | None
     phases: list[Phase] | None

@@ -41,6 +41,9 @@ def leave_out_resent(result: Result) -> None:
     its.unique_bytes_per_iteration_per_host = replace(its.bytes_per_iteration_per_host)
     if topo is None or topo.kind not in RING_KINDS or not topo.edges or result.transport is None:
         return
+    if its.pattern is not None and its.pattern.factor is None:
+        return  # no bytes theory for this job: no S to correct
+    factor = its.pattern.factor if its.pattern is not None else None  # None: a ring all-reduce's
     # the transport numbers iterations by their order in time; so does this list once sorted by start
     order = sorted(range(len(its.per_iteration)), key=lambda i: its.per_iteration[i].start_ns)
     resent: list[dict[str, int]] = [{} for _ in its.per_iteration]
@@ -61,7 +64,7 @@ def leave_out_resent(result: Result) -> None:
     median = its.unique_bytes_per_iteration_per_host.median
     per_send = per_ring_send(unique, "unique", nodes, its.ring_sends_per_host)
     as_sent = its.implied_gradient_bytes
-    theory = ring_theory(per_send, its.ring_size or len(nodes), its.gradient_bytes)
+    theory = ring_theory(per_send, its.ring_size or len(nodes), its.gradient_bytes, factor)
     for key in ("implied_gradient_bytes", "implied_params_fp32", "implied_params_fp16", "theory_ratio"):
         setattr(its, key, theory[key])
     s = its.implied_gradient_bytes

@@ -267,6 +267,9 @@ def collective_lines(t: Topology, it: Iterations | None) -> list[str]:
                 + f" ({it.ring_size_source})"
                 + ("" if it.ring_size_sure is not False else ": UNSURE")
             )
+        if it.pattern is not None:
+            doubt = "" if it.pattern.confidence >= CONFIDENT else f": UNSURE ({it.pattern.confidence:.2f})"
+            lines.append(f"  pattern: {it.pattern.formula}{doubt}")
         if it.implied_gradient_bytes:
             lines.append(
                 f"  implied gradient S = {it.implied_gradient_bytes:,.0f} B "

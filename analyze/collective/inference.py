@@ -7,6 +7,7 @@ only file it may read is the NCCL log the user named.
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -28,6 +29,7 @@ from analyze.findings import Iterations, Topology
 from analyze.jsonform import from_plain
 from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
+from analyze.collective.pattern import name_pattern
 from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
 from capture import layout
@@ -274,15 +276,16 @@ def _iterations(
     out["ranks_per_host"] = ranks.per_host
     out["ring_size_source"] = ranks.source
     out["ring_size_sure"] = ranks.sure
-    if topo.kind in RING_KINDS:
-        theory = ring_theory(per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends), n, known)
+    pattern = name_pattern(topo.kind, topo.order, per_it, n)
+    out["pattern"] = asdict(pattern)
+    if pattern.factor:
+        theory = ring_theory(per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends), n, known, pattern.factor)
         out.update(theory)
-        # S implied by the bytes per iteration is as sure as the iterations it divides by
-        sure = out["confidence"] if ranks.sure else min(out["confidence"], 0.5)
+        # S implied by the bytes per iteration is as sure as the iterations it divides by and the pattern it reads
+        sure = min(out["confidence"], pattern.confidence) if ranks.sure else min(out["confidence"], 0.5)
         out["implied_gradient_bytes_confidence"] = sure if theory["implied_gradient_bytes"] else None
         out["notes"].append(
-            f"theory: a ring all-reduce of S bytes over N={n} ranks sends 2(N-1)/N x S "
-            f"= {2 * (n - 1) / n:.4g} x S per host per iteration"
+            f"theory: {pattern.formula}; over N={n} ranks {pattern.factor:.4g} x S per host per iteration"
             + (f", per rank whose ring successor is on another host ({ranks.source})" if ranks.sends else "")
         )
         if ranks.note:
@@ -294,7 +297,7 @@ def _iterations(
             )
     else:
         out.update(ring_theory(None, n, None))
-        out["notes"].append(f"no ring found ({topo.kind}): the 2(N-1)/N x S check applies to ring all-reduce only")
+        out["notes"].append(f"S unsure: {pattern.formula}")
     return out
 
 

@@ -215,8 +215,11 @@ def per_ring_send(
     return float(np.median(vals)) if len(vals) else None
 
 
-def ring_theory(bytes_per_host: Optional[float], n: int, gradient_bytes: Optional[float]) -> dict[str, Any]:
-    """Ring all-reduce: each host sends 2(N-1)/N x S. Implied S (and parameters), measured/theory."""
+def ring_theory(
+    bytes_per_host: Optional[float], n: int, gradient_bytes: Optional[float], factor: Optional[float] = None
+) -> dict[str, Any]:
+    """Implied S (and parameters) and measured/theory where each host sends `factor` x S per ring send: by default
+    a ring all-reduce's 2(N-1)/N (analyze.collective.pattern gives the others)."""
     out: dict[str, Any] = {
         "ring_size": n,
         "implied_gradient_bytes": None,
@@ -227,7 +230,7 @@ def ring_theory(bytes_per_host: Optional[float], n: int, gradient_bytes: Optiona
     }
     if n < 2 or not bytes_per_host:
         return out
-    factor = 2 * (n - 1) / n
+    factor = factor or 2 * (n - 1) / n
     s = bytes_per_host / factor
     out.update(implied_gradient_bytes=s, implied_params_fp32=s / 4, implied_params_fp16=s / 2)
     if gradient_bytes:

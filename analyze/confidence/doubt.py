@@ -22,6 +22,7 @@ MAKE_SURE = [
     "--iterations N: the number of training steps the job ran while it was captured",
     "--gradient-bytes S: the model's gradient bytes per step (fp32: 4 x parameters)",
 ]
+NOT_MODELLED = "nothing given would: the model does not cover this pattern (its bytes, S and transport above stand)"
 MAKE_W_SURE = "--world-size W or --ranks-per-host K: the job's ranks, which the capture could not count"
 
 
@@ -47,6 +48,12 @@ def doubt(result: Result) -> Optional[Unsure]:
     if its is not None and its.ring_size and its.ring_size_sure is False:
         told = [n for n in its.notes if n.startswith(("DISAGREEMENT: --world-size", "DISAGREEMENT: --ranks-per-host"))]
         because += told or [f"the world size N = {its.ring_size} was not told by the capture ({its.ring_size_source})"]
+    unmodelled = its is not None and its.pattern is not None and its.pattern.kind == "sharded_data_parallel"
+    if unmodelled:
+        because.append(
+            "the what-if models a ring all-reduce behind the backward pass (DDP, Horovod); this job is sharded data "
+            "parallel (all-gathers in the forward and backward passes, a reduce-scatter): its overlap is not modelled"
+        )
     if topo is not None and topo.kind and topo.confidence < CONFIDENT:
         because.append(f"the {topo.kind} topology was inferred with confidence {topo.confidence:.2f}")
     missed = list(result.capture_problems or [])
@@ -55,7 +62,9 @@ def doubt(result: Result) -> Optional[Unsure]:
     if not because:
         return None
     confidences = [x.confidence for x in (its, topo) if x is not None] + ([s_conf] if s_conf is not None else [])
-    make_sure = list(MAKE_SURE)
+    make_sure = list(MAKE_SURE) if len(because) > unmodelled else [NOT_MODELLED]
+    if unmodelled:
+        confidences.append(0.5)
     finer = _finer_bin(its.evidence.get("bins_per_iteration"), its.period_ns, result.bin_ns) if its else None
     if finer:
         make_sure.insert(0, f"--bin {finer}: bins a twelfth of an iteration or finer")

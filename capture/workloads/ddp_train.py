@@ -11,7 +11,6 @@ Each marker carries gradient_bytes (what one all-reduce moves), params and the m
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -36,13 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    backend = args.backend if args.backend != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
+    backend, device, rank, world = mlp.start_torch(args.backend)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    dist.init_process_group(backend)
-    rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(args.seed)
     model, width = mlp.build(args.params)
     model = model.to(device)
@@ -61,29 +55,11 @@ def main(argv: list[str] | None = None) -> int:
         with markers.iteration(
             i, gradient_bytes=grad_bytes, params=n_params, model="mlp", backend=backend, world_size=world
         ):
-            optimizer.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.mse_loss(ddp(inputs), targets)
-            loss.backward()
-            optimizer.step()
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            loss = mlp.step(ddp, optimizer, inputs, targets)
     elapsed = time.perf_counter() - started
     if rank == 0:
-        print(
-            json.dumps(
-                {
-                    "workload": "ddp_train",
-                    "backend": backend,
-                    "world_size": world,
-                    "params": n_params,
-                    "gradient_bytes": grad_bytes,
-                    "iters": args.iters,
-                    "seconds": round(elapsed, 3),
-                    "loss": loss.item(),
-                }
-            ),
-            flush=True,
-        )
+        fields = dict(backend=backend, world_size=world, params=n_params, gradient_bytes=grad_bytes)
+        mlp.report("ddp_train", args, elapsed, loss.item(), **fields)
     # every rank reaches the end before any tears down: rank 0 hosts the rendezvous store, and a rank still
     # talking to it when rank 0 exits aborts ("terminate called without an active exception", exit 250)
     dist.barrier()

@@ -1,8 +1,12 @@
-"""The model and data shared by the DDP and Horovod workloads: an MLP of roughly --params parameters."""
+"""The model, data and bookkeeping shared by the DDP, FSDP and Horovod workloads: an MLP of roughly --params
+parameters, torch.distributed's start, and the line rank 0 prints at the end."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+from typing import Any
 
 DEPTH = 4
 
@@ -36,3 +40,37 @@ def add_arguments(parser) -> None:
     parser.add_argument("--iters", type=int, default=10)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--seed", type=int, default=0)
+
+
+def start_torch(choice: str) -> tuple[str, Any, int, int]:
+    """init_process_group on the backend asked for (auto: nccl when CUDA is available, else gloo), on this local
+    rank's device; (backend, device, rank, world size)."""
+    import torch
+    import torch.distributed as dist
+
+    backend = choice if choice != "auto" else ("nccl" if torch.cuda.is_available() else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", local_rank) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend)
+    return backend, device, dist.get_rank(), dist.get_world_size()
+
+
+def report(workload: str, args: Any, seconds: float, loss: float, **fields: Any) -> None:
+    """Rank 0's one JSON line when training ends: what ran, for how long, and the last loss."""
+    out = {"workload": workload, **fields, "iters": args.iters, "seconds": round(seconds, 3), "loss": loss}
+    print(json.dumps(out), flush=True)
+
+
+def step(model: Any, optimizer: Any, inputs: Any, targets: Any) -> Any:
+    """One training step of the MLP (forward, backward, optimizer), finished on the device; its loss."""
+    import torch
+
+    optimizer.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.mse_loss(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    if inputs.device.type == "cuda":
+        torch.cuda.synchronize()
+    return loss

@@ -85,6 +85,7 @@ def test_ddp_ranks_per_host(tmp_path, netns_cluster, hosts, per_host, placement)
     inferred = analyze([run], workers=1, byte_mode="payload").iterations
     assert inferred is not None and inferred.source == "inferred" and inferred.count == job.iters, inferred.notes
     assert inferred.confident, (inferred.confidence, inferred.evidence)
+    assert inferred.pattern is not None and inferred.pattern.kind == "ring_allreduce", inferred.pattern
     worst, pairs = worst_host_bytes_error(run, inferred)  # each host's iterations against its own capture (dpkt)
     assert worst <= 0.02, pairs
     assert inferred.ring_size == world and inferred.ring_size_sure

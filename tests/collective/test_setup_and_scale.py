@@ -18,6 +18,7 @@ def _check(run, truth, job: Job) -> None:
     assert topo is not None and topo.kind in ("ring", "bidirectional_ring"), (topo.kind, topo.notes)
     assert its is not None and its.count == job.iters and its.confident, (its.count, its.confidence, its.evidence)
     assert its.ring_size == truth["world_size"] and its.ring_size_sure, (its.ring_size, its.ring_size_source)
+    assert its.pattern is not None and its.pattern.kind == "ring_allreduce", its.pattern  # one way round
     worst, pairs = worst_host_bytes_error(run, its)  # each host's iterations against its own capture, read by dpkt
     assert worst <= 0.02, pairs
     s = truth["gradient_bytes"]

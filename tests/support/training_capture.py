@@ -43,7 +43,8 @@ SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; the analyzer needs no payloa
 class Job:
     """What to train and on which network. order: 1-based host indices in launch order (rank r on order[r])."""
 
-    workload: str = "ddp"  # ddp | horovod | gloo (fixtures/collective/gloo_allreduce.py: pause_s, then params floats)
+    # ddp | fsdp | horovod | gloo (fixtures/collective/gloo_allreduce.py: pause_s, then params floats)
+    workload: str = "ddp"
     hosts: int = 4
     rate: Optional[str] = "1gbit"
     qdisc: str = "htb"
@@ -107,7 +108,8 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
     with capturing({h: run / h / "eth0.pcap" for h in hosts}, SNAPLEN):
         started_ns = time.time_ns()
         ranks = job.rank_hosts(hosts) if job.workload != "horovod" else hosts
-        code, stdout = {"ddp": _ddp, "horovod": _horovod, "gloo": _gloo}[job.workload](job, ranks, truth_dir, port)
+        train = {"ddp": _ddp, "fsdp": _fsdp, "horovod": _horovod, "gloo": _gloo}[job.workload]
+        code, stdout = train(job, ranks, truth_dir, port)
         ended_ns = time.time_ns()
     if code != 0 and not _aborted_after_the_last_step(job, hosts, truth_dir, code):
         raise RuntimeError(f"{job.workload} job failed with exit code {code}: {stdout[-2000:]}")
@@ -244,21 +246,23 @@ def _train_args(job: Job) -> list[str]:
 
 
 def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
-    argv = [
-        PY,
-        "-m",
-        "capture.workloads.ddp_train",
-        *_train_args(job),
-        "--backend",
-        "gloo",
-        "--bucket-cap-mb",
-        str(job.bucket_cap_mb),
-    ]
+    argv = [PY, "-m", "capture.workloads.ddp_train", *_train_args(job), "--backend", "gloo"]
+    argv += ["--bucket-cap-mb", str(job.bucket_cap_mb)]
+    return _torch(argv, hosts, truth_dir, port, job.timeout_s)
+
+
+def _fsdp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
+    argv = [PY, "-m", "capture.workloads.fsdp_train", *_train_args(job), "--backend", "gloo"]
+    return _torch(argv, hosts, truth_dir, port, job.timeout_s)
+
+
+def _torch(argv: list[str], hosts: list[str], truth_dir: Path, port: int, timeout_s: float) -> tuple[int, str]:
+    """A torch.distributed workload on the ranks' hosts, each rank's steps recorded outside the capture."""
     env = {
         h: {"RINGSCOPE_MARKERS": str(truth_dir / h / "steps.jsonl"), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
         for h in hosts
     }
-    return launch(hosts, argv, port, timeout_s=job.timeout_s, extra_env=env), ""
+    return launch(hosts, argv, port, timeout_s=timeout_s, extra_env=env), ""
 
 
 def _gloo(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:

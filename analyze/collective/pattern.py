@@ -1,0 +1,80 @@
+"""Which parallelism a job's ring traffic is, and so which bytes theory turns its bytes into S.
+
+The topology says where bytes go; the pattern says what they are. A ring that carries its bytes one way is a ring
+all-reduce (DDP, Horovod): each rank sends 2(W-1)/W x S per step to its successor. A ring that carries as many bytes
+each way, with torch over gloo, is sharded data parallel (FSDP full shard, ZeRO-3): measured on FSDP2 `fully_shard`
+over gloo with 3, 4 and 6 ranks, each rank sends 2(W-1)/W x S to each neighbour per step (1.337, 1.502 and 1.683
+x S against 1.333, 1.5 and 1.667: shards are padded to a multiple of W). That is the two all-gathers of the
+parameters, forward and backward, (W-1)/W x S each one way round, and the gradients' reduce-scatter, which gloo runs
+as a whole all-reduce, 2(W-1)/W x S the other way; 4(W-1)/W x S per rank in all, where DDP's theory read S twice
+over. Other shapes have no theory here: S is then unsure and says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+
+from analyze.findings import Pattern
+
+BALANCED = 0.95  # the lighter direction of a two-way ring carries at least this share of the heavier: sharded
+TWO_WAY = 0.9  # from this share on, sharded but unsure (1.0 measured on FSDP2 over gloo, 3-6 ranks)
+ONE_WAY = 0.1  # a ring's reverse direction carries under this share of its forward one: a ring all-reduce
+
+
+def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, Any]], w: int) -> Pattern:
+    """The pattern of a job whose topology is `kind` over hosts in ring `order`, from each edge's median bytes per
+    iteration, for a job of W ranks; its bytes theory as the factor of S each rank sends per ring send."""
+    if kind not in ("ring", "bidirectional_ring") or len(order) < 2 or w < 2:
+        return Pattern(
+            kind="unknown",
+            formula=f"no bytes theory for a {kind or 'unknown'} shape over {len(order)} host(s)",
+            factor=None,
+            confidence=0.0,
+            evidence={},
+        )
+    ring = "ring all-reduce (DDP, Horovod): each rank sends 2(W-1)/W x S per iteration to its successor"
+    if len(order) == 2:  # each host is the other's successor and predecessor: no direction to weigh
+        ring += "; on two hosts a sharded job's two directions share the one edge each way, so it is assumed"
+        return Pattern(kind="ring_allreduce", formula=ring, factor=2 * (w - 1) / w, confidence=1.0, evidence={})
+    forward, backward = _directions(order, per_it)
+    balance = min(forward, backward) / max(forward, backward, 1.0)
+    evidence = {"reverse_share": round(balance, 4)}
+    if balance <= ONE_WAY:
+        return Pattern(kind="ring_allreduce", formula=ring, factor=2 * (w - 1) / w, confidence=1.0, evidence=evidence)
+    if balance >= TWO_WAY:
+        return Pattern(
+            kind="sharded_data_parallel",
+            formula="sharded data parallel (FSDP, ZeRO-3) over gloo: two all-gathers of (W-1)/W x S one way and the "
+            "gradients' reduce-scatter, run as an all-reduce of 2(W-1)/W x S, the other; 4(W-1)/W x S per rank "
+            "per iteration",
+            factor=4 * (w - 1) / w,
+            # the framework is read from the connections (gloo's mesh); NCCL's FSDP sends 3(W-1)/W x S one way
+            confidence=round(float(np.clip((balance - TWO_WAY) / (BALANCED - TWO_WAY), 0.0, 1.0)), 3),
+            evidence=evidence,
+        )
+    return Pattern(
+        kind="unknown",
+        formula=f"a two-way ring whose reverse direction carries {balance:.0%} of the forward one: neither a ring "
+        "all-reduce (one way) nor sharded data parallel (as much each way)",
+        factor=None,
+        confidence=0.0,
+        evidence=evidence,
+    )
+
+
+def _directions(order: list[str], per_it: list[dict[str, Any]]) -> tuple[float, float]:
+    """Median bytes per iteration over the ring's forward edges (each host to the next in `order`) and over its
+    reverse edges, summed."""
+    n = len(order)
+    ahead = {f"{order[i]}->{order[(i + 1) % n]}" for i in range(n)}
+    behind = {f"{order[(i + 1) % n]}->{order[i]}" for i in range(n)}
+
+    def total(edges: set[str]) -> float:
+        return float(sum(np.median([it["bytes_by_edge"].get(e, 0) for it in per_it]) for e in edges))
+
+    return (total(ahead), total(behind)) if per_it else (0.0, 0.0)
+
+
+__all__ = ["name_pattern", "BALANCED", "ONE_WAY", "TWO_WAY"]

@@ -1,0 +1,59 @@
+"""The parallelism behind a ring, and the bytes theory S comes from: DDP's ring all-reduce sends one way round,
+FSDP over gloo as much each way (analyze/collective/pattern.py). Live: FSDP2 `fully_shard` over gloo on real
+hosts in network namespaces, the ranks' own records as truth, no markers given to the analyzer."""
+
+from __future__ import annotations
+
+import pytest
+
+from analyze.api import analyze
+from analyze.collective.pattern import name_pattern
+from reports.text import summary_text
+from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_bytes import worst_host_bytes_error
+from tests.support.training_capture import Job, live_capture
+
+ORDER = ["a", "b", "c", "d"]
+
+
+def _iterations(forward: int, backward: int, n: int = 3) -> list[dict]:
+    """n iterations of a ring over ORDER carrying FORWARD bytes on each edge one way and BACKWARD the other."""
+    edges = {f"{ORDER[i]}->{ORDER[(i + 1) % 4]}": forward for i in range(4)}
+    edges |= {f"{ORDER[(i + 1) % 4]}->{ORDER[i]}": backward for i in range(4)}
+    return [{"bytes_by_edge": dict(edges)} for _ in range(n)]
+
+
+def test_the_pattern_from_the_directions():
+    one_way = name_pattern("ring", ORDER, _iterations(6_000_000, 40_000), 4)
+    assert one_way.kind == "ring_allreduce" and one_way.factor == pytest.approx(1.5)
+    both = name_pattern("bidirectional_ring", ORDER, _iterations(6_000_000, 5_990_000), 8)
+    assert both.kind == "sharded_data_parallel" and both.factor == pytest.approx(3.5) and both.confidence == 1.0
+    half = name_pattern("bidirectional_ring", ORDER, _iterations(6_000_000, 3_000_000), 4)
+    assert half.kind == "unknown" and half.factor is None  # neither: S is not implied
+    near = name_pattern("bidirectional_ring", ORDER, _iterations(6_000_000, 5_550_000), 4)  # 0.925: half sure
+    assert near.kind == "sharded_data_parallel" and 0.4 < near.confidence < 0.6
+    two = name_pattern("ring", ORDER[:2], _iterations(6_000_000, 6_000_000), 2)
+    assert two.kind == "ring_allreduce"  # two hosts: no direction to weigh, a ring all-reduce is assumed
+    assert name_pattern("star", ORDER, _iterations(1, 1), 4).factor is None
+
+
+@pytest.mark.parametrize("hosts", [3, 4])
+def test_fsdp_over_gloo_is_sharded_data_parallel(tmp_path, netns_cluster, hosts):  # noqa: F811
+    job = Job(workload="fsdp", hosts=hosts, iters=12, params=1_000_000, batch=32)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    r = analyze([run], workers=1, byte_mode="payload")
+    its = r.iterations
+    assert r.topology.kind == "bidirectional_ring", (r.topology.kind, r.topology.notes)
+    assert its.count == job.iters and its.confident, (its.count, its.confidence, its.evidence)
+    assert its.pattern.kind == "sharded_data_parallel" and its.pattern.confidence >= 0.8, its.pattern
+    assert its.ring_size == hosts and its.ring_size_sure
+    # S within 3 % of the model's parameter bytes, from 4(W-1)/W x S per rank (DDP's theory read it twice over)
+    s = truth["gradient_bytes"]
+    assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
+    assert its.implied_gradient_bytes_confidence >= 0.8
+    worst, pairs = worst_host_bytes_error(run, its)  # each host's iterations against its own capture (dpkt)
+    assert worst <= 0.02, pairs
+    # the what-if's model is DDP's: it says so instead of answering
+    assert r.scaling.unsure is not None and "sharded data parallel" in r.scaling.unsure.because[0]
+    assert r.verdict.answer == "unclear"
+    assert "pattern: sharded data parallel" in summary_text(r)
