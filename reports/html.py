@@ -238,7 +238,8 @@ def _count(value: int | None) -> str:
 def _jobs_html(jobs: list[Job], other: OtherTraffic | None) -> str:
     """One row per job (the sections below the table are the first's; each other job has a section of its own),
     and the traffic of none with the job links it shared."""
-    head = "<tr><th>job</th><th>hosts</th><th>ranks W</th><th>topology</th><th>iterations</th><th>S implied</th>"
+    head = "<tr><th>job</th><th>hosts</th><th>ranks W</th><th>topology</th><th>pattern</th><th>iterations</th>"
+    head += "<th>S implied</th>"
     head += "<th>limiter</th><th>confidence</th></tr>"
     rows = []
     for i, j in enumerate(jobs, 1):
@@ -247,7 +248,8 @@ def _jobs_html(jobs: list[Job], other: OtherTraffic | None) -> str:
         link = f'<a href="#job-{i}">{e(j.name)}</a>' if i > 1 else e(j.name) + " (the sections below)"
         rows.append(
             f"<tr><td>{link}</td><td>{len(j.hosts)}</td><td>{_count(j.world_size)}</td>"
-            f"<td>{e(topo.kind if topo else '—')}</td><td>{e(count)}</td>"
+            f"<td>{e(topo.kind if topo else '—')}</td><td>{e(j.pattern.kind if j.pattern else '—')}</td>"
+            f"<td>{e(count)}</td>"
             f"<td>{e(size(j.implied_parameter_bytes.bytes if j.implied_parameter_bytes else None))}</td>"
             f"<td>{e(j.transport.limiter if j.transport and j.transport.limiter else '—')}</td>"
             f"<td>{j.confidence:.2f}</td></tr>"
@@ -523,9 +525,12 @@ def _iterations_html(it: Iterations | None, hosts: list[HostSummary]) -> str:
         ),
         ("gradient bytes S implied", e(size(it.implied_gradient_bytes))),
     ]
+    if it.pattern is not None:
+        doubt = "" if it.pattern.confidence >= CONFIDENT else f" — UNSURE ({it.pattern.confidence:.2f})"
+        facts.insert(-1, ("pattern", e(it.pattern.formula + doubt)))
     ratio = num(it.theory_ratio)
     if ratio is not None:
-        facts.append(("measured / 2(N−1)/N·S", f"{ratio:.3f}"))
+        facts.append(("measured / theory", f"{ratio:.3f}"))
     names = [str(h.name) for h in hosts]
     out = ['<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"]
     for fig_id, spec in F.iteration_figures(it, names, len(names)):

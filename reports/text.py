@@ -16,6 +16,7 @@ from analyze.findings import Clock, HostClock, Iterations, Job, OtherTraffic, To
 from analyze.result import HostSummary, Result
 from capture.units import format_rate
 
+PATTERN_NAMES = {"ring_allreduce": "ring all-reduce", "sharded_data_parallel": "sharded data parallel"}
 HOSTS_SHOWN = 16  # hosts listed one per line; beyond, the extremes and the distribution
 EXTREMES = 5  # hosts shown at each end of a longer table
 NAMES_SHOWN = 6  # host names listed for a note that repeats for many
@@ -77,10 +78,12 @@ def job_lines(job: Job, of: int) -> list[str]:
     hosts = ", ".join(job.hosts[:NAMES_SHOWN]) + (
         f" and {len(job.hosts) - NAMES_SHOWN} more" if len(job.hosts) > NAMES_SHOWN else ""
     )
+    kind = PATTERN_NAMES.get(job.pattern.kind, "") if job.pattern is not None else ""
+    ranks = f" over {job.world_size} ranks" if job.world_size else ""
     head = [
         "",
-        f"== {job.name} of {of}: {len(job.hosts)} host(s) ({hosts}), {job.connections:,} connection(s), "
-        f"{job.bytes:,} B (confidence {job.confidence:.2f})",
+        f"== {job.name} of {of}: {kind + ranks + ', ' if kind else ''}{len(job.hosts)} host(s) ({hosts}), "
+        f"{job.connections:,} connection(s), {job.bytes:,} B (confidence {job.confidence:.2f})",
     ]
     for problem in job.capture_problems or []:
         head.append(f"CAPTURE PROBLEM: {problem}")

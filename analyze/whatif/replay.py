@@ -77,6 +77,20 @@ class Replay:
         out[self.overhead_s(w, b, _MAX_COMPRESSION) > allowed] = np.nan
         return out
 
+    def needed_bandwidth_bps(self, single_iteration_time_s: float, workers: Any, target: Any) -> np.ndarray:
+        """Smallest bandwidth reaching scaling factor ``target`` (bisection in log b, the overhead falling as the
+        link speeds up); NaN where no bandwidth does: the overhead left at infinite bandwidth exceeds it."""
+        w, tau = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(workers, target))
+        allowed = single_iteration_time_s * (1.0 / tau - 1.0)
+        lo, hi = np.full_like(w, 3.0), np.full_like(w, np.log10(_INFINITE_BPS))
+        for _ in range(64):
+            mid = (lo + hi) / 2
+            ok = self.overhead_s(w, 10.0**mid, 1.0) <= allowed
+            hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+        out = 10.0**hi
+        out[self.overhead_s(w, _INFINITE_BPS, 1.0) > allowed] = np.nan
+        return out
+
     def hide_bandwidth_bps(self, single_iteration_time_s: float, workers: Any, compression: Any = 1.0) -> np.ndarray:
         """Smallest bandwidth whose overhead is within HIDE_TOLERANCE·T of the infinite-bandwidth overhead."""
         w, c = (np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(workers, compression))

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["verdict_text", "BOTTLENECK_SF"]
 
 BOTTLENECK_SF = 0.95
+BUY_TARGETS = (0.9, 0.95)  # scaling factors whose link speed the verdict names: what a user could buy
 _NOTABLE_GAP = 0.02
 _EXPLAINED = 1.5  # measured time above T up to 1.5× the communication time (10 ms bins): explained by communication
 _MOSTLY = 0.5  # ... and at least half of it: most of the communication is exposed
@@ -34,6 +35,18 @@ def _needed(replay: "Replay", t: float, workers: int, bandwidth: float, target: 
     """'3.1× compression' / 'no compression' / 'no compression ratio' needed to reach ``target``."""
     c = float(replay.needed_compression(t, workers, bandwidth, target)[0])
     return "no compression ratio" if c != c else ("no compression" if c <= 1 else f"{c:.2g}× compression")
+
+
+def _speeds(replay: "Replay", t: float, workers: int, best: float) -> str:
+    """The link speeds a user could buy: 'a link of 9.6 Gbit/s reaches scaling factor 0.9, of 21 Gbit/s 0.95',
+    and any target no speed reaches (the model's best, at infinite bandwidth, is below it)."""
+    speeds = [(target, float(replay.needed_bandwidth_bps(t, workers, target)[0])) for target in BUY_TARGETS]
+    reached = [f"{format_rate(b)} {target}" for target, b in speeds if b == b]
+    missed = [target for target, b in speeds if b != b]
+    out = "a link of " + ", of ".join(reached).replace(" 0.", " reaches scaling factor 0.", 1) if reached else ""
+    if missed:
+        out += ("; " if out else "") + f"no link speed reaches {missed[0]} (at most {best:.3f})"
+    return out
 
 
 def verdict_text(result: "WhatIf", replay: "Replay") -> str:
@@ -66,8 +79,8 @@ def _verdict(result: "WhatIf", replay: "Replay") -> str:
         )
         if sf < BOTTLENECK_SF:
             parts.append(
-                f"The network is the bottleneck: communication hides behind backward only from about "
-                f"{format_rate(hide)} (scaling factor {sf_hide:.3f}); a faster link helps up to there, or "
+                f"The network is the bottleneck: {_speeds(replay, t, n, sf_inf)} (communication hides behind "
+                f"backward from about {format_rate(hide)}, scaling factor {sf_hide:.3f}), or "
                 f"{_needed(replay, t, n, link, BOTTLENECK_SF)} would reach {BOTTLENECK_SF} on this link."
             )
         else:

@@ -217,9 +217,10 @@ def test_steps_too_short_for_the_bins_name_a_finer_bin():
     round bin at or under a twelfth of a step; steps of six bins and more, or with no round bin finer, name none."""
     from analyze.confidence.doubt import _finer_bin
 
-    assert _finer_bin(4.0, 44e6, 10_000_000) == "2ms"
-    assert _finer_bin(5.5, 130e6, 20_000_000) == "10ms"
-    assert _finer_bin(3.0, 30e6, 10_000_000) == "2ms"
-    assert _finer_bin(6.0, 60e6, 10_000_000) is None  # six bins: resolved
-    assert _finer_bin(4.0, 8e3, 2_000) is None  # nothing round under a twelfth of 8 µs is coarser than a µs
-    assert _finer_bin(None, 44e6, 10_000_000) is None
+    assert _finer_bin(4.0, 44e6, 10_000_000, 6) == "2ms"
+    assert _finer_bin(5.5, 130e6, 20_000_000, 6) == "10ms"
+    assert _finer_bin(3.0, 30e6, 10_000_000, 6) == "2ms"
+    assert _finer_bin(6.0, 60e6, 10_000_000, 6) is None  # six bins: resolved
+    assert _finer_bin(8.0, 88e6, 10_000_000, 12) == "5ms"  # an unsure count at 8 bins: perhaps two steps in one
+    assert _finer_bin(4.0, 8e3, 2_000, 6) is None  # nothing round under a twelfth of 8 µs is coarser than a µs
+    assert _finer_bin(None, 44e6, 10_000_000, 6) is None

@@ -201,6 +201,22 @@ def test_ten_gbit_needs_only_a_few_x_compression(paper: dict, name: str) -> None
     assert np.all(replay.scaling_factor(t, [8, 16, 32, 64], 10e9, need * 0.9) < 0.99)
 
 
+@pytest.mark.parametrize("name", ["resnet50", "vgg16"])
+def test_the_link_speed_that_reaches_a_scaling_factor(paper: dict, name: str) -> None:
+    """The speed a user could buy: the slowest link reaching the target really reaches it, and 0.9 x that speed
+    does not; a target above what infinite bandwidth gives has none (NaN)."""
+    replay = Replay(paper["model"], paper["profile"][name])
+    t, workers = paper["T"][name], [8, 16, 32, 64]
+    for target in (0.9, 0.95):
+        speed = replay.needed_bandwidth_bps(t, workers, target)
+        best = replay.scaling_factor(t, workers, 1e18)
+        assert np.all(np.isnan(speed) == (best < target)), (speed, best)
+        ok = ~np.isnan(speed)
+        assert np.all(replay.scaling_factor(t, np.array(workers)[ok], speed[ok]) >= target - 1e-9)
+        assert np.all(replay.scaling_factor(t, np.array(workers)[ok], 0.9 * speed[ok]) < target)
+    assert np.isnan(replay.needed_bandwidth_bps(t, 8, 0.99999999)[0])
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_no_compression_needed_at_100g(paper: dict, name: str) -> None:
     need = Replay(paper["model"], paper["profile"][name]).needed_compression(
