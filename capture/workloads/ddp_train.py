@@ -5,7 +5,8 @@ the environment), e.g. on one machine:
 
     torchrun --nproc-per-node 2 -m capture.workloads.ddp_train --params 5000000 --iters 20
 
-Each marker carries gradient_bytes (what one all-reduce moves), params and the model name.
+Each marker carries gradient_bytes (what one all-reduce moves), params, the model name and the micro-batches
+per optimizer step (--accumulate: gradients all-reduced once per step, after the last).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         help="auto: nccl when CUDA is available, else gloo",
     )
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size")
+    parser.add_argument(
+        "--accumulate", type=int, default=1, help="micro-batches per optimizer step (gradient accumulation)"
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -53,9 +57,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     for i in range(args.iters):
         with markers.iteration(
-            i, gradient_bytes=grad_bytes, params=n_params, model="mlp", backend=backend, world_size=world
+            i,
+            gradient_bytes=grad_bytes,
+            params=n_params,
+            model="mlp",
+            backend=backend,
+            world_size=world,
+            micro_batches=args.accumulate,
         ):
-            loss = mlp.step(ddp, optimizer, inputs, targets)
+            loss = mlp.step(ddp, optimizer, inputs, targets, args.accumulate, ddp.no_sync)
     elapsed = time.perf_counter() - started
     if rank == 0:
         fields = dict(backend=backend, world_size=world, params=n_params, gradient_bytes=grad_bytes)

@@ -63,13 +63,18 @@ def report(workload: str, args: Any, seconds: float, loss: float, **fields: Any)
     print(json.dumps(out), flush=True)
 
 
-def step(model: Any, optimizer: Any, inputs: Any, targets: Any) -> Any:
-    """One training step of the MLP (forward, backward, optimizer), finished on the device; its loss."""
+def step(model: Any, optimizer: Any, inputs: Any, targets: Any, accumulate: int = 1, quiet: Any = None) -> Any:
+    """One optimizer step of the MLP, finished on the device; its loss. With `accumulate` micro-batches the
+    gradients of all but the last are kept local under `quiet` (DDP's no_sync): one synchronisation per step."""
+    import contextlib
+
     import torch
 
     optimizer.zero_grad(set_to_none=True)
-    loss = torch.nn.functional.mse_loss(model(inputs), targets)
-    loss.backward()
+    for k in range(accumulate):
+        with quiet() if quiet is not None and k + 1 < accumulate else contextlib.nullcontext():
+            loss = torch.nn.functional.mse_loss(model(inputs), targets) / accumulate
+            loss.backward()
     optimizer.step()
     if inputs.device.type == "cuda":
         torch.cuda.synchronize()

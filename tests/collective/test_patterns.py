@@ -1,6 +1,7 @@
-"""The parallelism behind a ring, and the bytes theory S comes from: DDP's ring all-reduce sends one way round,
-FSDP over gloo as much each way (analyze/collective/pattern.py). Live: FSDP2 `fully_shard` over gloo on real
-hosts in network namespaces, the ranks' own records as truth, no markers given to the analyzer."""
+"""The parallelism behind a ring, and the bytes theory S comes from: DDP's ring all-reduce sends one way round
+(once per optimizer step, however many micro-batches it accumulates), FSDP over gloo as much each way
+(analyze/collective/pattern.py). Live: DDP and FSDP2 `fully_shard` over gloo on real hosts in network namespaces,
+the ranks' own records as truth, no markers given to the analyzer."""
 
 from __future__ import annotations
 
@@ -57,3 +58,16 @@ def test_fsdp_over_gloo_is_sharded_data_parallel(tmp_path, netns_cluster, hosts)
     assert r.scaling.unsure is not None and "sharded data parallel" in r.scaling.unsure.because[0]
     assert r.verdict.answer == "unclear"
     assert "pattern: sharded data parallel" in summary_text(r)
+
+
+def test_gradient_accumulation_is_one_step_per_synchronisation(tmp_path, netns_cluster):  # noqa: F811
+    """DDP with four micro-batches per optimizer step (no_sync on the first three): the iteration is the optimizer
+    step, one all-reduce of S each, the micro-batches' forward and backward passes a silence inside it."""
+    job = Job(hosts=4, iters=10, params=1_000_000, batch=32, accumulate=4)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    its = analyze([run], workers=1, byte_mode="payload").iterations
+    assert its.count == job.iters and its.confident, (its.count, its.confidence, its.evidence)
+    assert its.pattern.kind == "ring_allreduce"
+    assert abs(its.implied_gradient_bytes / truth["gradient_bytes"] - 1) <= 0.03, its.notes
+    worst, pairs = worst_host_bytes_error(run, its)
+    assert worst <= 0.02, pairs

@@ -56,6 +56,7 @@ class Job:
     params: int = 2_500_000
     batch: int = 64
     bucket_cap_mb: float = 4.0
+    accumulate: int = 1  # ddp: micro-batches per optimizer step, all-reduced once
     pause_s: float = 0.2  # gloo only: the sleep before each all-reduce
     order: list[int] = field(default_factory=list)
     timeout_s: float = 240.0
@@ -85,6 +86,22 @@ class Job:
         if self.placement == "interleaved":
             return [h for _ in range(self.ranks_per_host) for h in hosts]
         return [h for h in hosts for _ in range(self.ranks_per_host)]
+
+
+def sure_in_one_of_two(tmp_path: Path, netns_cluster: Any, job: Job, check: Any) -> None:
+    """Capture `job` and run check(run, truth): it asserts what must always hold (the count right, never
+    confidently wrong) and returns whether the count was stated as fact. A right count left unsure once gets a
+    second capture, which must be sure: on this 2-core machine a loaded CI run once left DDP's 12 ranks on 3 hosts
+    at 0.70 while 9 other captures of it were sure. A tool that is never sure fails both."""
+    seen = []
+    for attempt in ("first", "second"):
+        (tmp_path / attempt).mkdir()
+        run, truth = live_capture(tmp_path / attempt, netns_cluster, job)
+        confidence = check(run, truth)
+        if confidence is True:
+            return
+        seen.append(confidence)
+    raise AssertionError(f"the count was right but unsure in two captures: {seen}")
 
 
 def live_capture(tmp_path: Path, netns_cluster: Any, job: Job) -> tuple[Path, dict[str, Any]]:
@@ -247,7 +264,7 @@ def _train_args(job: Job) -> list[str]:
 
 def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
     argv = [PY, "-m", "capture.workloads.ddp_train", *_train_args(job), "--backend", "gloo"]
-    argv += ["--bucket-cap-mb", str(job.bucket_cap_mb)]
+    argv += ["--bucket-cap-mb", str(job.bucket_cap_mb), "--accumulate", str(job.accumulate)]
     return _torch(argv, hosts, truth_dir, port, job.timeout_s)
 
 
