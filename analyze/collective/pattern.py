@@ -50,7 +50,7 @@ def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, A
             "gradients' reduce-scatter, run as an all-reduce of 2(W-1)/W x S, the other; 4(W-1)/W x S per rank "
             "per iteration",
             factor=4 * (w - 1) / w,
-            # the framework is read from the connections (gloo's mesh); NCCL's FSDP sends 3(W-1)/W x S one way
+            # gloo is assumed, not read from the connections: NCCL's FSDP would send 3(W-1)/W x S, and one way
             confidence=round(float(np.clip((balance - TWO_WAY) / (BALANCED - TWO_WAY), 0.0, 1.0)), 3),
             evidence=evidence,
         )
