@@ -32,7 +32,7 @@ def _capture_job(tmp_path: Path, cluster, order: list[str], port: int, markers: 
         (run / host).mkdir(parents=True)
         meta = {"host": host, "interface": "eth0", "addresses": [address[host]], "link_speed_bps": 1e9, "mtu": 1500}
         (run / host / "meta.json").write_text(json.dumps(meta))
-    with capturing({host: run / host / "eth0.pcap" for host in order}):
+    with capturing({host: run / host for host in order}):
         argv = [sys.executable, str(SCRIPT), str(NUMEL), str(ITERS), str(FORWARD_S)]
         code = _launch_with_markers(order, argv, run, port) if markers else launch(order, argv, port, timeout_s=75)
         assert code == 0, f"gloo job failed with exit code {code}"

@@ -218,33 +218,20 @@ def destroy(cluster: Cluster) -> None:
 
 
 @contextmanager
-def capturing(pcaps: dict[str, Path], snaplen: int = 96) -> Iterator[None]:
-    """tcpdump (headers only) on eth0 of every namespace in PCAPS, writing to its path; started and listening
-    before the body runs, stopped (SIGINT, so the files end cleanly) after it, whatever happens."""
+def capturing(folders: dict[str, Path], snaplen: int = 96) -> Iterator[None]:
+    """tcpdump (headers only) on eth0 of every namespace in FOLDERS, writing FOLDER/eth0.pcap with the capture
+    agent's own command line (capture.tcpdump.command: --immediate-mode, so stopping loses no packet still
+    waiting in a half-filled kernel block — without it a copy's last 329 kB were missing from one run);
+    started and listening before the body runs, stopped (SIGINT, so the files end cleanly) after it, whatever
+    happens."""
+    from capture.tcpdump import command, find_tcpdump  # here: this file also runs as a script (`launch`)
+
+    tcpdump = find_tcpdump()
     dumps = []
     try:
-        for host, pcap in pcaps.items():
-            dumps.append(
-                subprocess.Popen(
-                    [
-                        "ip",
-                        "netns",
-                        "exec",
-                        host,
-                        "tcpdump",
-                        "-i",
-                        IFACE,
-                        "-s",
-                        str(snaplen),
-                        "-U",
-                        "-n",
-                        "-w",
-                        str(pcap),
-                    ],
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
+        for host, folder in folders.items():
+            argv = ["ip", "netns", "exec", host, *command(tcpdump, IFACE, folder, snaplen)]
+            dumps.append(subprocess.Popen(argv, stderr=subprocess.PIPE, text=True))
         for p in dumps:
             line = p.stderr.readline() if p.stderr else ""
             if "listening" not in line:

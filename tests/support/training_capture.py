@@ -122,7 +122,7 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
     run, truth_dir = out / "run", out / "truth"
     hosts = job.launch_order(cluster)
     _metas(job, cluster, run, truth_dir, hosts)
-    with capturing({h: run / h / "eth0.pcap" for h in hosts}, SNAPLEN):
+    with capturing({h: run / h for h in hosts}, SNAPLEN):
         started_ns = time.time_ns()
         ranks = job.rank_hosts(hosts) if job.workload != "horovod" else hosts
         train = {"ddp": _ddp, "fsdp": _fsdp, "horovod": _horovod, "gloo": _gloo}[job.workload]
@@ -221,7 +221,7 @@ def record_together(
         )
         copied[0] = int(server.communicate(timeout=60)[0].strip())
 
-    with capturing({h: run / h / "eth0.pcap" for h in hosts}, SNAPLEN):
+    with capturing({h: run / h for h in hosts}, SNAPLEN):
         started_ns = time.time_ns()
         threads = [threading.Thread(target=train, args=(i, job, delay)) for i, (job, delay) in enumerate(jobs)]
         if copy is not None:
