@@ -213,6 +213,20 @@ class EdgeSeries:
 
 
 @dataclass
+class Socket:
+    """One TCP connection of an edge carried over several (NCCL's socket transport): its share of the edge's
+    bytes and its pace while sending; `lags` when the edge waits for it (analyze.wire.transport)."""
+
+    sport: int
+    dport: int
+    payload_bytes: int
+    share: float
+    rate_while_busy: float | None  # share of line rate, byte-weighted over the bins it sent in
+    data: bool  # carries a quarter of the edge's busiest socket's bytes or more (else control, a mesh, a store)
+    lags: bool
+
+
+@dataclass
 class TransportEdge:
     """One host pair's TCP, from its sender's capture: loss, windows, round trips, rate, and what limits it."""
 
@@ -246,12 +260,13 @@ class TransportEdge:
     evidence: list[str]
     confidence: float
     series: EdgeSeries
+    sockets: list[Socket] = field(default_factory=list)  # where the edge runs over several connections
 
 
 @dataclass
 class Transport:
-    """Why the links are not full: the job's limiter (link, loss, window, sender, latency, shared, none) and each
-    edge's own, with the evidence."""
+    """Why the links are not full: the job's limiter (link, loss, window, sender, latency, shared, socket, none)
+    and each edge's own, with the evidence."""
 
     limiter: str | None = None
     confidence: float = 0.0

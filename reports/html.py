@@ -24,6 +24,7 @@ from reports import figures as F
 from reports.key_numbers import duration, key_numbers, num, pct, rate, size
 from reports.page import e, figure_block, page
 from reports.ring_diagram import mismatched_edges, ring_svg
+from reports.text import socket_text
 
 FLOW_TABLE_ROWS = 500
 CAPTURE_TABLE_ROWS = 200
@@ -479,14 +480,16 @@ def _transport_html(result: Result) -> str:
             f'<td class="n">{int(x.dup_acks or 0):,}</td><td class="n">{int(x.sack_acks or 0):,}</td>'
             f'<td class="n">{int(x.zero_windows or 0):,}</td><td class="n">{e(window)}</td>'
             f'<td class="n">{e(pct(x.window_full_fraction))}</td>'
-            f'<td class="n">{e(_shown(x.rtt_min_ms))} / {e(_shown(x.rtt_median_ms))} / {e(_shown(x.rtt_p99_ms))}</td></tr>'
+            f'<td class="n">{e(_shown(x.rtt_min_ms))} / {e(_shown(x.rtt_median_ms))} / {e(_shown(x.rtt_p99_ms))}</td>'
+            f"<td>{e(socket_text(x.sockets) or str(len(x.sockets) or 1))}</td></tr>"
         )
     table = (
         '<div class="scroll"><table class="sortable transport"><thead><tr><th>edge</th><th>limiter</th>'
         '<th class="n">confidence</th><th class="n">rate while sending</th><th class="n">re-sent</th>'
         '<th class="n">dup ACKs</th><th class="n">SACK ACKs</th><th class="n">zero windows</th>'
         '<th class="n">in flight / window (mean)</th><th class="n">window full</th>'
-        f'<th class="n">RTT min / median / p99 (ms)</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        '<th class="n">RTT min / median / p99 (ms)</th><th>sockets</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
     span = _span(result)
     figures = "".join(figure_block(i, spec) for i, spec in F.transport_figures(t, span[0] if span else 0))

@@ -12,7 +12,7 @@ from dataclasses import fields
 from analyze.collective.topology import RING_KINDS
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Clock, HostClock, Iterations, Job, OtherTraffic, Topology, Transport, WhatIf
+from analyze.findings import Clock, HostClock, Iterations, Job, OtherTraffic, Socket, Topology, Transport, WhatIf
 from analyze.result import HostSummary, Result
 from capture.units import format_rate
 
@@ -197,6 +197,16 @@ def clock_lines(clock: Clock, hosts: dict[str, list[str]]) -> list[str]:
     return lines + [f"  {note}" for note in said_once(clock.notes, hosts)]
 
 
+def socket_text(sockets: list[Socket]) -> str:
+    """An edge's data sockets in a few words, where it runs over several (NCCL's socket transport): how many, and
+    which lag (the edge waits for them); "" for an edge of one data connection (beside control or mesh ones)."""
+    data = [s for s in sockets if s.data]
+    if len(data) < 2:
+        return ""
+    slow = [f":{s.sport} -> :{s.dport} at {s.rate_while_busy or 0:.0%} of line rate" for s in data if s.lags]
+    return f"{len(data)} data sockets" + (f", lagging {', '.join(slow)}" if slow else ", none lags")
+
+
 def transport_lines(transport: Transport) -> list[str]:
     """Why the links are not full: the job's limiter with its evidence, then one line per judged edge."""
     limiter = transport.limiter
@@ -214,6 +224,7 @@ def transport_lines(transport: Transport) -> list[str]:
         lines.append(
             f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {rate} of line rate while "
             f"sending, {e.retransmitted_fraction:.2%} re-sent, window full {window}, rtt median {rtt}"
+            + (f"; {socket_text(e.sockets)}" if socket_text(e.sockets) else "")
         )
     return lines + [f"  note: {n}" for n in transport.notes]
 

@@ -14,6 +14,8 @@ supports best:
     receive_window  in flight pinned at the advertised window (or the window closed)
     link            busy at line rate while it sends
     latency         each ring step carries less than a few round trips' worth of line rate
+    socket          the edge runs over several connections (NCCL's socket transport) and one of them
+                    sends at a fraction of the others' pace: the edge finishes each step when it does
     sender          none of those: in flight below the window, the link idle between sends (compute,
                     the framework, the CPU)
     none            the job barely communicates: the network is not what it waits for
@@ -44,6 +46,8 @@ ZERO_WINDOW_SHARE = 0.05  # time at a zero window above this share of the edge's
 LATENCY_STEP_BDPS = 4.0  # ring steps smaller than this many bandwidth-delay products wait on round trips
 NONE_BUSY_SHARE = 0.1  # edges busy less than this share of the job: communication is not what limits it
 MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
+SOCKET_LAG = 0.5  # a data socket sending below this share of its edge's others' pace (median) lags
+CONTROL_SHARE = 0.25  # an edge's socket carrying under this share of its busiest socket's bytes: control, not paced
 SERIES_POINTS = 400  # per edge and series in the JSON, at most
 SAMPLE_KINDS = ["round_trip_ns", "in_flight_bytes", "resent_bytes"]  # the `what` of Tables.transport_samples
 ROUND_TRIP, IN_FLIGHT, RESENT = 0, 1, 2
@@ -271,6 +275,69 @@ def _per_iteration(
     return out
 
 
+def _sockets(
+    ft: pd.DataFrame, code: np.ndarray, n: int, flows: pd.DataFrame, series: pd.DataFrame, link: np.ndarray, bin_ns: int
+) -> list[list[dict[str, Any]]]:
+    """Per edge carried over several connections, each connection's ports, bytes, share of the edge's and pace
+    (byte-weighted share of line rate over the bins it sent in), a data socket below SOCKET_LAG of its data
+    siblings' median pace marked `lags`; [] for an edge of one connection. Why per socket: NCCL deals each ring
+    step over its sockets round-robin, so they carry alike and the step ends when the slowest has sent its part;
+    the edge's own rate shows only that it idles."""
+    fid = ft["flow_id"].to_numpy(np.int64)
+    per_edge = np.bincount(code, minlength=n)
+    out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    if not (per_edge > 1).any():
+        return out
+    row_of = np.full(max(int(fid.max()), int(series["flow_id"].max()) if len(series) else 0) + 1, -1, np.int64)
+    row_of[fid] = np.arange(len(fid))
+    at = row_of[series["flow_id"].to_numpy(np.int64)]
+    keep = at >= 0
+    at = at[keep]
+    u = series["bytes"].to_numpy(np.float64)[keep] * 8e9 / bin_ns / link[code[at]]
+    weight = np.bincount(at, weights=u, minlength=len(fid))
+    rate = np.where(weight > 0, np.bincount(at, weights=u * u, minlength=len(fid)) / np.maximum(weight, 1e-300), np.nan)
+    ports = flows.set_index("flow_id")[["sport", "dport"]].reindex(fid).to_numpy()
+    payload = ft["payload_bytes"].to_numpy(np.int64)
+    for e in np.flatnonzero(per_edge > 1):
+        rows = np.flatnonzero(code == e)
+        rows = rows[np.argsort(-payload[rows], kind="stable")]
+        data = payload[rows] >= CONTROL_SHARE * payload[rows].max()
+        pace = np.nanmedian(rate[rows][data]) if data.sum() >= 2 else np.nan
+        total = max(1, int(payload[rows].sum()))
+        out[e] = [
+            {
+                "sport": int(ports[r, 0]),
+                "dport": int(ports[r, 1]),
+                "payload_bytes": int(payload[r]),
+                "share": round(float(payload[r] / total), 4),
+                "rate_while_busy": None if not np.isfinite(rate[r]) else round(float(rate[r]), 4),
+                "data": bool(d),
+                "lags": bool(d and np.isfinite(pace) and np.isfinite(rate[r]) and rate[r] < SOCKET_LAG * pace),
+            }
+            for r, d in zip(rows, data)
+        ]
+    return out
+
+
+def _lagging(row: dict[str, Any]) -> Optional[tuple[float, str]]:
+    """The confidence and the evidence that ROW's edge waits for a lagging socket; None when none lags."""
+    sockets = row["sockets"]
+    slow = [s for s in sockets if s["lags"]]
+    if not slow:
+        return None
+    data = [s for s in sockets if s["data"]]
+    others = [s["rate_while_busy"] for s in data if not s["lags"] and s["rate_while_busy"] is not None]
+    worst = min(slow, key=lambda s: s["rate_while_busy"])
+    pace = float(np.median(others)) if others else worst["rate_while_busy"] / SOCKET_LAG
+    mbit = row["link_speed_bps"] / 1e6
+    names = ", ".join(f":{s['sport']} -> :{s['dport']}" for s in slow)
+    return _margin(SOCKET_LAG, max(worst["rate_while_busy"] / max(pace, 1e-12), 1e-9)), (
+        f"{len(slow)} of its {len(data)} data sockets lag ({names}): {worst['share']:.0%} of the edge's bytes at "
+        f"{worst['rate_while_busy'] * mbit:,.0f} Mbit/s while sending, the others at {pace * mbit:,.0f} Mbit/s "
+        f"(median); each step ends when the slowest socket has sent its part"
+    )
+
+
 def _thin(x: np.ndarray, n: int = SERIES_POINTS) -> np.ndarray:
     """At most N evenly spread indices into x."""
     return np.unique(np.linspace(0, len(x) - 1, n).astype(np.int64)) if len(x) > n else np.arange(len(x))
@@ -407,6 +474,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
         n,
         bin_ns,
     )
+    sockets = _sockets(ft, code, n, tables.flows, tables.flow_series, link, bin_ns)
     bins_of = _split(e_code, np.ones(len(e_code), bool), n)
     trips_of = _split(s_code, trips, n)
     flight_of = _split(s_code, (s_code >= 0) & (s_what == IN_FLIGHT), n)
@@ -450,8 +518,13 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
             step_bytes = payload / count / (2 * (ring_n - 1))
             step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
         row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps)
+        row["sockets"] = sockets[i]
+        lagging = _lagging(row)
+        if lagging is not None and row["limiter"] not in ("loss", "receive_window"):
+            confidence, text = lagging
+            row["limiter"], row["evidence"] = "socket", [text, *row["evidence"]]
         share, rate = (shared or {}).get(row["src"], (0.0, 0.0))
-        if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window"):
+        if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window", "socket"):
             row["evidence"] = [
                 f"other traffic took {share:.0%} of {row['src']}'s link while this edge was busy "
                 f"({rate / 1e6:,.0f} Mbit/s on average); its own evidence reads {row['limiter']}-limited",
@@ -473,9 +546,12 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
     for e in edges:
         if e["payload_bytes"] < MIN_EDGE_SHARE * heaviest:
             e.update(limiter=None, confidence=0.0, evidence=["too little data to judge"])
+            for socket in e["sockets"]:
+                socket["lags"] = False
     out["edges"] = edges
     _verdict(out, [e for e in edges if e["limiter"] is not None])
-    _shared_verdict(out, [e for e in edges if e["limiter"] == "shared"])
+    for kind in SLOWEST_EDGE:
+        _slowest_edge_verdict(out, kind, [e for e in edges if e["limiter"] == kind])
     return from_plain(Transport, out)
 
 
@@ -529,17 +605,23 @@ def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) ->
     }
 
 
-def _shared_verdict(out: dict[str, Any], shared: list[dict[str, Any]]) -> None:
-    """A job with an edge whose link other traffic shared is limited by that, whatever most bytes say: a ring (and
-    any collective) runs at the pace of its slowest edge, so a copy on one host's link slows every step. The
-    bytes-weighted limiter of the rest is kept as a note."""
-    if not shared or out["limiter"] == "shared":
+SLOWEST_EDGE = {  # edge limiters that hold the whole collective back, and how the job's evidence names them
+    "socket": "run over several sockets, one of which lags",
+    "shared": "send over a link other traffic shared",
+}
+
+
+def _slowest_edge_verdict(out: dict[str, Any], kind: str, edges: list[dict[str, Any]]) -> None:
+    """A job with an edge limited by KIND (SLOWEST_EDGE) is limited by that, whatever most bytes say: a ring (and
+    any collective) runs at the pace of its slowest edge, so a copy on one host's link, or one lagging socket of
+    one edge, slows every step. The bytes-weighted limiter of the rest is kept as a note."""
+    if not edges or out["limiter"] == kind:
         return
-    worst = max(shared, key=lambda e: e["confidence"])
-    out["notes"].append(f"apart from the shared link, the edges are {out['limiter']}-limited ({out['confidence']:.2f})")
-    out["limiter"], out["confidence"] = "shared", worst["confidence"]
+    worst = max(edges, key=lambda e: e["confidence"])
+    out["notes"].append(f"apart from that, the edges are {out['limiter']}-limited ({out['confidence']:.2f})")
+    out["limiter"], out["confidence"] = kind, worst["confidence"]
     out["evidence"] = [
-        f"{len(shared)} edge(s) send over a link other traffic shared; the collective runs at its slowest edge's pace",
+        f"{len(edges)} edge(s) {SLOWEST_EDGE[kind]}; the collective runs at its slowest edge's pace",
         *(f"{worst['src']} -> {worst['dst']}: {text}" for text in worst["evidence"]),
     ]
 

@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
-from capture import markers
 from capture.workloads import mlp
 
 
@@ -54,22 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     inputs = torch.randn(args.batch_size, width, generator=generator).to(device)
     targets = torch.randn(args.batch_size, width, generator=generator).to(device)
 
-    started = time.perf_counter()
-    for i in range(args.iters):
-        with markers.iteration(
-            i,
-            gradient_bytes=grad_bytes,
-            params=n_params,
-            model="mlp",
-            backend=backend,
-            world_size=world,
-            micro_batches=args.accumulate,
-        ):
-            loss = mlp.step(ddp, optimizer, inputs, targets, args.accumulate, ddp.no_sync)
-    elapsed = time.perf_counter() - started
-    if rank == 0:
-        fields = dict(backend=backend, world_size=world, params=n_params, gradient_bytes=grad_bytes)
-        mlp.report("ddp_train", args, elapsed, loss.item(), **fields)
+    run = dict(rank=rank, backend=backend, world_size=world, params=n_params, gradient_bytes=grad_bytes)
+    mlp.train(
+        "ddp_train",
+        args,
+        ddp,
+        optimizer,
+        (inputs, targets),
+        **run,
+        micro_batches=args.accumulate,
+        accumulate=args.accumulate,
+        quiet=ddp.no_sync,
+    )
     # every rank reaches the end before any tears down: rank 0 hosts the rendezvous store, and a rank still
     # talking to it when rank 0 exits aborts ("terminate called without an active exception", exit 250)
     dist.barrier()

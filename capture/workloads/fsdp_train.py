@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
-from capture import markers
 from capture.workloads import mlp
 
 
@@ -49,23 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     targets = torch.randn(args.batch_size, width, generator=generator).to(device)
     issued = {"all_gather": 2 * len(units), "reduce_scatter": len(units)}
 
-    started = time.perf_counter()
-    for i in range(args.iters):
-        with markers.iteration(
-            i,
-            gradient_bytes=grad_bytes,
-            params=n_params,
-            model="mlp",
-            backend=backend,
-            world_size=world,
-            pattern="fsdp",
-            collectives=issued,
-        ):
-            loss = mlp.step(model, optimizer, inputs, targets)
-    elapsed = time.perf_counter() - started
-    if rank == 0:
-        fields = dict(backend=backend, world_size=world, params=n_params, gradient_bytes=grad_bytes)
-        mlp.report("fsdp_train", args, elapsed, loss.item(), **fields)
+    run = dict(rank=rank, backend=backend, world_size=world, params=n_params, gradient_bytes=grad_bytes)
+    mlp.train("fsdp_train", args, model, optimizer, (inputs, targets), **run, pattern="fsdp", collectives=issued)
     dist.barrier()  # as in ddp_train: rank 0 hosts the store, and no rank may still talk to it when it exits
     dist.destroy_process_group()
     return 0

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from typing import Any
+
+from capture import markers
 
 DEPTH = 4
 
@@ -79,3 +82,20 @@ def step(model: Any, optimizer: Any, inputs: Any, targets: Any, accumulate: int 
     if inputs.device.type == "cuda":
         torch.cuda.synchronize()
     return loss
+
+
+def train(workload: str, args: Any, model: Any, optimizer: Any, data: tuple[Any, Any], **run: Any) -> None:
+    """The timed loop the torch workloads share: --iters optimizer steps, each recorded as an iteration marker
+    with what the run is (RUN: rank, backend, world_size, params, gradient_bytes, then anything the workload
+    adds, e.g. the collectives it issues; `accumulate` and `quiet` go to `step`), and rank 0's report."""
+    accumulate, quiet = run.pop("accumulate", 1), run.pop("quiet", None)
+    rank = run.pop("rank")
+    started = time.perf_counter()
+    loss = None
+    for i in range(args.iters):
+        with markers.iteration(i, model="mlp", **run):
+            loss = step(model, optimizer, *data, accumulate, quiet)
+    elapsed = time.perf_counter() - started
+    if rank == 0 and loss is not None:
+        keys = ("backend", "world_size", "params", "gradient_bytes")
+        report(workload, args, elapsed, loss.item(), **{k: run[k] for k in keys})

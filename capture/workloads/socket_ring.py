@@ -21,7 +21,8 @@ import time
 from capture import markers
 
 
-def _recv_exactly(conn: socket.socket, view: memoryview) -> None:
+def recv_exactly(conn: socket.socket, view: memoryview) -> None:
+    """Fill VIEW from CONN, or fail if the neighbour closes first."""
     got = 0
     while got < len(view):
         n = conn.recv_into(view[got:])
@@ -30,7 +31,8 @@ def _recv_exactly(conn: socket.socket, view: memoryview) -> None:
         got += n
 
 
-def _connect(host: str, port: int, timeout_s: float) -> socket.socket:
+def connect(host: str, port: int, timeout_s: float) -> socket.socket:
+    """A connection to HOST:PORT, retried while the neighbour is not listening yet."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -48,7 +50,7 @@ def run(
     world = len(hosts)
     listener = socket.create_server(("", port + rank), family=socket.AF_INET, reuse_port=False)
     listener.settimeout(timeout_s)
-    right = _connect(hosts[(rank + 1) % world], port + (rank + 1) % world, timeout_s)
+    right = connect(hosts[(rank + 1) % world], port + (rank + 1) % world, timeout_s)
     left, _ = listener.accept()
     listener.close()
     for conn in (left, right):
@@ -62,7 +64,7 @@ def run(
             for _ in range(steps):
                 sender = threading.Thread(target=right.sendall, args=(payload,))
                 sender.start()
-                _recv_exactly(left, inbox)
+                recv_exactly(left, inbox)
                 sender.join()
                 sent += nbytes
                 received += nbytes

@@ -43,7 +43,8 @@ SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; the analyzer needs no payloa
 class Job:
     """What to train and on which network. order: 1-based host indices in launch order (rank r on order[r])."""
 
-    # ddp | fsdp | horovod | gloo (fixtures/collective/gloo_allreduce.py: pause_s, then params floats)
+    # ddp | fsdp | horovod | gloo (fixtures/collective/gloo_allreduce.py: pause_s, then params floats) | sockets
+    # (capture/workloads/socket_allreduce.py: S = 4 × params over `sockets` connections per edge)
     workload: str = "ddp"
     hosts: int = 4
     rate: Optional[str] = "1gbit"
@@ -63,6 +64,11 @@ class Job:
     tcp_rmem: str = ""  # "min default max" for every host's net.ipv4.tcp_rmem: caps the receive window
     ranks_per_host: int = 1  # processes per host (network namespace); horovod: -H host:K, ranks host by host
     placement: str = "contiguous"  # ranks host by host (torchrun's way), or "interleaved" (round-robin over hosts)
+    sockets: int = 4  # sockets only: data connections per ring edge
+    slow_socket: Optional[int] = None  # sockets only: this data socket of every edge (slow_rank's only) is paced
+    slow_rank: int = -1
+    slow_rate_bps: float = 50e6
+    compute_ms: float = 100.0  # sockets only: arithmetic before each all-reduce
 
     def network(self) -> dict[str, Any]:
         """netns.build's arguments for this job's hosts (also those of the netns_cluster fixture)."""
@@ -125,7 +131,7 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
     with capturing({h: run / h for h in hosts}, SNAPLEN):
         started_ns = time.time_ns()
         ranks = job.rank_hosts(hosts) if job.workload != "horovod" else hosts
-        train = {"ddp": _ddp, "fsdp": _fsdp, "horovod": _horovod, "gloo": _gloo}[job.workload]
+        train = {"ddp": _ddp, "fsdp": _fsdp, "horovod": _horovod, "gloo": _gloo, "sockets": _sockets}[job.workload]
         code, stdout = train(job, ranks, truth_dir, port)
         ended_ns = time.time_ns()
     if code != 0 and not _aborted_after_the_last_step(job, hosts, truth_dir, code):
@@ -273,6 +279,16 @@ def _fsdp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, 
     return _torch(argv, hosts, truth_dir, port, job.timeout_s)
 
 
+def _sockets(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
+    argv = [PY, "-m", "capture.workloads.socket_allreduce", "--hosts", ",".join(hosts), "--port", str(port + 1)]
+    argv += ["--gradient-bytes", str(4 * job.params), "--sockets", str(job.sockets), "--iters", str(job.iters)]
+    argv += ["--compute-ms", str(job.compute_ms)]
+    if job.slow_socket is not None:
+        argv += ["--slow-socket", str(job.slow_socket), "--slow-rank", str(job.slow_rank)]
+        argv += ["--slow-rate", str(job.slow_rate_bps)]
+    return _torch(argv, hosts, truth_dir, port, job.timeout_s)
+
+
 def _torch(argv: list[str], hosts: list[str], truth_dir: Path, port: int, timeout_s: float) -> tuple[int, str]:
     """A torch.distributed workload on the ranks' hosts, each rank's steps recorded outside the capture."""
     env = {
@@ -371,6 +387,10 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
         "gradient_bytes": grad.pop() if len(grad) == 1 else None,
         "iterations": iterations,
         "steps": [{k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns")} for s in steps],
+        # sockets: each rank's connections to its right neighbour by local port, control first
+        "right_ports": {int(s["rank"]): s["right_ports"] for s in steps if "right_ports" in s},
+        # sockets: each rank's ring payload per iteration, as it sent it
+        "bytes_sent": {int(s["rank"]): s["bytes_sent"] for s in steps if "bytes_sent" in s},
     }
 
 
