@@ -55,6 +55,24 @@ class NcclComparison:
 
 
 @dataclass
+class Group:
+    """A part of one job with its own bytes theory (analyze.collective.groups): a data-parallel group (one
+    pipeline stage's replicas all-reducing that stage's gradients) or a pipeline boundary between two groups
+    (point-to-point activations one way, their gradients back). `implied_bytes`: a data-parallel group's stage
+    gradient bytes S_g, a boundary's bytes per link per direction, per iteration; None until iterations are sure."""
+
+    kind: str  # data_parallel | pipeline
+    hosts: list[str]
+    edges: list[list[str]]  # [src, dst] host pairs
+    bytes: int  # over the whole capture, both ways
+    between: list[int] | None = optional()  # pipeline: the two data-parallel groups it joins (indices)
+    bytes_per_iteration: float | None = optional()  # median over iterations, its edges summed
+    implied_bytes: float | None = optional()
+    confidence: float | None = optional()  # of implied_bytes: its groups', its iterations' and its ranks' least
+    formula: str | None = optional()
+
+
+@dataclass
 class Topology:
     """The collective's shape: `order` is the direction data flows (ring kinds), `confidence` how sure."""
 
@@ -67,6 +85,7 @@ class Topology:
     confidence: float = 0.0
     notes: list[str] = field(default_factory=list)
     nccl: NcclComparison | None = optional()
+    groups: list[Group] | None = optional()  # data-parallel groups and pipeline links, where the job has them
 
 
 # ---- iterations (analyze.collective.inference) -----------------------------------------------------------
@@ -102,7 +121,7 @@ class Pattern:
     from (`factor`: the multiple of S each rank sends per iteration per ring send; None where no theory applies),
     how sure, and the evidence."""
 
-    kind: str  # ring_allreduce | sharded_data_parallel | unknown
+    kind: str  # ring_allreduce | sharded_data_parallel | pipeline | unknown
     formula: str
     factor: float | None
     confidence: float

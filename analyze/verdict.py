@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from analyze.findings import Verdict
 from analyze.result import Result
+from analyze.confidence.doubt import UNMODELLED
 from analyze.whatif.verdict import BOTTLENECK_SF
 from capture.units import format_rate
 
@@ -106,6 +107,15 @@ def judge(result: Result) -> Verdict:
             return Verdict("transport", "The link is fast enough; the transport does not fill it.", scaling.verdict)
         return Verdict("no", "No — the network is not the bottleneck.", scaling.verdict)
     stats = link_stats(result)
+    its = result.iterations
+    kind = its.pattern.kind if its is not None and its.pattern is not None else None
+    if scaling is None and kind in UNMODELLED:
+        return Verdict(
+            "unclear",
+            "Unsure — the what-if does not model this job's parallelism.",
+            f"This job is {UNMODELLED[kind]}; its groups, bytes and transport above stand. While communicating "
+            f"the hosts sent at {_pct(stats.while_busy)} of line rate ({link_text(stats)}) on average.",
+        )
     if stats.while_busy is None:
         return Verdict("unclear", "No traffic to judge.", "The captures hold no traffic from the hosts' own addresses.")
     wb, bf = stats.while_busy, stats.busy_fraction or 0.0

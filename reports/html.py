@@ -17,7 +17,7 @@ from typing import Any
 
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Iterations, Job, OtherTraffic, Topology, Transport, WhatIf
+from analyze.findings import Group, Iterations, Job, OtherTraffic, Topology, Transport, WhatIf
 from analyze.result import SCHEMA_VERSION, HostSummary, Result, Tables
 from analyze.verdict import judge
 from reports import figures as F
@@ -347,11 +347,32 @@ def _topology_html(topo: Topology | None) -> str:
             if rows
             else ""
         )
+        + _groups_table(topo.groups or [])
         + (f'<ul class="assumptions">{notes}</ul>' if notes else "")
     )
     return (
         f'<div class="ring-wrap"><div>{ring_svg(topo)}<p class="note">Arrows point the way the data flows; '
         f"width is proportional to bytes; numbers are ring positions.</p></div><div>{side}</div></div>"
+    )
+
+
+def _groups_table(groups: list[Group]) -> str:
+    """A pipeline job's groups: each data-parallel group's hosts and stage gradients, each boundary's host pairs
+    and bytes per link each way per iteration."""
+    if not groups:
+        return ""
+    rows = []
+    for i, g in enumerate(groups):
+        pairs = sorted({" ↔ ".join(sorted(x)) for x in g.edges}) if g.kind == "pipeline" else g.hosts
+        rows.append(
+            f'<tr data-kind="{e(g.kind)}"><td>{i}</td><td>{e(g.kind.replace("_", " "))}</td>'
+            f'<td class="mono">{e(", ".join(pairs))}</td>'
+            f'<td class="n">{e(size(g.bytes_per_iteration))}</td><td class="n">{e(size(g.implied_bytes))}</td></tr>'
+        )
+    return (
+        '<table class="sortable groups"><thead><tr><th>group</th><th>kind</th><th>hosts</th>'
+        '<th class="n">bytes per iteration</th><th class="n">S_g (data parallel) or per link each way</th></tr>'
+        f"</thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 

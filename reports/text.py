@@ -12,11 +12,16 @@ from dataclasses import fields
 from analyze.collective.topology import RING_KINDS
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Clock, HostClock, Iterations, Job, OtherTraffic, Socket, Topology, Transport, WhatIf
+from analyze.findings import Clock, Group, HostClock, Iterations, Job, OtherTraffic, Socket, Topology, Transport, WhatIf
 from analyze.result import HostSummary, Result
 from capture.units import format_rate
 
-PATTERN_NAMES = {"ring_allreduce": "ring all-reduce", "sharded_data_parallel": "sharded data parallel"}
+PATTERN_NAMES = {
+    "ring_allreduce": "ring all-reduce",
+    "sharded_data_parallel": "sharded data parallel",
+    "pipeline": "pipeline stages with a data-parallel group each",
+}
+GROUPS_SHOWN = 8  # a pipeline job's groups in the summary, at most (all in the JSON and the report)
 HOSTS_SHOWN = 16  # hosts listed one per line; beyond, the extremes and the distribution
 EXTREMES = 5  # hosts shown at each end of a longer table
 NAMES_SHOWN = 6  # host names listed for a note that repeats for many
@@ -284,12 +289,33 @@ def collective_lines(t: Topology, it: Iterations | None) -> list[str]:
         if it.pattern is not None:
             doubt = "" if it.pattern.confidence >= CONFIDENT else f": UNSURE ({it.pattern.confidence:.2f})"
             lines.append(f"  pattern: {it.pattern.formula}{doubt}")
+        lines.extend(group_lines(t.groups or []))
         if it.implied_gradient_bytes:
             lines.append(
                 f"  implied gradient S = {it.implied_gradient_bytes:,.0f} B "
                 f"(~{it.implied_params_fp32:,.0f} fp32 / {it.implied_params_fp16:,.0f} fp16 params)"
                 + (f"; measured/theory {it.theory_ratio:.4f}" if it.theory_ratio else "")
             )
+    return lines
+
+
+def group_lines(groups: list[Group]) -> list[str]:
+    """A pipeline job's groups, one line each (GROUPS_SHOWN at most): a data-parallel group's hosts and its stage's
+    S_g, a boundary's host pairs and its bytes per link per direction, UNSURE below CONFIDENT."""
+    lines = []
+    for g in groups[:GROUPS_SHOWN]:
+        per = g.implied_bytes
+        doubt = "" if (g.confidence or 0.0) >= CONFIDENT else f": UNSURE ({g.confidence or 0.0:.2f})"
+        if g.kind == "data_parallel":
+            text = f"data-parallel group {', '.join(g.hosts[:6])}{' ...' if len(g.hosts) > 6 else ''}"
+            text += f": stage gradients S_g = {per:,.0f} B{doubt}" if per else ""
+        else:
+            pairs = sorted({" <-> ".join(sorted(e)) for e in g.edges})
+            text = f"pipeline boundary {', '.join(pairs[:4])}{' ...' if len(pairs) > 4 else ''}"
+            text += f": {per:,.0f} B per link each way per iteration{doubt}" if per else ""
+        lines.append(f"  {text}")
+    if len(groups) > GROUPS_SHOWN:
+        lines.append(f"  ... and {len(groups) - GROUPS_SHOWN} more groups (all in the JSON: topology.groups)")
     return lines
 
 

@@ -25,11 +25,12 @@ from analyze.collective.iterations import (
 from analyze.collective.nccl_log import compare_rings, read_nccl_log
 from analyze.collective.ranks import RingRanks, TrafficRanks, ranks_from_connections, ring_ranks
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Iterations, Topology
+from analyze.findings import Group, Iterations, Topology
 from analyze.jsonform import from_plain
 from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
-from analyze.collective.pattern import name_pattern
+from analyze.collective.groups import find_groups, per_iteration_bytes
+from analyze.collective.pattern import name_pattern, pipeline_pattern
 from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
 from capture import layout
@@ -88,6 +89,15 @@ def add_collective(
             )
             topo = again
 
+    found = find_groups(edges) if topo.kind != "ring" else None  # one way round: one collective
+    if found is not None:
+        topo.groups = [from_plain(Group, g) for g in found["groups"]]
+        stages = sum(g.kind == "data_parallel" for g in topo.groups)
+        topo.notes.append(
+            f"{stages} data-parallel groups joined by pipeline links, confidence {found['confidence']:.2f}: the host "
+            f"pairs' bytes drop {found['evidence']['drop_to_pipeline_links']:.3g}x from the groups' to the links', "
+            f"and the links match the groups host to host"
+        )
     log = read_nccl_log(Path(nccl_log)) if nccl_log else None
     if log is not None:
         topo.nccl = compare_rings(log, topo.order if topo.kind in RING_KINDS else [], addr_host)
@@ -111,7 +121,7 @@ def add_collective(
         )
     result.topology = topo
     result.iterations = from_plain(
-        Iterations, _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations)
+        Iterations, _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations, found)
     )
 
 
@@ -191,8 +201,10 @@ def _iterations(
     gradient_bytes: Optional[float],
     ranks: RingRanks,
     count_given: Optional[int] = None,
+    found: Optional[dict[str, Any]] = None,
 ) -> dict[str, Any]:
-    """The `iterations` key: windows (markers or inferred), per-iteration bytes and the theory check."""
+    """The `iterations` key: windows (markers or inferred), per-iteration bytes and the theory check. FOUND: the
+    job's data-parallel groups and pipeline links (analyze.collective.groups), whose theory replaces the ring's."""
     bin_ns = int(result.bin_ns)
     out: dict[str, Any] = {
         "source": None,
@@ -254,7 +266,9 @@ def _iterations(
     series = series[keep]
     if cell_iteration is not None:
         cell_iteration = cell_iteration[keep]
-    per_it = per_iteration(series, windows, pairs, bin_ns, markers, nodes, cell_iteration)
+    grouped = [(e[0], e[1]) for g in topo.groups or [] for e in g.edges]
+    on_edges = pairs + [e for e in grouped if e not in pairs]
+    per_it = per_iteration(series, windows, on_edges, bin_ns, markers, nodes, cell_iteration)
     starts = windows["start_ns"].to_numpy(np.int64)
     out["phases"] = _phases(series, int(starts.min()), int(windows["end_ns"].max()), bin_ns)
     out.update(
@@ -276,7 +290,15 @@ def _iterations(
     out["ranks_per_host"] = ranks.per_host
     out["ring_size_source"] = ranks.source
     out["ring_size_sure"] = ranks.sure
-    pattern = name_pattern(topo.kind, topo.order, per_it, n)
+    if found is not None and topo.groups:
+        groups = [asdict(g) for g in topo.groups]
+        # as sure as the groups and the iterations it divides by (S_g also as the ranks W_g counts)
+        sure = min(found["confidence"], out["confidence"])
+        per_iteration_bytes(groups, per_it, ranks.per_host, sure, ranks.sure)
+        topo.groups = [from_plain(Group, g) for g in groups]
+        pattern = pipeline_pattern(found["confidence"], found["evidence"])
+    else:
+        pattern = name_pattern(topo.kind, topo.order, per_it, n)
     out["pattern"] = asdict(pattern)
     if pattern.factor:
         theory = ring_theory(per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends), n, known, pattern.factor)

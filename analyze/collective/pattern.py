@@ -21,6 +21,8 @@ from analyze.findings import Pattern
 BALANCED = 0.95  # the lighter direction of a two-way ring carries at least this share of the heavier: sharded
 TWO_WAY = 0.9  # from this share on, sharded but unsure (1.0 measured on FSDP2 over gloo, 3-6 ranks)
 ONE_WAY = 0.1  # a ring's reverse direction carries under this share of its forward one: a ring all-reduce
+ALIKE = 0.8  # a sharded ring's lightest edge carries at least this share of its heaviest (1.0 measured, 3 and 4 hosts)
+UNALIKE = 0.5  # from this share down, its edges differ too much for one sharded collective: not sure at all
 
 
 def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, Any]], w: int) -> Pattern:
@@ -44,6 +46,13 @@ def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, A
     if balance <= ONE_WAY:
         return Pattern(kind="ring_allreduce", formula=ring, factor=2 * (w - 1) / w, confidence=1.0, evidence=evidence)
     if balance >= TWO_WAY:
+        # every edge of a sharded ring carries alike; a pipeline of two stages with a data-parallel pair each is a
+        # two-way ring of four hosts too, its edges alternating between a stage's all-reduce and a boundary's
+        # activations (analyze.collective.groups names it where the two differ twofold or more)
+        alike = _alike(order, per_it)
+        evidence["edges_alike"] = round(alike, 4)
+        sure = float(np.clip((balance - TWO_WAY) / (BALANCED - TWO_WAY), 0.0, 1.0))
+        sure *= float(np.clip((alike - UNALIKE) / (ALIKE - UNALIKE), 0.0, 1.0))
         return Pattern(
             kind="sharded_data_parallel",
             formula="sharded data parallel (FSDP, ZeRO-3) over gloo: two all-gathers of (W-1)/W x S one way and the "
@@ -51,7 +60,7 @@ def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, A
             "per iteration",
             factor=4 * (w - 1) / w,
             # gloo is assumed, not read from the connections: NCCL's FSDP would send 3(W-1)/W x S, and one way
-            confidence=round(float(np.clip((balance - TWO_WAY) / (BALANCED - TWO_WAY), 0.0, 1.0)), 3),
+            confidence=round(sure, 3),
             evidence=evidence,
         )
     return Pattern(
@@ -62,6 +71,16 @@ def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, A
         confidence=0.0,
         evidence=evidence,
     )
+
+
+def _alike(order: list[str], per_it: list[dict[str, Any]]) -> float:
+    """The lightest of a two-way ring's edges (both directions, median bytes per iteration) over the heaviest."""
+    n = len(order)
+    keys = [f"{order[i]}->{order[(i + 1) % n]}" for i in range(n)] + [
+        f"{order[(i + 1) % n]}->{order[i]}" for i in range(n)
+    ]
+    medians = [float(np.median([it["bytes_by_edge"].get(k, 0) for it in per_it])) for k in keys] if per_it else [0.0]
+    return min(medians) / max(max(medians), 1.0)
 
 
 def _directions(order: list[str], per_it: list[dict[str, Any]]) -> tuple[float, float]:
@@ -78,3 +97,17 @@ def _directions(order: list[str], per_it: list[dict[str, Any]]) -> tuple[float, 
 
 
 __all__ = ["name_pattern", "BALANCED", "ONE_WAY", "TWO_WAY"]
+
+
+def pipeline_pattern(confidence: float, evidence: dict[str, Any]) -> Pattern:
+    """The pattern of a job read as data-parallel groups joined by pipeline links (analyze.collective.groups):
+    no one S for the job; each group carries its own theory."""
+    return Pattern(
+        kind="pipeline",
+        formula="pipeline stages joined point to point (activations forward, their gradients back, per "
+        "micro-batch), a data-parallel group per stage all-reducing that stage's gradients: no one S for the "
+        "job; each group's own in topology.groups",
+        factor=None,
+        confidence=confidence,
+        evidence={k: v for k, v in evidence.items() if v is not None},
+    )

@@ -22,6 +22,12 @@ MAKE_SURE = [
     "--iterations N: the number of training steps the job ran while it was captured",
     "--gradient-bytes S: the model's gradient bytes per step (fp32: 4 x parameters)",
 ]
+UNMODELLED = {  # patterns the what-if's model does not cover, and why
+    "sharded_data_parallel": "sharded data parallel (all-gathers in the forward and backward passes, a "
+    "reduce-scatter): its overlap is not modelled",
+    "pipeline": "pipeline stages with a data-parallel group each (activations point to point per micro-batch, "
+    "the pipeline's bubble, an all-reduce per stage): not modelled",
+}
 NOT_MODELLED = "nothing given would: the model does not cover this pattern (its bytes, S and transport above stand)"
 MAKE_W_SURE = "--world-size W or --ranks-per-host K: the job's ranks, which the capture could not count"
 
@@ -47,11 +53,12 @@ def doubt(result: Result) -> Optional[Unsure]:
     if its is not None and its.ring_size and its.ring_size_sure is False:
         told = [n for n in its.notes if n.startswith(("DISAGREEMENT: --world-size", "DISAGREEMENT: --ranks-per-host"))]
         because += told or [f"the world size N = {its.ring_size} was not told by the capture ({its.ring_size_source})"]
-    unmodelled = its is not None and its.pattern is not None and its.pattern.kind == "sharded_data_parallel"
-    if unmodelled:
+    kind = its.pattern.kind if its is not None and its.pattern is not None else None
+    unmodelled = kind in UNMODELLED
+    if kind in UNMODELLED:
         because.append(
-            "the what-if models a ring all-reduce behind the backward pass (DDP, Horovod); this job is sharded data "
-            "parallel (all-gathers in the forward and backward passes, a reduce-scatter): its overlap is not modelled"
+            "the what-if models a ring all-reduce behind the backward pass (DDP, Horovod); this job is "
+            + UNMODELLED[kind]
         )
     if topo is not None and topo.kind and topo.confidence < CONFIDENT:
         because.append(f"the {topo.kind} topology was inferred with confidence {topo.confidence:.2f}")

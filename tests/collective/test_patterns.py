@@ -38,6 +38,20 @@ def test_the_pattern_from_the_directions():
     assert name_pattern("star", ORDER, _iterations(1, 1), 4).factor is None
 
 
+def test_a_two_way_ring_of_unlike_edges_is_not_surely_sharded():
+    """Two pipeline stages of two replicas over a, b, c, d: a-b and c-d all-reduce a stage (8 MB each way), b-c and
+    d-a carry activations (1 MB each way): a two-way ring whose directions balance, but whose edges do not."""
+    its = _iterations(8_000_000, 8_000_000)
+    for it in its:
+        for edge in ("b->c", "c->b", "d->a", "a->d"):
+            it["bytes_by_edge"][edge] = 1_000_000
+    unlike = name_pattern("bidirectional_ring", ORDER, its, 4)
+    assert unlike.evidence["edges_alike"] == 0.125 and unlike.confidence == 0.0
+    for it in its:  # 70 %: two thirds of the way from UNALIKE (0.5) to ALIKE (0.8)
+        it["bytes_by_edge"].update({e: 5_600_000 for e in ("b->c", "c->b", "d->a", "a->d")})
+    assert name_pattern("bidirectional_ring", ORDER, its, 4).confidence == pytest.approx(2 / 3, abs=1e-3)
+
+
 @pytest.mark.parametrize("hosts", [3, 4])
 def test_fsdp_over_gloo_is_sharded_data_parallel(tmp_path, netns_cluster, hosts):  # noqa: F811
     job = Job(workload="fsdp", hosts=hosts, iters=12, params=1_000_000, batch=32)

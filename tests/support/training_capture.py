@@ -44,7 +44,8 @@ class Job:
     """What to train and on which network. order: 1-based host indices in launch order (rank r on order[r])."""
 
     # ddp | fsdp | horovod | gloo (fixtures/collective/gloo_allreduce.py: pause_s, then params floats) | sockets
-    # (capture/workloads/socket_allreduce.py: S = 4 × params over `sockets` connections per edge)
+    # (capture/workloads/socket_allreduce.py: S = 4 × params over `sockets` connections per edge) | pipeline
+    # (capture/workloads/pipeline_train.py: `stages` stages × W/stages data-parallel replicas)
     workload: str = "ddp"
     hosts: int = 4
     rate: Optional[str] = "1gbit"
@@ -69,6 +70,8 @@ class Job:
     slow_rank: int = -1
     slow_rate_bps: float = 50e6
     compute_ms: float = 100.0  # sockets only: arithmetic before each all-reduce
+    stages: int = 2  # pipeline only: ranks are stage r // (W / stages) of replica r % (W / stages)
+    micro_batches: int = 4  # pipeline only
 
     def network(self) -> dict[str, Any]:
         """netns.build's arguments for this job's hosts (also those of the netns_cluster fixture)."""
@@ -131,7 +134,14 @@ def record(job: Job, out: Path, cluster: Cluster, port: int = 29600) -> dict[str
     with capturing({h: run / h for h in hosts}, SNAPLEN):
         started_ns = time.time_ns()
         ranks = job.rank_hosts(hosts) if job.workload != "horovod" else hosts
-        train = {"ddp": _ddp, "fsdp": _fsdp, "horovod": _horovod, "gloo": _gloo, "sockets": _sockets}[job.workload]
+        train = {
+            "ddp": _ddp,
+            "fsdp": _fsdp,
+            "horovod": _horovod,
+            "gloo": _gloo,
+            "sockets": _sockets,
+            "pipeline": _pipeline,
+        }[job.workload]
         code, stdout = train(job, ranks, truth_dir, port)
         ended_ns = time.time_ns()
     if code != 0 and not _aborted_after_the_last_step(job, hosts, truth_dir, code):
@@ -279,6 +289,12 @@ def _fsdp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, 
     return _torch(argv, hosts, truth_dir, port, job.timeout_s)
 
 
+def _pipeline(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
+    argv = [PY, "-m", "capture.workloads.pipeline_train", *_train_args(job), "--stages", str(job.stages)]
+    argv += ["--micro-batches", str(job.micro_batches)]
+    return _torch(argv, hosts, truth_dir, port, job.timeout_s)
+
+
 def _sockets(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
     argv = [PY, "-m", "capture.workloads.socket_allreduce", "--hosts", ",".join(hosts), "--port", str(port + 1)]
     argv += ["--gradient-bytes", str(4 * job.params), "--sockets", str(job.sockets), "--iters", str(job.iters)]
@@ -391,6 +407,12 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
         "right_ports": {int(s["rank"]): s["right_ports"] for s in steps if "right_ports" in s},
         # sockets: each rank's ring payload per iteration, as it sent it
         "bytes_sent": {int(s["rank"]): s["bytes_sent"] for s in steps if "bytes_sent" in s},
+        # pipeline: each rank's stage, replica, activation bytes per micro-batch and micro-batches per step
+        "stage_of": {
+            int(s["rank"]): {k: s[k] for k in ("stage", "replica", "activation_bytes", "micro_batches")}
+            for s in steps
+            if "stage" in s
+        },
     }
 
 

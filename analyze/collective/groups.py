@@ -1,0 +1,158 @@
+"""Groups inside one job: data-parallel groups, and the pipeline links between them.
+
+Why: a pipeline-parallel job with a data-parallel group per stage is not one collective, and read as one it
+gives no answer or a wrong one: its four hosts in two stages of two replicas exchange data with two peers each,
+both ways, which is the shape of a sharded data-parallel ring. What tells them apart is the bytes. Each stage's
+replicas all-reduce that stage's gradients (S_stage per iteration, the heavy pairs), and between the stages run
+point-to-point activations forward and their gradients back (micro-batch × width per micro-batch each way, the
+lighter pairs), one link from each replica's stage to the same replica's next stage: a matching between two groups.
+
+So: pairs of hosts exchanging data both ways, ranked by bytes; the first split where the ranking drops by
+GAP or more whose heavier pairs fall apart into two or more groups of two or more hosts, and whose next class of
+pairs links those groups host to host (each host of one group to exactly one of the other), is read as data-parallel
+groups joined by pipeline links. Anything else (one connected collective, an uneven link, a host left out) is not
+a set of groups, and the caller keeps the job whole. The confidence is the drop: 0.5 at GAP, 1 at twice GAP.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+GAP = 2.0  # the heavier class of pairs carries at least this many times the lighter's bytes
+FLOOR = 0.01  # pairs under this share of the heaviest pair's bytes are control traffic (a rank mesh, a store)
+
+
+def _components(pairs: list[tuple[str, str]]) -> list[set[str]]:
+    """Connected host sets of PAIRS."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        parent[find(a)] = find(b)
+    out: dict[str, set[str]] = {}
+    for x in list(parent):
+        out.setdefault(find(x), set()).add(x)
+    return sorted(out.values(), key=lambda s: sorted(s))
+
+
+def _links(light: pd.DataFrame, groups: list[set[str]]) -> Optional[list[tuple[int, int, list[tuple[str, str]]]]]:
+    """The pipeline links between GROUPS from the LIGHT pairs: per pair of groups linked, (i, j, host pairs) when
+    they match the groups host to host; None when any light pair joins hosts of one group, or a link is partial."""
+    where = {h: i for i, g in enumerate(groups) for h in g}
+    by: dict[tuple[int, int], list[tuple[str, str]]] = {}
+    for a, b in zip(light["a"], light["b"]):
+        if a not in where or b not in where:
+            return None
+        i, j = where[a], where[b]
+        if i == j:
+            return None
+        key = (min(i, j), max(i, j))
+        by.setdefault(key, []).append((a, b) if i < j else (b, a))
+    out = []
+    for (i, j), hosts in sorted(by.items()):
+        left, right = [a for a, _ in hosts], [b for _, b in hosts]
+        if sorted(left) != sorted(groups[i]) or sorted(right) != sorted(groups[j]):
+            return None  # a matching covering both groups, or not a stage boundary
+        out.append((i, j, sorted(hosts)))
+    linked = _components([(str(i), str(j)) for i, j, _ in out])
+    if not out or len(linked) != 1 or len(linked[0]) != len(groups):
+        return None
+    return out
+
+
+def find_groups(edges: pd.DataFrame) -> Optional[dict[str, Any]]:
+    """Data-parallel groups joined by pipeline links, from a job's host edges (src, dst, payload_bytes), or None
+    (this module's docstring). Returns {groups: [{kind, hosts, edges, bytes}], confidence, evidence}: groups of
+    kind data_parallel (hosts, their heavy edges, their bytes both ways) then pipeline (the boundary's host
+    pairs as src -> dst edges both ways, and their bytes)."""
+    if edges.empty:
+        return None
+    directed = {(s, d): float(b) for s, d, b in zip(edges["src"], edges["dst"], edges["payload_bytes"])}
+    rows = []
+    for (s, d), b in directed.items():
+        back = directed.get((d, s), 0.0)
+        if s < d and b > 0 and back > 0:
+            rows.append((s, d, b + back))
+    pairs = pd.DataFrame(rows, columns=["a", "b", "bytes"]).sort_values("bytes", ascending=False, ignore_index=True)
+    pairs = pairs[pairs["bytes"] >= FLOOR * pairs["bytes"].max()] if len(pairs) else pairs
+    if len(pairs) < 3:
+        return None
+    w = pairs["bytes"].to_numpy()
+    drops = w[:-1] / w[1:]
+    for cut in np.flatnonzero(drops >= GAP):
+        heavy, rest = pairs.iloc[: cut + 1], pairs.iloc[cut + 1 :]
+        groups = _components(list(zip(heavy["a"], heavy["b"])))
+        if len(groups) < 2 or min(len(g) for g in groups) < 2:
+            continue
+        later = np.flatnonzero(drops[cut + 1 :] >= GAP)
+        light = rest.iloc[: later[0] + 1] if len(later) else rest
+        links = _links(light, groups)
+        if links is None:
+            continue
+        margin = min(float(drops[cut]), float(drops[cut + 1 + later[0]]) if len(later) else np.inf)
+        confidence = float(np.clip(0.5 + 0.5 * (min(margin, 2 * GAP) - GAP) / GAP, 0.5, 1.0))
+        out: list[dict[str, Any]] = []
+        for g in groups:
+            inner = [(s, d) for (s, d) in directed if s in g and d in g and directed[(s, d)] > 0]
+            out.append(
+                {
+                    "kind": "data_parallel",
+                    "hosts": sorted(g),
+                    "edges": [[s, d] for s, d in sorted(inner)],
+                    "bytes": int(sum(directed[e] for e in inner)),
+                }
+            )
+        for i, j, hosts in links:
+            both = sorted([(a, b) for a, b in hosts] + [(b, a) for a, b in hosts])
+            out.append(
+                {
+                    "kind": "pipeline",
+                    "hosts": sorted({h for pair in hosts for h in pair}),
+                    "edges": [[s, d] for s, d in both],
+                    "bytes": int(sum(directed.get(e, 0.0) for e in both)),
+                    "between": [i, j],
+                }
+            )
+        evidence = {
+            "drop_to_pipeline_links": round(float(drops[cut]), 3),
+            "drop_below_pipeline_links": round(float(drops[cut + 1 + later[0]]), 3) if len(later) else None,
+        }
+        return {"groups": out, "confidence": round(confidence, 3), "evidence": evidence}
+    return None
+
+
+def per_iteration_bytes(
+    groups: list[dict[str, Any]],
+    per_it: list[dict[str, Any]],
+    ranks_per_host: Optional[dict[str, int]],
+    confidence: float,
+    ranks_sure: bool,
+) -> None:
+    """Fill each group's bytes per iteration (the median over interior iterations of its edges' bytes) and its
+    theory, as sure as CONFIDENCE (a data-parallel group's, which counts W_g, half sure at most unless RANKS_SURE):
+    a data-parallel group of W_g ranks all-reduces its stage's S_g, 2(W_g-1) x S_g
+    over its edges (each rank sends 2(W_g-1)/W_g x S_g); a pipeline boundary's bytes per link per direction are
+    its activations (or their gradients) times the micro-batches."""
+    inner = per_it[1:-1] if len(per_it) >= 4 else per_it
+    if not inner:
+        return
+    for g in groups:
+        keys = [f"{s}->{d}" for s, d in g["edges"]]
+        bpi = float(np.median([sum(it["bytes_by_edge"].get(k, 0) for k in keys) for it in inner]))
+        g["bytes_per_iteration"] = round(bpi, 1)
+        dp = g["kind"] == "data_parallel"
+        g["confidence"] = round(min(confidence, 0.5) if dp and not ranks_sure else confidence, 3)
+        if g["kind"] == "data_parallel":
+            w = sum((ranks_per_host or {}).get(h, 1) for h in g["hosts"])
+            g["implied_bytes"] = round(bpi / (2 * (w - 1)), 1) if w > 1 else None
+            g["formula"] = f"the stage's gradients all-reduced over W_g = {w} ranks: 2(W_g-1) x S_g over its edges"
+        else:
+            g["implied_bytes"] = round(bpi / max(1, len(keys)), 1)
+            g["formula"] = "activations forward and their gradients back: bytes per link per direction per iteration"

@@ -1,0 +1,118 @@
+"""Pipeline-parallel training of the MLP over torch.distributed point-to-point, with a data-parallel group per
+stage: the structure of Megatron-style jobs, small enough for CPUs.
+
+W = stages × replicas ranks; rank r is stage r // replicas of replica r % replicas (the pipeline outermost, as
+Megatron orders its groups). Each stage holds its share of the MLP's layers. Per optimizer step and per
+micro-batch, stage s sends its activations (micro-batch × width floats) to stage s+1 of its replica and gets
+their gradient back (one micro-batch after another: a burst each way per micro-batch); after the last
+micro-batch each stage all-reduces its gradients, flattened, with the other replicas of that stage (its own
+process group), then steps. Launch like any torch.distributed script (gloo on CPU):
+
+    torchrun --nproc-per-node 4 -m capture.workloads.pipeline_train --stages 2 --micro-batches 4 --params 2000000
+
+Each marker carries what a test needs as truth: stage, replica, the stage's gradient bytes (what its group
+all-reduces: gradient_bytes), activation_bytes per micro-batch and direction, micro_batches, the pipeline peers
+and the data-parallel group's ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from capture import markers
+from capture.workloads import mlp
+
+
+def stage_layers(model: Any, stages: int, stage: int) -> Any:
+    """The Linear layers (with the ReLU after each but the last) of STAGE, the model's layers split in order."""
+    import torch.nn as nn
+
+    layers = list(model)
+    linear = [i for i, m in enumerate(layers) if isinstance(m, nn.Linear)]
+    per = -(-len(linear) // stages)
+    first = linear[stage * per]
+    last = linear[min(len(linear), (stage + 1) * per) - 1]
+    end = last + 2 if last + 1 < len(layers) else last + 1
+    return nn.Sequential(*layers[first:end])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mlp.add_arguments(parser)
+    parser.add_argument("--stages", type=int, default=2, help="pipeline stages (W must be a multiple)")
+    parser.add_argument("--micro-batches", type=int, default=4, help="micro-batches per optimizer step")
+    args = parser.parse_args(argv)
+
+    import torch
+    import torch.distributed as dist
+
+    backend, device, rank, world = mlp.start_torch("gloo")
+    if world % args.stages:
+        parser.error(f"world size {world} is not a multiple of --stages {args.stages}")
+    replicas = world // args.stages
+    stage, replica = rank // replicas, rank % replicas
+    torch.manual_seed(args.seed)
+    model, width = mlp.build(args.params)
+    part = stage_layers(model, args.stages, stage)
+    groups = [dist.new_group(list(range(s * replicas, (s + 1) * replicas))) for s in range(args.stages)]
+    mine = groups[stage]
+    prev = rank - replicas if stage > 0 else None
+    nxt = rank + replicas if stage + 1 < args.stages else None
+    optimizer = torch.optim.SGD(part.parameters(), lr=args.lr)
+    micro = max(1, args.batch_size // args.micro_batches)
+    generator = torch.Generator().manual_seed(args.seed + replica)
+    inputs = torch.randn(args.micro_batches, micro, width, generator=generator)
+    targets = torch.randn(args.micro_batches, micro, width, generator=generator)
+    grad_bytes = mlp.gradient_bytes(part)
+    truth = dict(
+        stage=stage,
+        replica=replica,
+        gradient_bytes=grad_bytes,
+        activation_bytes=micro * width * 4,
+        micro_batches=args.micro_batches,
+        pipeline_peers=[p for p in (prev, nxt) if p is not None],
+        data_parallel_group=list(range(stage * replicas, (stage + 1) * replicas)),
+        world_size=world,
+        backend=backend,
+        pattern="pipeline",
+    )
+    for i in range(args.iters):
+        with markers.iteration(i, **truth):
+            optimizer.zero_grad(set_to_none=True)
+            for m in range(args.micro_batches):
+                if prev is None:
+                    x = inputs[m]
+                else:
+                    x = torch.empty(micro, width)
+                    dist.recv(x, src=prev)
+                    x.requires_grad_()
+                out = part(x)
+                if nxt is None:
+                    torch.nn.functional.mse_loss(out, targets[m]).div(args.micro_batches).backward()
+                else:
+                    dist.send(out.detach(), dst=nxt)
+                    grad = torch.empty_like(out)
+                    dist.recv(grad, src=nxt)
+                    out.backward(grad)
+                if prev is not None:
+                    assert x.grad is not None  # x required grad and the loss reached it
+                    dist.send(x.grad, dst=prev)
+            flat = torch.cat([p.grad.reshape(-1) for p in part.parameters()])
+            dist.all_reduce(flat, group=mine)
+            flat /= replicas
+            at = 0
+            for p in part.parameters():
+                p.grad.copy_(flat[at : at + p.numel()].view_as(p))
+                at += p.numel()
+            optimizer.step()
+    if rank == 0:
+        mlp.report("pipeline_train", args, 0.0, 0.0, stages=args.stages, replicas=replicas, world_size=world)
+    dist.barrier()  # rank 0 hosts the store: no rank may still talk to it when it exits
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

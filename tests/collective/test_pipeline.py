@@ -1,0 +1,54 @@
+"""A pipeline-parallel job with a data-parallel group per stage (capture/workloads/pipeline_train.py: two stages
+of two replicas, four micro-batches a step, over gloo), captured live in network namespaces; the truth is each
+rank's own record: its stage and replica, its stage's gradient bytes, its activations per micro-batch."""
+
+from __future__ import annotations
+
+from analyze.api import analyze
+from analyze.confidence.thresholds import CONFIDENT
+from reports.html import render_html
+from reports.text import summary_text
+from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_bytes import worst_host_bytes_error
+from tests.support.training_capture import Job, live_capture
+
+
+def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa: F811
+    job = Job(workload="pipeline", hosts=4, iters=12, params=2_000_000, batch=64, micro_batches=4, order=[2, 4, 1, 3])
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    alone = analyze([run], workers=1, byte_mode="payload")
+    # gloo's subgroups add connections to the rank mesh, which then counts no ranks: W_g is assumed, S_g unsure
+    assert not alone.iterations.ring_size_sure
+    assert all(g.confidence < CONFIDENT for g in alone.topology.groups if g.kind == "data_parallel")
+    r = analyze([run], workers=1, byte_mode="payload", world_size=job.hosts)  # as its user would say
+    host = truth["launch_order"]  # rank r on host[r]
+    stage = {rank: x["stage"] for rank, x in truth["stage_of"].items()}
+    replicas = len(host) // job.stages
+    dp = sorted(sorted(host[r] for r in stage if stage[r] == s) for s in range(job.stages))
+    links = sorted(tuple(sorted((host[r], host[r + replicas]))) for r in stage if stage[r] + 1 < job.stages)
+    groups = r.topology.groups
+    assert groups, (r.topology.kind, r.topology.notes)
+    assert sorted(g.hosts for g in groups if g.kind == "data_parallel") == dp
+    (boundary,) = [g for g in groups if g.kind == "pipeline"]
+    assert sorted({tuple(sorted(e)) for e in boundary.edges}) == links and len(boundary.edges) == 2 * len(links)
+    its = r.iterations
+    assert its.pattern.kind == "pipeline" and its.pattern.confidence >= CONFIDENT, its.pattern
+    assert its.implied_gradient_bytes is None  # no one S for the job: each group has its own
+    assert its.count == job.iters or not its.confident, (its.count, its.confidence, its.evidence)
+    if its.confident:
+        for g in groups:
+            assert g.confidence >= CONFIDENT, g
+            if g.kind == "data_parallel":  # the stage's gradient bytes, as its ranks issued them
+                assert abs(g.implied_bytes / truth["gradient_bytes"] - 1) <= 0.03, (g, truth["gradient_bytes"])
+            else:  # activations forward (or their gradients back), per micro-batch, per link and direction
+                sent = truth["stage_of"][0]["activation_bytes"] * job.micro_batches
+                assert abs(g.implied_bytes / sent - 1) <= 0.03, (g, sent)
+        worst, pairs = worst_host_bytes_error(run, its)
+        assert worst <= 0.02, pairs
+    # the what-if's model is DDP's: it says so instead of answering
+    assert r.scaling is None or (r.scaling.unsure is not None and "pipeline" in " ".join(r.scaling.unsure.because))
+    assert r.verdict.answer == "unclear"
+    text = summary_text(r)
+    assert "pattern: pipeline stages" in text and "pipeline boundary" in text, text
+    html = render_html(r)  # the report's topology section lists the groups
+    assert html.count('<tr data-kind="data_parallel">') == job.stages and html.count('<tr data-kind="pipeline">') == 1
