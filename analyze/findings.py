@@ -66,7 +66,7 @@ class Group:
     edges: list[list[str]]  # [src, dst] host pairs
     bytes: int  # over the whole capture, both ways
     between: list[int] | None = optional()  # pipeline: the two data-parallel groups it joins (indices)
-    bytes_per_iteration: float | None = optional()  # median over iterations, its edges summed
+    bytes_per_iteration: float | None = optional()  # its edges' bytes over the capture, per iteration
     implied_bytes: float | None = optional()
     confidence: float | None = optional()  # of implied_bytes: its groups', its iterations' and its ranks' least
     formula: str | None = optional()

@@ -39,6 +39,7 @@ def trace_events(result: Result) -> dict[str, Any]:
     offset = _offsets(result)
     owner = {a: h.name for h in result.hosts for a in h.addresses}
     events: list[dict[str, Any]] = []
+    groups = _group_of_edge(result)
     for i, host in enumerate(names):
         pid = PID_BASE + i
         events += _meta(pid, host, i)
@@ -55,7 +56,7 @@ def trace_events(result: Result) -> dict[str, Any]:
         peers = _ring_steps(t, owner, host, offset, result.bin_ns)
         for j, (peer, runs) in enumerate(sorted(peers.items())):
             tid = TID_STEPS + j
-            events.append(_thread_name(pid, tid, f"ring step → {peer}", 10 + j))
+            events.append(_thread_name(pid, tid, f"ring step → {peer}{groups.get((host, peer), '')}", 10 + j))
             for start, end, nbytes in runs:
                 events.append(_slice(pid, tid, f"→ {peer}", start, end, base, {"bytes": nbytes}))
         for direction in ("tx", "rx"):
@@ -157,6 +158,18 @@ def _job_events(job: Job, pid: int, order: int, offset: dict[str, int], base: in
             start, end = int(r.start_ns) + shift, int(r.end_ns) + shift
             events.append(_slice(pid, tid, f"iteration {r.index}", start, end, base, {"iteration": r.index}))
     return events
+
+
+def _group_of_edge(result: Result) -> dict[tuple[str, str], str]:
+    """A pipeline job's edges, each with the name of its group for its track: " (data-parallel group 0)" or
+    " (pipeline boundary 0-1)"; empty for one collective."""
+    out = {}
+    for i, g in enumerate((result.topology.groups if result.topology else None) or []):
+        pair = f" {g.between[0]}-{g.between[1]}" if g.between else ""
+        name = f" (data-parallel group {i})" if g.kind == "data_parallel" else f" (pipeline boundary{pair})"
+        for src, dst in g.edges:
+            out[(src, dst)] = name
+    return out
 
 
 def _iterations(result: Result, host: str) -> list[tuple[int, int]]:

@@ -30,7 +30,7 @@ from analyze.jsonform import from_plain
 from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
 from analyze.collective.groups import find_groups, per_iteration_bytes
-from analyze.collective.pattern import name_pattern, pipeline_pattern
+from analyze.collective.pattern import confirmed, name_pattern, pipeline_pattern
 from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
 from capture import layout
@@ -104,12 +104,13 @@ def add_collective(
         if topo.nccl.matches is False:
             topo.notes.append("the NCCL log's ring differs from the ring the packets took")
     in_ring = len(topo.order) or len({e.src for e in topo.edges})
+    traffic = _traffic_ranks(flows, addr_host, host_names)
     ranks = ring_ranks(
         markers,
         log,
         in_ring,
         result.run,
-        traffic=_traffic_ranks(flows, addr_host, host_names),
+        traffic=traffic,
         world_size=world_size,
         ranks_per_host=ranks_per_host,
     )
@@ -120,9 +121,9 @@ def add_collective(
             f"in packets; GPU-to-GPU hops inside a server are not"
         )
     result.topology = topo
-    result.iterations = from_plain(
-        Iterations, _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations, found)
-    )
+    mesh = traffic is not None  # gloo's rank mesh: the framework the bytes theory depends on
+    its = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations, found, mesh)
+    result.iterations = from_plain(Iterations, its)
 
 
 def _traffic_ranks(flows: pd.DataFrame, addr_host: dict[str, str], host_names: list[str]) -> Optional[TrafficRanks]:
@@ -202,9 +203,11 @@ def _iterations(
     ranks: RingRanks,
     count_given: Optional[int] = None,
     found: Optional[dict[str, Any]] = None,
+    mesh: bool = True,
 ) -> dict[str, Any]:
     """The `iterations` key: windows (markers or inferred), per-iteration bytes and the theory check. FOUND: the
-    job's data-parallel groups and pipeline links (analyze.collective.groups), whose theory replaces the ring's."""
+    job's data-parallel groups and pipeline links (analyze.collective.groups), whose theory replaces the ring's.
+    MESH: gloo's rank mesh is in the connections (the framework, which the bytes theory depends on)."""
     bin_ns = int(result.bin_ns)
     out: dict[str, Any] = {
         "source": None,
@@ -298,11 +301,11 @@ def _iterations(
         topo.groups = [from_plain(Group, g) for g in groups]
         pattern = pipeline_pattern(found["confidence"], found["evidence"])
     else:
-        pattern = name_pattern(topo.kind, topo.order, per_it, n)
-    out["pattern"] = asdict(pattern)
+        pattern = name_pattern(topo.kind, topo.order, per_it, n, mesh)
     if pattern.factor:
         theory = ring_theory(per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends), n, known, pattern.factor)
         out.update(theory)
+        pattern = confirmed(pattern, theory["theory_ratio"] if known else None)
         # S implied by the bytes per iteration is as sure as the iterations it divides by and the pattern it reads
         sure = min(out["confidence"], pattern.confidence) if ranks.sure else min(out["confidence"], 0.5)
         out["implied_gradient_bytes_confidence"] = sure if theory["implied_gradient_bytes"] else None
@@ -320,6 +323,7 @@ def _iterations(
     else:
         out.update(ring_theory(None, n, None))
         out["notes"].append(f"S unsure: {pattern.formula}")
+    out["pattern"] = asdict(pattern)
     return out
 
 

@@ -21,13 +21,24 @@ from analyze.findings import Pattern
 BALANCED = 0.95  # the lighter direction of a two-way ring carries at least this share of the heavier: sharded
 TWO_WAY = 0.9  # from this share on, sharded but unsure (1.0 measured on FSDP2 over gloo, 3-6 ranks)
 ONE_WAY = 0.1  # a ring's reverse direction carries under this share of its forward one: a ring all-reduce
+NO_MESH = 0.7  # a one-way ring without gloo's rank mesh: DDP's theory, or NCCL's FSDP (3(W-1)/W x S): unsure
+NO_MESH_TEXT = (
+    "; the connections show no gloo rank mesh (NCCL?), and NCCL's FSDP also sends one way round, 3(W-1)/W x S: "
+    "--gradient-bytes or markers settle which"
+)
+CONFIRMS = (0.97, 1.1)  # measured over theory bytes with S known, for which a pattern's theory is confirmed
 ALIKE = 0.8  # a sharded ring's lightest edge carries at least this share of its heaviest (1.0 measured, 3 and 4 hosts)
 UNALIKE = 0.5  # from this share down, its edges differ too much for one sharded collective: not sure at all
 
 
-def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, Any]], w: int) -> Pattern:
+def name_pattern(
+    kind: Optional[str], order: list[str], per_it: list[dict[str, Any]], w: int, mesh: bool = True
+) -> Pattern:
     """The pattern of a job whose topology is `kind` over hosts in ring `order`, from each edge's median bytes per
-    iteration, for a job of W ranks; its bytes theory as the factor of S each rank sends per ring send."""
+    iteration, for a job of W ranks; its bytes theory as the factor of S each rank sends per ring send. MESH: the
+    connections show gloo's rank mesh (every host pair connected). Without it the framework is unknown (NCCL
+    connects ring neighbours only), and NCCL's FSDP sends one way round too, 3(W-1)/W x S: a one-way ring is then
+    a ring all-reduce at NO_MESH confidence only, and a two-way ring's gloo theory half sure at most."""
     if kind not in ("ring", "bidirectional_ring") or len(order) < 2 or w < 2:
         return Pattern(
             kind="unknown",
@@ -39,12 +50,17 @@ def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, A
     ring = "ring all-reduce (DDP, Horovod): each rank sends 2(W-1)/W x S per iteration to its successor"
     if len(order) == 2:  # each host is the other's successor and predecessor: no direction to weigh
         ring += "; on two hosts a sharded job's two directions share the one edge each way, so it is assumed"
-        return Pattern(kind="ring_allreduce", formula=ring, factor=2 * (w - 1) / w, confidence=1.0, evidence={})
+        ring += "" if mesh else NO_MESH_TEXT
+        sure = 1.0 if mesh else NO_MESH
+        return Pattern(kind="ring_allreduce", formula=ring, factor=2 * (w - 1) / w, confidence=sure, evidence={})
     forward, backward = _directions(order, per_it)
     balance = min(forward, backward) / max(forward, backward, 1.0)
     evidence = {"reverse_share": round(balance, 4)}
     if balance <= ONE_WAY:
-        return Pattern(kind="ring_allreduce", formula=ring, factor=2 * (w - 1) / w, confidence=1.0, evidence=evidence)
+        if not mesh:
+            ring += NO_MESH_TEXT
+        sure = 1.0 if mesh else NO_MESH
+        return Pattern(kind="ring_allreduce", formula=ring, factor=2 * (w - 1) / w, confidence=sure, evidence=evidence)
     if balance >= TWO_WAY:
         # every edge of a sharded ring carries alike; a pipeline of two stages with a data-parallel pair each is a
         # two-way ring of four hosts too, its edges alternating between a stage's all-reduce and a boundary's
@@ -53,13 +69,14 @@ def name_pattern(kind: Optional[str], order: list[str], per_it: list[dict[str, A
         evidence["edges_alike"] = round(alike, 4)
         sure = float(np.clip((balance - TWO_WAY) / (BALANCED - TWO_WAY), 0.0, 1.0))
         sure *= float(np.clip((alike - UNALIKE) / (ALIKE - UNALIKE), 0.0, 1.0))
+        sure = sure if mesh else min(sure, 0.5)
         return Pattern(
             kind="sharded_data_parallel",
             formula="sharded data parallel (FSDP, ZeRO-3) over gloo: two all-gathers of (W-1)/W x S one way and the "
             "gradients' reduce-scatter, run as an all-reduce of 2(W-1)/W x S, the other; 4(W-1)/W x S per rank "
             "per iteration",
             factor=4 * (w - 1) / w,
-            # gloo is assumed, not read from the connections: NCCL's FSDP would send 3(W-1)/W x S, and one way
+            # gloo, its rank mesh seen in the connections; NCCL's FSDP would send 3(W-1)/W x S, and one way
             confidence=round(sure, 3),
             evidence=evidence,
         )
@@ -97,6 +114,15 @@ def _directions(order: list[str], per_it: list[dict[str, Any]]) -> tuple[float, 
 
 
 __all__ = ["name_pattern", "BALANCED", "ONE_WAY", "TWO_WAY"]
+
+
+def confirmed(pattern: Pattern, theory_ratio: Optional[float]) -> Pattern:
+    """PATTERN made sure by the gradient bytes the user or the markers gave: its theory, applied to the measured
+    bytes, reads them within CONFIRMS (headers add up to 6 % in ip and wire modes; NCCL's FSDP read as DDP, 50 %)."""
+    if theory_ratio is None or not CONFIRMS[0] <= theory_ratio <= CONFIRMS[1] or pattern.confidence >= 1.0:
+        return pattern
+    evidence = {**pattern.evidence, "theory_ratio": round(theory_ratio, 4)}  # the doubt, settled: said no more
+    return Pattern(pattern.kind, pattern.formula.replace(NO_MESH_TEXT, ""), pattern.factor, 1.0, evidence)
 
 
 def pipeline_pattern(confidence: float, evidence: dict[str, Any]) -> Pattern:

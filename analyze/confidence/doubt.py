@@ -53,7 +53,10 @@ def doubt(result: Result) -> Optional[Unsure]:
     if its is not None and its.ring_size and its.ring_size_sure is False:
         told = [n for n in its.notes if n.startswith(("DISAGREEMENT: --world-size", "DISAGREEMENT: --ranks-per-host"))]
         because += told or [f"the world size N = {its.ring_size} was not told by the capture ({its.ring_size_source})"]
-    kind = its.pattern.kind if its is not None and its.pattern is not None else None
+    pattern = its.pattern if its is not None else None
+    if pattern is not None and pattern.factor and pattern.confidence < CONFIDENT and its is not None and its.count:
+        because.append(f"the bytes theory is unsure ({pattern.confidence:.2f}): {pattern.formula}")
+    kind = pattern.kind if pattern is not None else None
     unmodelled = kind in UNMODELLED
     if kind in UNMODELLED:
         because.append(

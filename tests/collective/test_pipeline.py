@@ -8,6 +8,7 @@ from analyze.api import analyze
 from analyze.confidence.thresholds import CONFIDENT
 from reports.html import render_html
 from reports.text import summary_text
+from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
 from tests.support.training_capture import Job, live_capture
@@ -50,6 +51,8 @@ def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa:
     assert r.verdict.answer == "unclear"
     text = summary_text(r)
     assert "pattern: pipeline stages" in text and "pipeline boundary" in text, text
+    tracks = [e["args"]["name"] for e in trace_events(r)["traceEvents"] if e.get("name") == "thread_name"]
+    assert sum("(pipeline boundary 0-1)" in x for x in tracks) == 2 * len(links), tracks  # each way, each link
     html = render_html(r)  # the report's topology section lists the groups
     assert html.count('<tr data-kind="data_parallel">') == job.stages and html.count('<tr data-kind="pipeline">') == 1
 
