@@ -35,17 +35,17 @@ def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa:
     its = r.iterations
     assert its.pattern.kind == "pipeline" and its.pattern.confidence >= CONFIDENT, its.pattern
     assert its.implied_gradient_bytes is None  # no one S for the job: each group has its own
-    assert its.count == job.iters or not its.confident, (its.count, its.confidence, its.evidence)
-    if its.confident:
-        for g in groups:
-            assert g.confidence >= CONFIDENT, g
-            if g.kind == "data_parallel":  # the stage's gradient bytes, as its ranks issued them
-                assert abs(g.implied_bytes / truth["gradient_bytes"] - 1) <= 0.03, (g, truth["gradient_bytes"])
-            else:  # activations forward (or their gradients back), per micro-batch, per link and direction
-                sent = truth["stage_of"][0]["activation_bytes"] * job.micro_batches
-                assert abs(g.implied_bytes / sent - 1) <= 0.03, (g, sent)
-        worst, pairs = worst_host_bytes_error(run, its)
-        assert worst <= 0.02, pairs
+    # the stages' all-reduces pause between steps: sure (1.00 on five captures)
+    assert its.count == job.iters and its.confident, (its.count, its.confidence, its.evidence)
+    for g in groups:
+        assert g.confidence >= CONFIDENT, g
+        if g.kind == "data_parallel":  # the stage's gradient bytes, as its ranks issued them
+            assert abs(g.implied_bytes / truth["gradient_bytes"] - 1) <= 0.03, (g, truth["gradient_bytes"])
+        else:  # activations forward (or their gradients back), per micro-batch, per link and direction
+            sent = truth["stage_of"][0]["activation_bytes"] * job.micro_batches
+            assert abs(g.implied_bytes / sent - 1) <= 0.03, (g, sent)
+    worst, pairs = worst_host_bytes_error(run, its)
+    assert worst <= 0.02, pairs
     # the what-if's model is DDP's: it says so instead of answering
     assert r.scaling is None or (r.scaling.unsure is not None and "pipeline" in " ".join(r.scaling.unsure.because))
     assert r.verdict.answer == "unclear"
