@@ -298,9 +298,10 @@ def _sockets(
     rate = np.where(weight > 0, np.bincount(at, weights=u * u, minlength=len(fid)) / np.maximum(weight, 1e-300), np.nan)
     ports = flows.set_index("flow_id")[["sport", "dport"]].reindex(fid).to_numpy()
     payload = ft["payload_bytes"].to_numpy(np.int64)
+    by_edge = np.lexsort((-payload, code))  # one sort, each edge's rows heaviest first: no scan per edge
+    first = np.concatenate([[0], np.cumsum(per_edge)])
     for e in np.flatnonzero(per_edge > 1):
-        rows = np.flatnonzero(code == e)
-        rows = rows[np.argsort(-payload[rows], kind="stable")]
+        rows = by_edge[first[e] : first[e + 1]]
         data = payload[rows] >= CONTROL_SHARE * payload[rows].max()
         pace = np.nanmedian(rate[rows][data]) if data.sum() >= 2 else np.nan
         total = max(1, int(payload[rows].sum()))
