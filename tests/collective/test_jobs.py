@@ -186,7 +186,9 @@ def test_two_ddp_jobs_on_the_same_hosts(tmp_path, netns_cluster):  # noqa: F811
 
 
 def test_a_bulk_copy_during_training_is_set_aside(tmp_path, netns_cluster):  # noqa: F811
-    job = Job(hosts=4, iters=40, params=1_000_000, batch=32)
+    # 80 steps: the job outlasts the copy (about 7 s) however slowly the loaded machine starts it; at 40 a CI run's
+    # job ended while the copy ran, and only 19 % of the sender's link went to it while the ring was busy
+    job = Job(hosts=4, iters=80, params=1_000_000, batch=32)
     (truth,), copied = _live(tmp_path, netns_cluster, [(job, 0.0)], Copy(src=2, dst=3, nbytes=300_000_000, after_s=6.0))
     assert copied == 300_000_000
     r = analyze([tmp_path / "cap" / "run"], workers=1, byte_mode="payload")
