@@ -23,6 +23,7 @@ from capture.errors import CaptureError
 
 READY_LINE = "ringscope-agent: ready"
 DRAIN_S = 0.2  # let the last packets of the job reach tcpdump before it is stopped
+POLL_S = 0.05  # how often the agent looks at its stop conditions
 SPACE_CHECK_S = 0.25  # how often the capture folder's free space is looked at (one statvfs)
 
 
@@ -88,13 +89,16 @@ def _wait_listening(proc, log_path: Path, iface: str, timeout_s: float) -> None:
 
 
 class _StopWhen:
-    """Collects the stop conditions; wait() returns the reason."""
+    """Collects the stop conditions; wait() returns the reason.
+
+    No threading.Event: its set() takes a plain lock that the main thread may be holding inside wait() when
+    the signal handler runs on that same thread, and the agent then hangs for ever on SIGTERM. A reason set
+    once (one attribute store, atomic) and a polling loop cannot deadlock."""
 
     def __init__(self, options: AgentOptions, proc) -> None:
         self.options = options
         self.proc = proc
         self.reason: str | None = None
-        self.event = threading.Event()
         self.low_space_bytes: int | None = None  # the least free space seen, once it fell below LOW_SPACE_BYTES
         self._space_checked = 0.0
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -129,11 +133,11 @@ class _StopWhen:
     def stop(self, reason: str) -> None:
         if self.reason is None:
             self.reason = reason
-        self.event.set()
 
     def wait(self, started: float) -> str:
         options = self.options
-        while not self.event.wait(0.05):
+        while self.reason is None:
+            time.sleep(POLL_S)
             self._watch_space()
             if options.duration_s is not None and time.monotonic() - started >= options.duration_s:
                 self.stop("duration")
@@ -141,8 +145,7 @@ class _StopWhen:
                 self.stop(f"pid {options.until_pid} exited")
             elif self.proc.poll() is not None:
                 self.stop("tcpdump exited")
-        assert self.reason is not None  # stop() sets it before it sets the event
-        return self.reason
+        return str(self.reason)
 
 
 def run_agent(options: AgentOptions, say=print) -> int:
