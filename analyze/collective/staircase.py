@@ -41,6 +41,7 @@ from analyze.confidence.thresholds import SURE_STEP_BINS
 
 LOW_FRACTION = 0.25  # a bin below this share of the edge's busy rate (its p90 bin) is part of a pause
 TOOTH_TOLERANCE = 0.12  # a tooth is the pause within this share of B from where the comb predicts it
+SHORT_END = 0.3  # the end of an edge's traffic closes its last iteration when that is short by up to this share
 MAX_HARMONIC = 12  # sub-multiples B/m, m <= this, are weighed against B (Horovod fuses 7-12 all-reduces)
 MAX_PAUSES = 4000  # pauses kept per edge for the comb (the longest): bounds the candidate search
 ANCHORS = 6  # the heaviest pauses tried as the lattice's pin, beside the comb's phase
@@ -282,6 +283,12 @@ def _walk(
         while True:
             k += direction
             want = here + direction * period if offset is None else offset + k * period
+            if direction == 1 and hi_end < want <= p.last_pos + SHORT_END * period and abs(k) <= max_steps:
+                # the last iteration ended short: the next step's first sends, which this edge made before the
+                # step's pause every other time, never came (a rank late into every step; the run then ended)
+                j = bisect_left(pos, p.last_pos)
+                teeth.append((j, pos[j]))
+                break
             if want < lo_end or want > hi_end or abs(k) > max_steps:
                 break
             a, b = bisect_left(pos, want - tol), bisect_right(pos, want + tol)
