@@ -30,6 +30,7 @@ from analyze.result import Result
 from analyze.result_whatif import add_whatif
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
+from analyze.wire.stragglers import add_stragglers
 from analyze.wire.transport import diagnose
 
 TOP_OTHER = 20  # other connections listed by name; the rest are counted
@@ -75,7 +76,8 @@ def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None
         result.warnings.extend(f"job {j + 1}: {w}" for w in job.warnings)
     top = jobs[0]
     result.topology, result.iterations, result.transport = top.topology, top.iterations, top.transport
-    result.scaling, result.capture_problems = top.scaling, top.capture_problems
+    result.scaling, result.link_bound, result.capture_problems = top.scaling, top.link_bound, top.capture_problems
+    result.stragglers = top.stragglers
     result.jobs = [_record(f"job {j + 1}", job) for j, job in enumerate(jobs)]
     result.other_traffic = _other(tables.flows, fh, other, [s for links in shares for s in links], split.note)
 
@@ -96,6 +98,7 @@ def _analyze(result: Result, metas: Mapping[str, Any], given: Given, shared: Opt
     result.transport = diagnose(result, shared)
     leave_out_resent(result)  # S from the unique bytes, before the what-if divides by it
     add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
+    add_stragglers(result)
 
 
 def _cut(result: Result, mask: np.ndarray, several: bool) -> Result:
@@ -178,6 +181,8 @@ def _record(name: str, job: Result) -> Job:
         phases=its.phases if its is not None else None,
         transport=job.transport,
         scaling=job.scaling,
+        link_bound=job.link_bound,
+        stragglers=job.stragglers,
         capture_problems=job.capture_problems,
         confidence=round(min(sure), 3) if sure else 0.0,
     )

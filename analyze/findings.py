@@ -213,6 +213,9 @@ class EdgeIterations:
     index: list[int] = field(default_factory=list)
     idle_share: list[float] = field(default_factory=list)
     rate_while_busy: list[float] = field(default_factory=list)
+    start_ns: list[int] = field(default_factory=list)  # its first busy bin, on the reference clock
+    end_ns: list[int] = field(default_factory=list)  # the end of its last busy bin
+    tail_ns: list[int | None] = field(default_factory=list)  # its last run of busy bins after a pause (None: one run)
     rtt_median_ms: list[float | None] = field(default_factory=list)
     resent_bytes: list[int] = field(default_factory=list)
 
@@ -280,6 +283,7 @@ class TransportEdge:
     confidence: float
     series: EdgeSeries
     sockets: list[Socket] = field(default_factory=list)  # where the edge runs over several connections
+    pace_bps: float | None = optional()  # its rate while sending: the 90th percentile of its bins with bytes
 
 
 @dataclass
@@ -292,6 +296,32 @@ class Transport:
     evidence: list[str] = field(default_factory=list)
     edges: list[TransportEdge] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Straggler:
+    """Who holds the ring back (analyze.wire.stragglers): a host late into the collective (compute) or a slow link,
+    the time each iteration loses to it, and how sure."""
+
+    host: str
+    rank: int | None
+    kind: str  # compute | link
+    lost_ns_per_iteration: float
+    iterations_affected: int
+    evidence: list[str]
+    confidence: float
+
+
+@dataclass
+class LinkFix:
+    """The per-link what-if: the iteration if this host's link (or this edge) ran at the other edges' pace."""
+
+    host: str | None
+    src: str | None
+    dst: str | None
+    iteration_ns_if_fixed: float
+    saving_ns: float
+    saving_share: float  # of the iteration period
 
 
 # ---- the what-if (analyze.whatif) -----------------------------------------------------------------------------
@@ -402,11 +432,53 @@ class WhatIf:
     verdict: str = ""
     replay: ReplayCheck | None = optional()
     unsure: Unsure | None = optional()
+    # each host's link at the other edges' pace, the largest saving first (analyze.wire.stragglers)
+    per_edge: list[LinkFix] | None = optional()
 
     @property
     def scaling_factor(self) -> float | None:
         """T / (T + overhead) at the run's own N with its link fully used."""
         return self.measured.full_utilization_scaling_factor if self.measured else None
+
+
+@dataclass
+class LinkLoad:
+    """One host's link in the link-bound what-if: what it sends per iteration and how long that takes at line rate."""
+
+    host: str
+    bytes_per_iteration: float  # to the job's other hosts, counted as the result's byte mode
+    link_speed_bps: float
+    line_rate_ns: float  # bytes_per_iteration at link_speed_bps
+    groups: list[str] = field(default_factory=list)  # pipeline: the groups its bytes belong to
+
+
+@dataclass
+class BuyBound:
+    """The link speed that reaches a scaling factor with the communication fully overlapped, and with none of it."""
+
+    target: float
+    full_overlap_bps: float
+    no_overlap_bps: float
+
+
+@dataclass
+class LinkBound:
+    """The what-if for parallelism the ring model does not cover (analyze.whatif.link_bound; JSON `link_bound`):
+    the step at any link speed B lies between max(T, c(B)) and T + c(B), c(B) the busiest link's bytes per
+    iteration at B; the scaling factor T / step between the two."""
+
+    pattern: str
+    formula: str
+    period_ns: float
+    compute_ns: list[float]  # T, [least, most]: as given, or between the period less its communication and the period
+    compute_source: str  # given | bracketed
+    links: list[LinkLoad]  # every host's link, the busiest first
+    scaling_factor: list[float]  # at the job's own link speeds: [least (no overlap), most (full overlap)]
+    buy: list[BuyBound]
+    stages: int | None = optional()  # pipeline: data-parallel groups joined by pipeline links
+    assumptions: list[str] = field(default_factory=list)
+    verdict: str = ""
+    unsure: Unsure | None = optional()
 
 
 # ---- jobs and other traffic (analyze.collective.jobs, analyze.each_job) ------------------------------------------
@@ -443,6 +515,8 @@ class Job:
     capture_problems: list[str] | None
     confidence: float
     notes: list[str] = field(default_factory=list)
+    link_bound: LinkBound | None = optional()  # the what-if of a sharded or pipeline job (analyze.whatif.link_bound)
+    stragglers: list[Straggler] | None = optional()  # who holds its ring back (analyze.wire.stragglers)
 
 
 @dataclass

@@ -13,7 +13,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analyze.findings import Clock, Iterations, Job, OtherTraffic, Topology, Transport, Verdict, WhatIf
+from analyze.findings import (
+    Clock,
+    Iterations,
+    Job,
+    LinkBound,
+    OtherTraffic,
+    Straggler,
+    Topology,
+    Transport,
+    Verdict,
+    WhatIf,
+)
 from analyze.jsonform import from_plain, optional, plain
 
 if TYPE_CHECKING:  # pandas is imported lazily by the code that builds tables
@@ -123,6 +134,10 @@ class Result:
     topology: Topology | None = optional()
     iterations: Iterations | None = optional()
     scaling: WhatIf | None = optional()  # the what-if at the run's own N and link, when the run allows one
+    # the what-if of a pattern the ring model does not cover (sharded, pipeline): bounds (analyze.whatif.link_bound)
+    link_bound: LinkBound | None = optional()
+    # who holds the ring back (analyze.wire.stragglers): empty when no one does, absent where it cannot be told
+    stragglers: list[Straggler] | None = optional()
     transport: Transport | None = optional()
     verdict: Verdict | None = optional()  # the one answer every face renders (analyze.verdict)
     # where the capture holds several jobs or other traffic (analyze.collective.jobs): each job, heaviest first (the

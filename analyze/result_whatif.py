@@ -3,7 +3,9 @@
 `add_whatif` runs after `add_collective`. It needs N ≥ 2 captured hosts, a link speed that was measured
 or given (not the analyzer's 10 Gbit/s stand-in), and iterations with a period and implied gradient bytes.
 It then runs the same calculation as `ringscope whatif RESULT.json [--single-iteration-time T]` with the
-default ringscope model: one point (N, link speed), the sweep, the compression needed and the verdict.
+default ringscope model: one point (N, link speed), the sweep, the compression needed and the verdict. A job whose
+pattern the ring model does not cover (sharded data parallel, pipeline) gets the link bounds instead
+(`link_bound`, analyze.whatif.link_bound), never the ring model's numbers.
 Everything taken or guessed is in ``scaling.assumptions``. The calculation costs ~20 ms (pure numpy).
 """
 
@@ -11,9 +13,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+from analyze.confidence.doubt import UNMODELLED
 from analyze.whatif.backward_profile import stand_in_profile
 from analyze.whatif.calculation import what_if
 from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
+from analyze.whatif.link_bound import link_bound
 from analyze.whatif.model import RingscopeModel
 from analyze.result import Result
 
@@ -47,6 +51,10 @@ def add_whatif(result: Result, single_iteration_time_s: Optional[float] = None) 
     When only the link speed is missing, the result's assumptions say so (the verdict would otherwise be
     about a link speed nobody measured).
     """
+    its = result.iterations
+    if its is not None and its.pattern is not None and its.pattern.kind in UNMODELLED:
+        result.link_bound = link_bound(result, single_iteration_time_s)  # bounds, not the ring model
+        return
     measured = scaling_inputs(result)
     if not measured.workers or measured.workers < 2 or not measured.gradient_bytes:
         return

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from analyze.findings import Verdict
 from analyze.result import Result
 from analyze.confidence.doubt import UNMODELLED
+from analyze.whatif.link_bound import answer as bound_answer
 from analyze.whatif.verdict import BOTTLENECK_SF
 from capture.units import format_rate
 
@@ -109,6 +110,9 @@ def judge(result: Result) -> Verdict:
     stats = link_stats(result)
     its = result.iterations
     kind = its.pattern.kind if its is not None and its.pattern is not None else None
+    bound = result.link_bound
+    if scaling is None and kind in UNMODELLED and bound is not None:
+        return Verdict(*bound_answer(bound), bound.verdict)
     if scaling is None and kind in UNMODELLED:
         return Verdict(
             "unclear",

@@ -17,7 +17,7 @@ from typing import Any
 
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Group, Iterations, Job, OtherTraffic, Topology, Transport, WhatIf
+from analyze.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Straggler, Topology, Transport, WhatIf
 from analyze.result import SCHEMA_VERSION, HostSummary, Result, Tables
 from analyze.verdict import judge
 from reports import figures as F
@@ -37,6 +37,7 @@ SECTIONS = [
     ("iterations", "Iterations"),
     ("whatif", "What-if"),
     ("transport", "Transport"),
+    ("stragglers", "Stragglers"),
 ]
 
 
@@ -52,8 +53,9 @@ def render_html(result: Result, *, title: str | None = None, max_points: int = F
         _section("utilization", "Link utilization over time", _utilization_html(result, max_points)),
         _section("flows", "Per-flow throughput", _flows_html(result, max_points)),
         _section("iterations", "Iterations", _iterations_html(result.iterations, hosts)),
-        _section("whatif", "What-if: the network at full utilization", _whatif_html(result.scaling)),
+        _section("whatif", "What-if: the network at full utilization", _whatif_html(result.scaling, result.link_bound)),
         _section("transport", "Transport: why the links are not full", _transport_html(result)),
+        _section("stragglers", "Who holds the ring back", _stragglers_html(result.stragglers, result.scaling)),
     ]
     if result.jobs:
         body.insert(2, _section("jobs", "Jobs and other traffic", _jobs_html(result.jobs, result.other_traffic)))
@@ -280,7 +282,7 @@ def _job_section(job: Job, index: int, hosts: list[HostSummary]) -> str:
         + "<h3>Iterations</h3>"
         + _iterations_html(job.iterations, mine)
         + "<h3>What-if</h3>"
-        + _whatif_html(job.scaling)
+        + _whatif_html(job.scaling, job.link_bound)
     )
     # the first job's sections hold the same figures and ring markers: this job's get ids of their own
     for old_id in ('id="fig-', 'data-target="fig-', 'id="arrow', "url(#arrow"):
@@ -562,7 +564,9 @@ def _iterations_html(it: Iterations | None, hosts: list[HostSummary]) -> str:
     return "".join(out)
 
 
-def _whatif_html(sc: WhatIf | None) -> str:
+def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
+    if sc is None and bound is not None:
+        return _bound_html(bound)
     if sc is None:
         return _placeholder(
             "No what-if in this result. `ringscope whatif RESULT.json --profile PROFILE "
@@ -609,14 +613,98 @@ def _whatif_html(sc: WhatIf | None) -> str:
             + f'</tr></thead><tbody>{body}</tbody></table><p class="note">— : no compression ratio reaches it '
             "(latency, reduction and the last bucket remain).</p>"
         )
-    assumptions = sc.assumptions or []
-    if assumptions:
+    out.append(_assumed_html(sc.assumptions))
+    return "".join(out)
+
+
+def _assumed_html(assumptions: list[str] | None) -> str:
+    if not assumptions:
+        return ""
+    return (
+        '<h3>Assumed by the model</h3><ul class="assumptions">'
+        + "".join(f"<li>{e(a)}</li>" for a in assumptions)
+        + "</ul>"
+    )
+
+
+STRAGGLER_ROWS = 20  # stragglers and link fixes in the report's tables; all are in the JSON
+
+
+def _stragglers_html(found: list[Straggler] | None, scaling: WhatIf | None) -> str:
+    """Who holds the ring back (analyze.wire.stragglers), and the per-link what-if's rows, the largest saving first."""
+    if found is None:
+        return _placeholder(
+            "No straggler analysis: it needs sure iterations and the transport of two hosts.", "stragglers"
+        )
+    if not found:
+        out = ['<p class="verdict-text">No one holds the ring back: no host enters the collective late and no '
+               "link runs well under the others' pace.</p>"]  # fmt: skip
+    else:
+        rows = "".join(
+            f'<tr data-kind="{e(s.kind)}"><td>{e(s.host)}</td><td class="n">{_count(s.rank)}</td><td>{e(s.kind)}</td>'
+            f'<td class="n">{e(duration(s.lost_ns_per_iteration))}</td><td class="n">{s.iterations_affected}</td>'
+            f'<td class="n">{s.confidence:.2f}</td><td>{e(" ".join(s.evidence))}</td></tr>'
+            for s in sorted(found, key=lambda s: -s.lost_ns_per_iteration)[:STRAGGLER_ROWS]
+        )
+        out = [
+            '<table data-table="stragglers"><thead><tr><th>host</th><th class="n">rank</th><th>kind</th>'
+            '<th class="n">lost per iteration</th><th class="n">iterations</th><th class="n">confidence</th>'
+            f"<th>evidence</th></tr></thead><tbody>{rows}</tbody></table>"
+        ]
+    fixes = (scaling.per_edge or []) if scaling is not None else []
+    if fixes:
+        rows = "".join(
+            f'<tr><td>{e(f.host or f"{f.src} → {f.dst}")}</td><td class="n">{e(duration(f.saving_ns))}</td>'
+            f'<td class="n">{f.saving_share:.1%}</td><td class="n">{e(duration(f.iteration_ns_if_fixed))}</td></tr>'
+            for f in fixes[:STRAGGLER_ROWS]
+        )
         out.append(
-            '<h3>Assumed by the model</h3><ul class="assumptions">'
-            + "".join(f"<li>{e(a)}</li>" for a in assumptions)
-            + "</ul>"
+            "<h3>Per-link what-if: each host's link at the others' pace</h3>"
+            '<table data-table="per-edge"><thead><tr><th>link</th><th class="n">saves per iteration</th>'
+            '<th class="n">share</th><th class="n">iteration if fixed</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>"
         )
     return "".join(out)
+
+
+BOUND_LINKS_SHOWN = 10  # links of a link-bound what-if in the report; all of them are in the JSON
+
+
+def _bound_html(bound: LinkBound) -> str:
+    """A sharded or pipeline job's what-if: the bounds (analyze.whatif.link_bound), its busiest links and the
+    link speed each scaling factor needs, with full overlap and with none."""
+    low, high = bound.scaling_factor
+    t_lo, t_hi = bound.compute_ns
+    facts = [
+        ("model", "link bounds: " + e(bound.formula)),
+        ("compute per iteration T", e(duration(t_lo) if t_lo == t_hi else f"{duration(t_lo)} – {duration(t_hi)}")),
+        ("iteration period", e(duration(bound.period_ns))),
+        ("scaling factor at line rate", f"{low:.3f} (no overlap) – {high:.3f} (full overlap)"),
+    ]
+    links = "".join(
+        f'<tr><td>{e(x.host)}</td><td class="n">{x.bytes_per_iteration / 1e6:.3f}</td>'
+        f'<td class="n">{e(rate(x.link_speed_bps))}</td><td class="n">{e(duration(x.line_rate_ns))}</td>'
+        f"<td>{e(', '.join(x.groups))}</td></tr>"
+        for x in bound.links[:BOUND_LINKS_SHOWN]
+    )
+    more = len(bound.links) - BOUND_LINKS_SHOWN
+    buy = "".join(
+        f'<tr><td class="n">{b.target:g}</td><td class="n">{e(rate(b.full_overlap_bps))}</td>'
+        f'<td class="n">{e(rate(b.no_overlap_bps))}</td></tr>'
+        for b in bound.buy
+    )
+    return (
+        f'<p class="verdict-text">{e(bound.verdict)}</p>'
+        + '<dl class="kv">'
+        + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts)
+        + '</dl><h3>Busiest links</h3><table data-table="link-bound"><thead><tr><th>host</th>'
+        '<th class="n">MB sent per iteration</th><th class="n">link</th><th class="n">at line rate</th>'
+        f"<th>groups</th></tr></thead><tbody>{links}</tbody></table>"
+        + (f'<p class="note">… and {more} more links (all in the JSON: link_bound.links).</p>' if more > 0 else "")
+        + '<h3>Link speed to buy</h3><table><thead><tr><th class="n">scaling factor</th>'
+        '<th class="n">with full overlap</th><th class="n">with none</th></tr></thead>'
+        f"<tbody>{buy}</tbody></table>" + _assumed_html(bound.assumptions)
+    )
 
 
 def _compression(ratio: float | None) -> str:

@@ -12,7 +12,21 @@ from dataclasses import fields
 from analyze.collective.topology import RING_KINDS
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Clock, Group, HostClock, Iterations, Job, OtherTraffic, Socket, Topology, Transport, WhatIf
+from analyze.findings import (
+    Clock,
+    Group,
+    HostClock,
+    Iterations,
+    Job,
+    LinkBound,
+    LinkFix,
+    OtherTraffic,
+    Socket,
+    Straggler,
+    Topology,
+    Transport,
+    WhatIf,
+)
 from analyze.result import HostSummary, Result
 from capture.units import format_rate
 
@@ -26,6 +40,9 @@ HOSTS_SHOWN = 16  # hosts listed one per line; beyond, the extremes and the dist
 EXTREMES = 5  # hosts shown at each end of a longer table
 NAMES_SHOWN = 6  # host names listed for a note that repeats for many
 CLOCKS_SHOWN = 8  # hosts' clocks listed by name; beyond, the range and the furthest
+STRAGGLERS_SHOWN = 8  # stragglers listed, the costliest first (all in the JSON)
+TIED = 0.02  # link fixes whose savings differ by under this share name the same slow edge
+NOTABLE_SAVING = 0.05  # a single link's fix saving under this share of the iteration is not worth a line of its own
 
 
 def summary_text(result: Result) -> str:
@@ -58,22 +75,62 @@ def summary_text(result: Result) -> str:
         if result.other_traffic is not None:
             lines.extend(other_lines(result.other_traffic))
     else:
-        lines.extend(_findings_lines(result.topology, result.iterations, result.scaling, result.transport))
+        lines.extend(_findings_lines(result))
     lines += [f"assumed: {a}" for a in said_once(result.assumptions, hosts)]
     lines += [f"warning: {w}" for w in said_once(result.warnings, hosts)]
     return "\n".join(lines)
 
 
-def _findings_lines(
-    topology: Topology | None, iterations: Iterations | None, scaling: WhatIf | None, transport: Transport | None
-) -> list[str]:
+def _findings_lines(of: Result | Job) -> list[str]:
+    """A job's (or a one-job capture's) topology, iterations, what-if, transport and stragglers."""
     lines = []
-    if topology is not None:
-        lines.extend(collective_lines(topology, iterations))
-    if scaling is not None:
-        lines.extend(scaling_lines(scaling))
-    if transport is not None:
-        lines.extend(transport_lines(transport))
+    if of.topology is not None:
+        lines.extend(collective_lines(of.topology, of.iterations))
+    if of.scaling is not None:
+        lines.extend(scaling_lines(of.scaling))
+    if of.link_bound is not None:
+        lines.extend(bound_lines(of.link_bound))
+    if of.transport is not None:
+        lines.extend(transport_lines(of.transport))
+    if of.stragglers is not None:
+        sure = of.iterations is not None and (of.iterations.source == "markers" or of.iterations.confident)
+        lines.extend(straggler_lines(of.stragglers, of.scaling.per_edge if of.scaling is not None else None, sure))
+    return lines
+
+
+def straggler_lines(found: list[Straggler], fixes: list[LinkFix] | None, sure: bool = True) -> list[str]:
+    """Who holds the ring back, one line each (or that no one does), then the per-link what-if's best fix. Not
+    SURE (the iterations were inferred unsure): an empty list is no finding either."""
+    lines = [""]
+    if not found and not sure:
+        lines.append("stragglers: none found, UNSURE: they are read per iteration, and the iterations are unsure")
+    elif not found:
+        lines.append("stragglers: none (no host enters the collective late, no link runs well under the others' pace)")
+    ranked = sorted(found, key=lambda s: -s.lost_ns_per_iteration)
+    for s in ranked[:STRAGGLERS_SHOWN]:
+        rank = f" (rank {s.rank})" if s.rank is not None else ""
+        doubt = "" if s.confidence >= CONFIDENT else ": UNSURE"
+        lines.append(
+            f"straggler: {s.host}{rank}, {s.kind}: {s.lost_ns_per_iteration / 1e6:.0f} ms lost per iteration in "
+            f"{s.iterations_affected} iterations (confidence {s.confidence:.2f}{doubt})"
+        )
+        lines.extend(f"  {e}" for e in s.evidence)
+    if len(ranked) > STRAGGLERS_SHOWN:
+        lines.append(f"  ... and {len(ranked) - STRAGGLERS_SHOWN} more stragglers (all in the JSON: stragglers)")
+    if fixes:
+        best = fixes[0]
+        # both ends of one slow edge save alike: either link's fix speeds that edge up
+        tied = [f for f in fixes if f.saving_ns >= best.saving_ns * (1 - TIED)]
+        rest = fixes[len(tied) :]
+        if best.saving_share >= NOTABLE_SAVING:
+            other = max((f.saving_share for f in rest), default=0.0)
+            names = " or ".join(f"{f.host}'s" for f in tied[:2]) + (" (or ...)" if len(tied) > 2 else "")
+            lines.append(
+                f"per-link what-if: {names} link at the others' pace saves {best.saving_ns / 1e6:.0f} ms per "
+                f"iteration ({best.saving_share:.0%}); no other single link saves more than {other:.0%}"
+            )
+        else:
+            lines.append(f"per-link what-if: no single link saves {NOTABLE_SAVING:.0%} of the iteration")
     return lines
 
 
@@ -92,7 +149,7 @@ def job_lines(job: Job, of: int) -> list[str]:
     ]
     for problem in job.capture_problems or []:
         head.append(f"CAPTURE PROBLEM: {problem}")
-    return head + _findings_lines(job.topology, job.iterations, job.scaling, job.transport)
+    return head + _findings_lines(job)
 
 
 def other_lines(other: OtherTraffic) -> list[str]:
@@ -350,6 +407,39 @@ def scaling_lines(scaling: WhatIf) -> list[str]:
     ]
 
 
+def bound_lines(bound: LinkBound) -> list[str]:
+    """The summary's link-bound what-if (a sharded or pipeline job): the bounds, the busiest links, the speeds to
+    buy; while unsure, the numbers marked as resting on the guess and what would make them sure."""
+    low, high = bound.scaling_factor
+    t_lo, t_hi = bound.compute_ns
+    t = f"T {t_lo / 1e6:.4g} ms" if t_lo == t_hi else f"T {t_lo / 1e6:.4g}–{t_hi / 1e6:.4g} ms"
+    numbers = f"{t}, scaling factor at line rate {low:.3f} (no overlap) to {high:.3f} (full overlap)"
+    links = "  busiest links per iteration: " + ", ".join(
+        f"{x.host} {x.bytes_per_iteration / 1e6:.3g} MB = {x.line_rate_ns / 1e6:.3g} ms at "
+        f"{format_rate(x.link_speed_bps)}"
+        for x in bound.links[:3]
+    )
+    if bound.unsure:
+        return [
+            "",
+            f"what-if (link bounds): {headline(bound.unsure)}",
+            "  no conclusion: these numbers rest on that guess: " + numbers,
+            links,
+            "  to make it sure, give one of: " + "; ".join(bound.unsure.would_make_sure),
+        ]
+    buy = "; ".join(
+        f"{b.target}: {format_rate(b.full_overlap_bps)} (full overlap) to {format_rate(b.no_overlap_bps)} (none)"
+        for b in bound.buy
+    )
+    return [
+        "",
+        "what-if (link bounds): " + numbers,
+        "  model: " + bound.formula,
+        links,
+        f"  link speed for scaling factor {buy}",
+    ]
+
+
 def _replay_lines(result: WhatIf) -> list[str]:
     """The replay error, printed before the counterfactuals it vouches for; nothing when there is no replay.
 
@@ -447,4 +537,4 @@ def _rate_or_infinite(bps: float | None) -> str:
     return format_rate(math.inf if bps is None else bps)
 
 
-__all__ = ["summary_text", "collective_lines", "scaling_lines", "transport_lines", "render_whatif"]
+__all__ = ["summary_text", "collective_lines", "scaling_lines", "bound_lines", "transport_lines", "render_whatif"]

@@ -34,19 +34,8 @@ MAKE_W_SURE = "--world-size W or --ranks-per-host K: the job's ranks, which the 
 
 def doubt(result: Result) -> Optional[Unsure]:
     """None when the iterations and the topology are sure; else why not, and what would make them sure."""
-    because = []
     its, topo = result.iterations, result.topology
-    if its is not None and its.count and its.source != "markers" and its.confidence < CONFIDENT:
-        because.append(
-            f"the {its.count} iterations were inferred from the traffic with confidence "
-            f"{its.confidence:.2f} (stated as fact from {CONFIDENT:.2f})"
-        )
-        because += [n for n in its.notes if n.startswith("DISAGREEMENT")]
-        if _finer_bin(its.evidence.get("bins_per_iteration"), its.period_ns, result.bin_ns, SURE_STEP_BINS):
-            because.append(
-                f"each iteration spans only {its.evidence['bins_per_iteration']:g} bins of "
-                f"{result.bin_ns / 1e6:g} ms, too few to tell its pauses from a bucket's"
-            )
+    because = _count_doubts(result)
     s_conf = its.implied_gradient_bytes_confidence if its is not None else None
     if its is not None and its.count and its.confidence >= CONFIDENT and s_conf is not None and s_conf < CONFIDENT:
         because += [n for n in its.notes if n.startswith("S from the unique bytes")][:1]
@@ -90,6 +79,38 @@ def doubt(result: Result) -> Optional[Unsure]:
     return Unsure(because=because, confidence=min(confidences), would_make_sure=make_sure)
 
 
+def _count_doubts(result: Result) -> list[str]:
+    """Why the iteration count (so bytes per iteration and the period) is unsure; empty when it is sure."""
+    its = result.iterations
+    if its is None or not its.count or its.source == "markers" or its.confidence >= CONFIDENT:
+        return []
+    because = [
+        f"the {its.count} iterations were inferred from the traffic with confidence "
+        f"{its.confidence:.2f} (stated as fact from {CONFIDENT:.2f})"
+    ]
+    because += [n for n in its.notes if n.startswith("DISAGREEMENT")]
+    if _finer_bin(its.evidence.get("bins_per_iteration"), its.period_ns, result.bin_ns, SURE_STEP_BINS):
+        because.append(
+            f"each iteration spans only {its.evidence['bins_per_iteration']:g} bins of "
+            f"{result.bin_ns / 1e6:g} ms, too few to tell its pauses from a bucket's"
+        )
+    return because
+
+
+def bounds_doubt(result: Result) -> Optional[Unsure]:
+    """What leaves the link-bound what-if (analyze.whatif.link_bound) unsure: only what its inputs rest on, the
+    captures and the iteration count (bytes per iteration, the period). It uses no S, no W and no bytes theory,
+    so their doubts are not its own."""
+    its = result.iterations
+    missed = list(result.capture_problems or [])
+    if missed:
+        return Unsure(because=missed + _count_doubts(result), confidence=0.0, would_make_sure=[FIX, *MAKE_SURE[:2]])
+    because = _count_doubts(result)
+    if not because or its is None:
+        return None
+    return Unsure(because=because, confidence=its.confidence, would_make_sure=list(MAKE_SURE[:2]))
+
+
 def _finer_bin(bins: Optional[float], period_ns: Optional[float], bin_ns: int, under: float) -> Optional[str]:
     """The --bin that resolves iterations found at under `under` bins each: the widest of 1, 2 and 5 x 10^k ns at or
     under a twelfth of the iteration. Two DDP jobs sharing two cores, the lighter's 44 ms steps at 4 bins of 10 ms:
@@ -112,4 +133,4 @@ def headline(unsure: Unsure) -> str:
     return "UNSURE: " + "; ".join(unsure.because)
 
 
-__all__ = ["doubt", "headline", "MAKE_SURE"]
+__all__ = ["doubt", "bounds_doubt", "headline", "MAKE_SURE"]

@@ -48,6 +48,8 @@ NONE_BUSY_SHARE = 0.1  # edges busy less than this share of the job: communicati
 MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
 SOCKET_LAG = 0.5  # a data socket sending below this share of its edge's others' pace (median) lags
 CONTROL_SHARE = 0.25  # an edge's socket carrying under this share of its busiest socket's bytes: control, not paced
+RUN_GAP = 2  # bins between two runs of an edge's busy bins: a pause, not a bin the sends straddled
+PACE_PERCENTILE = 90  # an edge's pace: this percentile of its bins' rates (bins it began or ended in read low)
 SERIES_POINTS = 400  # per edge and series in the JSON, at most
 SAMPLE_KINDS = ["round_trip_ns", "in_flight_bytes", "resent_bytes"]  # the `what` of Tables.transport_samples
 ROUND_TRIP, IN_FLIGHT, RESENT = 0, 1, 2
@@ -234,15 +236,18 @@ def _per_iteration(
     bin_ns: int,
 ) -> list[dict[str, list[Any]]]:
     """Per edge, for each iteration it sent in: its rate over its busy bins, the share of its communication
-    span (first to last busy bin) it sat idle, waiting on a previous ring step or on the sender, the median
-    round trip and the bytes re-sent. bins: (edge code, t on the reference clock, utilization, busy); trips and
-    resent: (edge code, t on the reference clock, round trip or bytes)."""
+    span (first to last busy bin) it sat idle, waiting on a previous ring step or on the sender, when it began
+    and stopped sending and where its last run of busy bins after a pause began (analyze.wire.stragglers reads
+    who entered the collective late from them), the median round trip and the bytes re-sent. bins: (edge code,
+    t on the reference clock, utilization, busy); trips and resent: (edge code, t on the reference clock, round
+    trip or bytes)."""
     code, t, util, busy = bins
     k = len(windows)
     it = _iteration_of(t, windows)
     use = busy & (it >= 0)
     key = code[use] * k + it[use]
     size = n * k
+    tail = _last_runs(key, t[use], size, bin_ns)
     count = np.bincount(key, minlength=size)
     squares = np.bincount(key, weights=util[use] * util[use], minlength=size)
     total = np.bincount(key, weights=util[use], minlength=size)
@@ -268,10 +273,25 @@ def _per_iteration(
                 "index": [int(x) for x in rows],
                 "rate_while_busy": [round(float(x), 4) for x in squares[at] / total[at]],
                 "idle_share": [round(float(x), 4) for x in 1 - count[at] / span[at]],
+                "start_ns": [int(x) for x in first[at]],
+                "end_ns": [int(x) + bin_ns for x in last[at]],
+                "tail_ns": [int(x) if x > f else None for x, f in zip(tail[at], first[at])],
                 "rtt_median_ms": [_ms(x) for x in median[at]],
                 "resent_bytes": [int(x) for x in lost[at]],
             }
         )
+    return out
+
+
+def _last_runs(key: np.ndarray, t: np.ndarray, size: int, bin_ns: int) -> np.ndarray:
+    """Per key (edge x iteration), the start of its last run of bins: the last bin that follows RUN_GAP empty bins
+    or more (or its first bin)."""
+    order = np.lexsort((t, key))
+    k, ts = key[order], t[order]
+    onset = np.ones(len(k), bool)
+    onset[1:] = (k[1:] != k[:-1]) | (ts[1:] - ts[:-1] > RUN_GAP * bin_ns)
+    out = np.full(size, -1, dtype=np.int64)
+    np.maximum.at(out, k[onset], ts[onset])
     return out
 
 
@@ -534,6 +554,8 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
             row["limiter"], confidence = "shared", min(1.0, share / SHARED_SHARE / 2 + 0.5)
         row["confidence"] = round(confidence, 3)
         b = bins_of[i]
+        sending = e_util[b][e_util[b] > 0]
+        row["pace_bps"] = float(np.percentile(sending, PACE_PERCENTILE) * link[i]) if len(sending) else None
         row["series"] = _series(
             (e_t[b], e_util[b]),
             (s_t[trips_of[i]], s_value[trips_of[i]]),

@@ -6,7 +6,9 @@ the environment), e.g. on one machine:
     torchrun --nproc-per-node 2 -m capture.workloads.ddp_train --params 5000000 --iters 20
 
 Each marker carries gradient_bytes (what one all-reduce moves), params, the model name and the micro-batches
-per optimizer step (--accumulate: gradients all-reduced once per step, after the last).
+per optimizer step (--accumulate: gradients all-reduced once per step, after the last). --slow-rank R
+--extra-compute-ms X makes rank R a straggler: X ms more arithmetic before every forward pass, recorded in its
+markers as extra_compute_ns.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="DDP gradient bucket size")
     parser.add_argument(
         "--accumulate", type=int, default=1, help="micro-batches per optimizer step (gradient accumulation)"
+    )
+    parser.add_argument("--slow-rank", type=int, default=-1, help="this rank computes --extra-compute-ms more per step")
+    parser.add_argument(
+        "--extra-compute-ms", type=float, default=0.0, help="arithmetic before each forward pass (a straggler)"
     )
     args = parser.parse_args(argv)
 
@@ -63,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         micro_batches=args.accumulate,
         accumulate=args.accumulate,
         quiet=ddp.no_sync,
+        extra_compute_s=args.extra_compute_ms / 1e3 if rank == args.slow_rank else 0.0,
     )
     # every rank reaches the end before any tears down: rank 0 hosts the rendezvous store, and a rank still
     # talking to it when rank 0 exits aborts ("terminate called without an active exception", exit 250)

@@ -84,17 +84,34 @@ def step(model: Any, optimizer: Any, inputs: Any, targets: Any, accumulate: int 
     return loss
 
 
+def busy_compute(seconds: float, width: int = 256) -> int:
+    """Arithmetic (matrix products) for SECONDS of wall time, not a sleep: the rank computes while the others
+    wait on it, as a throttled or overloaded accelerator would. Returns the nanoseconds it took."""
+    import torch
+
+    started = time.perf_counter_ns()
+    a = torch.randn(width, width)
+    while time.perf_counter_ns() - started < seconds * 1e9:
+        a = torch.tanh(a @ a)
+    return time.perf_counter_ns() - started
+
+
 def train(workload: str, args: Any, model: Any, optimizer: Any, data: tuple[Any, Any], **run: Any) -> None:
     """The timed loop the torch workloads share: --iters optimizer steps, each recorded as an iteration marker
     with what the run is (RUN: rank, backend, world_size, params, gradient_bytes, then anything the workload
-    adds, e.g. the collectives it issues; `accumulate` and `quiet` go to `step`), and rank 0's report."""
+    adds, e.g. the collectives it issues; `accumulate` and `quiet` go to `step`), and rank 0's report. With
+    `extra_compute_s` the rank computes that much longer before each step's forward pass (a straggler), and its
+    marker records how long it took (extra_compute_ns)."""
     accumulate, quiet = run.pop("accumulate", 1), run.pop("quiet", None)
+    extra_s = run.pop("extra_compute_s", 0.0)
     rank = run.pop("rank")
     started = time.perf_counter()
     loss = None
     for i in range(args.iters):
-        with markers.iteration(i, model="mlp", **run):
-            loss = step(model, optimizer, *data, accumulate, quiet)
+        start_ns = time.time_ns()
+        extra = {"extra_compute_ns": busy_compute(extra_s)} if extra_s else {}
+        loss = step(model, optimizer, *data, accumulate, quiet)
+        markers.record(i, start_ns, time.time_ns(), model="mlp", **run, **extra)
     elapsed = time.perf_counter() - started
     if rank == 0 and loss is not None:
         keys = ("backend", "world_size", "params", "gradient_bytes")

@@ -9,6 +9,7 @@ import pytest
 
 from analyze.api import analyze
 from analyze.collective.pattern import name_pattern
+from analyze.whatif.link_bound import answer
 from reports.text import summary_text
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
@@ -68,9 +69,9 @@ def test_fsdp_over_gloo_is_sharded_data_parallel(tmp_path, netns_cluster, hosts)
     assert its.implied_gradient_bytes_confidence >= 0.8
     worst, pairs = worst_host_bytes_error(run, its)  # each host's iterations against its own capture (dpkt)
     assert worst <= 0.02, pairs
-    # the what-if's model is DDP's: it says so instead of answering
-    assert r.scaling.unsure is not None and "sharded data parallel" in r.scaling.unsure.because[0]
-    assert r.verdict.answer == "unclear"
+    # no ring what-if for a sharded job: its link bounds (tests/whatif/test_link_bound.py), the verdict their answer
+    assert r.scaling is None and r.link_bound is not None and r.link_bound.pattern == "sharded_data_parallel"
+    assert r.verdict.answer == answer(r.link_bound)[0]
     assert "pattern: sharded data parallel" in summary_text(r)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from analyze.api import analyze
 from analyze.confidence.thresholds import CONFIDENT
+from analyze.whatif.link_bound import answer
 from reports.html import render_html
 from reports.text import summary_text
 from reports.trace import trace_events
@@ -46,9 +47,15 @@ def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa:
             assert abs(g.implied_bytes / sent - 1) <= 0.03, (g, sent)
     worst, pairs = worst_host_bytes_error(run, its)
     assert worst <= 0.02, pairs
-    # the what-if's model is DDP's: it says so instead of answering
-    assert r.scaling is None or (r.scaling.unsure is not None and "pipeline" in " ".join(r.scaling.unsure.because))
-    assert r.verdict.answer == "unclear"
+    # no ring what-if: the link bounds, each host's link carrying its stage's all-reduce (S_g: W_g = 2) and its
+    # boundary's activations (or their gradients) for every micro-batch, the groups it serves named
+    bound = r.link_bound
+    assert r.scaling is None and bound is not None and bound.stages == job.stages, bound
+    carried = truth["gradient_bytes"] + truth["stage_of"][0]["activation_bytes"] * job.micro_batches
+    for link in bound.links:
+        assert abs(link.bytes_per_iteration / carried - 1) <= 0.03, (link, carried)
+        assert len(link.groups) == 2 and any(x.startswith("pipeline boundary") for x in link.groups), link
+    assert r.verdict.answer == answer(bound)[0]
     text = summary_text(r)
     assert "pattern: pipeline stages" in text and "pipeline boundary" in text, text
     tracks = [e["args"]["name"] for e in trace_events(r)["traceEvents"] if e.get("name") == "thread_name"]
@@ -74,4 +81,6 @@ def test_heavy_activations_are_never_read_as_one_sharded_ring(tmp_path, netns_cl
         right = {"data_parallel": truth["gradient_bytes"], "pipeline": truth["stage_of"][0]["activation_bytes"] * 4}
         ok = g.implied_bytes is not None and abs(g.implied_bytes / right[g.kind] - 1) <= 0.03
         assert ok or (g.confidence or 0.0) < CONFIDENT, g
-    assert r.verdict.answer == "unclear"
+    bound = r.link_bound  # no ring what-if; the bounds answer only where the iterations are sure
+    assert r.scaling is None and r.verdict.answer == (answer(bound)[0] if bound is not None else "unclear")
+    assert its.confident or r.verdict.answer == "unclear"

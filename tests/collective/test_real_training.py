@@ -24,21 +24,11 @@ import numpy as np
 import pytest
 
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
-from tests.support.pcap_clock import reclock
+from tests.support.pcap_clock import reclocked
 from tests.support.training_capture import live_capture
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "real-training"
-CLOCKS = [
-    (-100_000_000, 50.0),
-    (37_000_000, -50.0),
-    (100_000_000, -20.0),
-    (-61_000_000, 35.0),
-    (0, 0.0),
-    (83_000_000, 12.0),
-    (-9_000_000, -45.0),
-    (55_000_000, 50.0),
-]  # per host: offset ns, drift ppm
 
 
 def analyze_run(run: Path, **options):
@@ -121,15 +111,6 @@ def check_against_truth(
         period = float(np.polyfit([k for k, _ in kept], [t - kept[0][1] for _, t in kept], 1)[0])
     assert abs(period / truth_period - 1) <= period_tolerance, (its.period_ns, period, truth_period, missed)
     return its
-
-
-def reclocked(run: Path, dest: Path) -> Path:
-    """A copy of RUN whose hosts' pcaps carry the clocks in CLOCKS."""
-    shutil.copytree(run, dest)
-    for (offset, ppm), host in zip(CLOCKS, sorted(p for p in dest.iterdir() if p.is_dir())):
-        for pcap in host.glob("eth0.pcap*"):
-            reclock(pcap, pcap, offset, ppm)
-    return dest
 
 
 def check_clock_independence(run: Path, tmp_path: Path) -> None:
@@ -281,8 +262,9 @@ def check_lossy(run: Path, truth: dict) -> None:
             }
         )
     )
-    if its.confident:
-        check_against_truth(run, truth, boundary_misses=2, period_tolerance=0.03)
+    if its.confident:  # the payload-mode reading the checks use may be less sure (0.76 once): its count must agree
+        assert its.count == len(truth["iterations"]), its.count
+        check_against_truth(run, truth, confident=False, boundary_misses=2, period_tolerance=0.03)
     else:
         assert res.scaling.unsure.because
     assert res.transport.limiter == "loss", res.transport.evidence

@@ -100,6 +100,7 @@ def build(
     burst: str = "256kb",
     two_networks: str | None = None,
     tcp_rmem: str | None = None,
+    rates: dict[int, str] | None = None,
 ) -> Cluster:
     """Create N hosts; on failure everything already created is removed again.
 
@@ -112,7 +113,8 @@ def build(
     lossy link; a packet larger than BURST never passes, so turn offloads off with a small one). MTU
     sets every veth; offloads=False turns TSO/GSO/GRO off (ethtool), so tcpdump sees wire-sized packets.
     tcp_rmem ("min default max") caps every host's TCP receive buffers (net.ipv4.tcp_rmem is per namespace),
-    and so the window its receivers advertise.
+    and so the window its receivers advertise. RATES: host i's (1-based) own rate, both ways, in place of RATE: one
+    host's link slower than the others'.
     """
     cluster = Cluster(prefix=f"rs-{secrets.token_hex(3)}", subnet=f"10.77.{random.randint(1, 254)}")
     try:
@@ -164,9 +166,10 @@ def build(
                         capture_output=True,
                         timeout=30,
                     )
-            if rate:
-                _limit(host.name, IFACE, rate, qdisc, latency, burst)  # host tx
-                _limit(bridge, f"h{i}", rate, qdisc, latency, burst)  # host rx
+            own = (rates or {}).get(i, rate)
+            if own:
+                _limit(host.name, IFACE, own, qdisc, latency, burst)  # host tx
+                _limit(bridge, f"h{i}", own, qdisc, latency, burst)  # host rx
         if two_networks:
             _management_network(cluster)
         for host in cluster.hosts:

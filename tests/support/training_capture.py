@@ -72,6 +72,9 @@ class Job:
     compute_ms: float = 100.0  # sockets only: arithmetic before each all-reduce
     stages: int = 2  # pipeline only: ranks are stage r // (W / stages) of replica r % (W / stages)
     micro_batches: int = 4  # pipeline only
+    extra_compute_ms: float = 0.0  # ddp only: slow_rank computes this much more before each step's forward pass
+    slow_host: int = 0  # host i (1-based, in the cluster) gets slow_host_rate both ways instead of `rate`
+    slow_host_rate: str = "200mbit"
 
     def network(self) -> dict[str, Any]:
         """netns.build's arguments for this job's hosts (also those of the netns_cluster fixture)."""
@@ -84,6 +87,7 @@ class Job:
             offloads=self.offloads,
             burst=self.burst,
             tcp_rmem=self.tcp_rmem or None,
+            rates={self.slow_host: self.slow_host_rate} if self.slow_host else None,
         )
 
     def launch_order(self, cluster: Cluster) -> list[str]:
@@ -281,6 +285,8 @@ def _train_args(job: Job) -> list[str]:
 def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
     argv = [PY, "-m", "capture.workloads.ddp_train", *_train_args(job), "--backend", "gloo"]
     argv += ["--bucket-cap-mb", str(job.bucket_cap_mb), "--accumulate", str(job.accumulate)]
+    if job.extra_compute_ms:
+        argv += ["--slow-rank", str(job.slow_rank), "--extra-compute-ms", str(job.extra_compute_ms)]
     return _torch(argv, hosts, truth_dir, port, job.timeout_s)
 
 
@@ -402,7 +408,10 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
         "world_size": len(hosts) * job.ranks_per_host,
         "gradient_bytes": grad.pop() if len(grad) == 1 else None,
         "iterations": iterations,
-        "steps": [{k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns")} for s in steps],
+        "steps": [
+            {k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns", "extra_compute_ns") if k in s}
+            for s in steps
+        ],
         # sockets: each rank's connections to its right neighbour by local port, control first
         "right_ports": {int(s["rank"]): s["right_ports"] for s in steps if "right_ports" in s},
         # sockets: each rank's ring payload per iteration, as it sent it

@@ -1,0 +1,93 @@
+"""Who holds the ring back (analyze/wire/stragglers.py), on real DDP jobs over gloo in network namespaces, 4 hosts
+at 1 Gbit/s, continuous training, no markers given to the analyzer. The truth is outside it: the slow rank's own
+record of its extra compute per step (extra_compute_ns), the link shaping applied, and the same job's step time
+rerun without the slow link (each rank's own step records)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyze.api import analyze
+from reports.text import summary_text
+from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_clock import reclocked
+from tests.support.training_capture import Job, live_capture
+
+BASE = dict(hosts=4, iters=14, params=2_500_000, batch=64)
+
+
+def _step_ns(truth: dict) -> float:
+    """The job's mean step as its ranks recorded it: the slope of their iterations' starts from the second on (the
+    first carries the warm-up), a least-squares line through all of them."""
+    starts = np.array(sorted(it["start_ns"] for it in truth["iterations"])[1:], dtype=np.float64)
+    return float(np.polyfit(np.arange(len(starts)), starts - starts[0], 1)[0])
+
+
+def _extra_ns(truth: dict, rank: int) -> float:
+    """The slow rank's extra compute per step, as it timed it."""
+    return float(np.median([s["extra_compute_ns"] for s in truth["steps"] if s["rank"] == rank]))
+
+
+def _found(run) -> list:
+    r = analyze([run], workers=1)
+    assert r.iterations.confident, (r.iterations.count, r.iterations.confidence)
+    assert r.stragglers is not None
+    return r
+
+
+def test_a_clean_job_names_no_straggler(tmp_path, netns_cluster):  # noqa: F811
+    run, _ = live_capture(tmp_path, netns_cluster, Job(**BASE))
+    r = _found(run)
+    assert r.stragglers == [], r.stragglers
+    assert all(f.saving_share < 0.05 for f in r.scaling.per_edge), r.scaling.per_edge
+
+
+def test_a_rank_slowed_by_compute_is_named(tmp_path, netns_cluster):  # noqa: F811
+    job = Job(**BASE, slow_rank=1, extra_compute_ms=150)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    r = _found(run)
+    (found,) = r.stragglers
+    assert found.kind == "compute" and found.host == truth["launch_order"][1] and found.rank == 1, found
+    extra = _extra_ns(truth, 1)
+    assert abs(found.lost_ns_per_iteration / extra - 1) <= 0.2, (found.lost_ns_per_iteration / 1e6, extra / 1e6)
+    assert found.confidence >= 0.8 and found.iterations_affected >= 0.6 * r.iterations.count
+    assert f"{found.host} enters the collective" in summary_text(r)
+    # the hosts' clocks moved apart by up to 100 ms and 50 ppm: read on the reference clock, the same answer
+    (skewed,) = _found(reclocked(run, tmp_path / "reclocked")).stragglers
+    assert (skewed.host, skewed.kind) == (found.host, found.kind), skewed
+    assert abs(skewed.lost_ns_per_iteration / extra - 1) <= 0.2, (skewed.lost_ns_per_iteration / 1e6, extra / 1e6)
+
+
+def test_a_slow_link_is_named_and_its_fix_priced(tmp_path, netns_cluster):  # noqa: F811
+    """h3's link at a fifth of the others' rate. The per-link what-if's saving for it, against the step the same
+    job takes with no slow link (within 15 %)."""
+    clean_run, clean = live_capture(tmp_path / "clean", netns_cluster, Job(**BASE))
+    run, truth = live_capture(tmp_path / "slow", netns_cluster, Job(**BASE, slow_host=3, slow_host_rate="200mbit"))
+    r = _found(run)
+    (found,) = r.stragglers
+    slow_host = truth["launch_order"][2]  # rank r on cluster host r + 1
+    assert found.kind == "link" and found.host == slow_host, found
+    assert found.confidence >= 0.8
+    fixes = r.scaling.per_edge
+    assert fixes[0].host == slow_host and all(f.saving_share < 0.05 for f in fixes[1:]), fixes
+    measured = _step_ns(truth) - _step_ns(clean)
+    assert abs(fixes[0].saving_ns / measured - 1) <= 0.15, (fixes[0].saving_ns / 1e6, measured / 1e6)
+    assert abs(found.lost_ns_per_iteration / measured - 1) <= 0.2
+    assert f"{slow_host}'s link" in summary_text(r) or slow_host in summary_text(r)
+
+
+def test_a_slow_rank_beside_a_slow_link_is_never_misnamed(tmp_path, netns_cluster):  # noqa: F811
+    """Rank 0 computes 150 ms more per step while h3's link runs at a fifth of the others'. The slow link is named
+    with its host; the late rank is named right or not at all, never another host or kind (the slow edges keep
+    busy through every iteration boundary, so the others' first sends do not stand apart from the step before: a
+    known limit). The iterations may be unsure here (0.70 and 0.94 on two captures): whatever is named is right."""
+    job = Job(**BASE, slow_rank=0, extra_compute_ms=150, slow_host=3, slow_host_rate="200mbit")
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    r = analyze([run], workers=1)
+    links = [s for s in r.stragglers if s.kind == "link"]
+    assert [s.host for s in links] == [truth["launch_order"][2]], r.stragglers
+    for s in r.stragglers:
+        if s.kind == "compute":
+            assert s.host == truth["launch_order"][0], s
+            assert s.lost_ns_per_iteration <= _extra_ns(truth, 0) + 2 * r.bin_ns, s
+    assert len(r.stragglers) <= 2
