@@ -144,7 +144,7 @@ def analyze(
     trace_beside: List[Path] = typer.Option(
         [],
         "--trace-beside",
-        help="A PyTorch profiler (Kineto) trace of the same job to put into the --trace file, on a common time base (repeat for several ranks).",
+        help="A PyTorch profiler (Kineto) trace of the same job (repeat for several ranks): each rank's first collective call per step checks who the packets say was late; with --trace it is also merged into that file on a common time base.",
     ),
     single_iteration_time: Optional[str] = typer.Option(
         None,
@@ -175,11 +175,12 @@ def analyze(
         t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
         if t_single is not None and t_single <= 0:
             raise ValueError(f"bad --single-iteration-time {single_iteration_time!r}: must be longer than 0")
-        if trace_beside and trace_out is None:
-            raise ValueError("--trace-beside puts a profiler trace into the --trace file: give --trace FILE too")
+        from analyze.read.trace_file import read_trace
+
         for kineto in trace_beside:
             if not kineto.is_file():
                 raise ValueError(f"{kineto}: no such trace file")
+            read_trace(kineto)  # no trace at all: one line now, not after the scan
     except ValueError as exc:
         raise fail(str(exc)) from None
 
@@ -212,6 +213,7 @@ def analyze(
                 iterations=iterations,
                 world_size=world_size,
                 ranks_per_host=ranks_per_host,
+                profiles=trace_beside,
             )
     except (FileError, ClusterError) as exc:
         raise fail(str(exc)) from None

@@ -54,13 +54,15 @@ def analyze(
     iterations: Optional[int] = None,
     world_size: Optional[int] = None,
     ranks_per_host: Optional[int] = None,
+    profiles: Sequence[Path] = (),
 ) -> Result:
     """Read the captures under `paths` (or a Parquet dataset `ringscope convert` wrote) and compute flows, series
     (bin_ns wide, default 10 ms; bytes counted as byte_mode: ip, wire or payload), link utilization and the collective
     (topology, iterations; launch_order / gradient_bytes / nccl_log refine it, and without markers
     gradient_bytes and iterations, the step count the user knows, anchor the iterations), and the what-if (`scaling`)
     when the run allows it; single_iteration_time_s (T of one worker) adds the measured scaling factor;
-    world_size or ranks_per_host give the job's ranks where the connections cannot count them. A capture of
+    world_size or ranks_per_host give the job's ranks where the connections cannot count them; profiles (the ranks'
+    torch.profiler traces) check who the packets say was late (analyze.wire.rank_profiles). A capture of
     several jobs, or with other traffic, is analyzed per job (analyze.each_job).
     scheduler ("tcp://HOST:PORT") scans the hosts on that Dask cluster instead of local processes (`workers`);
     its workers must see the files at the same absolute paths.
@@ -82,6 +84,7 @@ def analyze(
         iterations=iterations,
         world_size=world_size,
         ranks_per_host=ranks_per_host,
+        profiles=profiles,
     )
 
 
@@ -97,6 +100,7 @@ def finish(
     iterations: Optional[int] = None,
     world_size: Optional[int] = None,
     ranks_per_host: Optional[int] = None,
+    profiles: Sequence[Path] = (),
 ) -> Result:
     """The second half of analyze(): collect the scans `reading` set going and compute everything else."""
     scans = reading.collect()
@@ -116,6 +120,7 @@ def finish(
         iterations=iterations,
         world_size=world_size,
         ranks_per_host=ranks_per_host,
+        profiles=tuple(profiles),
     )
     analyze_jobs(result, {h.name: h.meta for h in reading.run_input.hosts}, given)
     result.verdict = judge(result)

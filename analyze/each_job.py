@@ -30,6 +30,7 @@ from analyze.result import Result
 from analyze.result_whatif import add_whatif
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
+from analyze.wire.rank_profiles import check_with_profiles
 from analyze.wire.stragglers import add_stragglers
 from analyze.wire.transport import diagnose
 
@@ -47,6 +48,7 @@ class Given:
     iterations: Optional[int] = None
     world_size: Optional[int] = None
     ranks_per_host: Optional[int] = None
+    profiles: Sequence[Path] = ()  # the ranks' torch.profiler traces (--trace-beside)
 
 
 def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None:
@@ -99,6 +101,7 @@ def _analyze(result: Result, metas: Mapping[str, Any], given: Given, shared: Opt
     leave_out_resent(result)  # S from the unique bytes, before the what-if divides by it
     add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
     add_stragglers(result)
+    check_with_profiles(result, given.profiles)
 
 
 def _cut(result: Result, mask: np.ndarray, several: bool) -> Result:

@@ -310,6 +310,9 @@ class Straggler:
     iterations_affected: int
     evidence: list[str]
     confidence: float
+    # compute: per affected iteration [index, start_ns, end_ns] on the reference clock: from the others' first sends
+    # to its entry, the time the ring waited for it
+    waits: list[list[int]] | None = optional()
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analyze.findings import Clock, Iterations, Measured, Sweep, Transport, WhatIf
+from analyze.findings import Clock, Iterations, Measured, Straggler, Sweep, Transport, WhatIf
 from analyze.result import HostSummary
 from reports.downsample import Line, bucket_mean, bucket_share, sparse_line
 
@@ -619,3 +619,54 @@ def transport_figures(transport: Transport, t0_ns: int, edges: int = TOP_FLOWS) 
         for kind, data in parts.items()
         if data
     ]
+
+
+HEAT_EDGES = 48  # edges in the per-iteration pace heat map, the heaviest first (all are in the JSON)
+
+
+def straggler_figures(transport: Transport | None, found: Sequence[Straggler]) -> list[tuple[str, dict[str, Any]]]:
+    """Who holds the ring back, drawn per iteration: each ring edge's rate while sending (a heat map: a slow link's
+    edges stay dark in every iteration) and, for each rank late into the collective, how long the ring waited."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    edges = [e for e in (transport.edges if transport is not None else []) if e.limiter and e.per_iteration.index]
+    edges = sorted(edges, key=lambda e: -e.payload_bytes)[:HEAT_EDGES]
+    if edges:
+        last = max(max(e.per_iteration.index) for e in edges) + 1
+        z = np.full((len(edges), last), np.nan)
+        for row, e in enumerate(edges):
+            x = e.per_iteration
+            z[row, x.index] = np.asarray(x.rate_while_busy, dtype=np.float64) * e.link_speed_bps / 1e6
+        spec = {
+            "type": "heatmap",
+            "z": z.tolist(),
+            "x": list(range(last)),
+            "y": [esc(f"{e.src} → {e.dst}") for e in edges],
+            "colorscale": "Viridis",
+            "colorbar": {"title": {"text": "Mbit/s"}},
+            "hovertemplate": "%{y}, iteration %{x}: %{z:.0f} Mbit/s while sending<extra></extra>",
+        }
+        layout = base_layout(
+            max(220, 26 * len(edges) + 90),
+            hovermode="closest",
+            xaxis={"title": {"text": "iteration"}},
+            yaxis={"automargin": True},
+        )
+        out.append(("fig-edge-pace", {"data": [spec], "layout": layout}))
+    late = [s for s in found if s.kind == "compute" and s.waits]
+    if late:
+        data = [
+            {
+                "type": "bar",
+                "name": esc(s.host),
+                "x": [w[0] for w in s.waits or []],
+                "y": [(w[2] - w[1]) / 1e6 for w in s.waits or []],
+                "marker": {"color": PALETTE[i % len(PALETTE)]},
+                "hovertemplate": "iteration %{x}: the ring waited %{y:.0f} ms<extra>%{fullData.name}</extra>",
+            }
+            for i, s in enumerate(late)
+        ]
+        layout = base_layout(
+            260, hovermode="closest", xaxis={"title": {"text": "iteration"}}, yaxis={"title": {"text": "ms waited"}}
+        )
+        out.append(("fig-waits", {"data": data, "layout": layout}))
+    return out

@@ -17,7 +17,7 @@ from typing import Any
 
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Straggler, Topology, Transport, WhatIf
+from analyze.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Topology, Transport, WhatIf
 from analyze.result import SCHEMA_VERSION, HostSummary, Result, Tables
 from analyze.verdict import judge
 from reports import figures as F
@@ -55,7 +55,7 @@ def render_html(result: Result, *, title: str | None = None, max_points: int = F
         _section("iterations", "Iterations", _iterations_html(result.iterations, hosts)),
         _section("whatif", "What-if: the network at full utilization", _whatif_html(result.scaling, result.link_bound)),
         _section("transport", "Transport: why the links are not full", _transport_html(result)),
-        _section("stragglers", "Who holds the ring back", _stragglers_html(result.stragglers, result.scaling)),
+        _section("stragglers", "Who holds the ring back", _stragglers_html(result)),
     ]
     if result.jobs:
         body.insert(2, _section("jobs", "Jobs and other traffic", _jobs_html(result.jobs, result.other_traffic)))
@@ -630,8 +630,10 @@ def _assumed_html(assumptions: list[str] | None) -> str:
 STRAGGLER_ROWS = 20  # stragglers and link fixes in the report's tables; all are in the JSON
 
 
-def _stragglers_html(found: list[Straggler] | None, scaling: WhatIf | None) -> str:
-    """Who holds the ring back (analyze.wire.stragglers), and the per-link what-if's rows, the largest saving first."""
+def _stragglers_html(result: Result) -> str:
+    """Who holds the ring back (analyze.wire.stragglers), each edge's rate and each late rank's wait per iteration,
+    and the per-link what-if's rows, the largest saving first."""
+    found, scaling = result.stragglers, result.scaling
     if found is None:
         return _placeholder(
             "No straggler analysis: it needs sure iterations and the transport of two hosts.", "stragglers"
@@ -651,6 +653,7 @@ def _stragglers_html(found: list[Straggler] | None, scaling: WhatIf | None) -> s
             '<th class="n">lost per iteration</th><th class="n">iterations</th><th class="n">confidence</th>'
             f"<th>evidence</th></tr></thead><tbody>{rows}</tbody></table>"
         ]
+    out += [figure_block(fig_id, spec) for fig_id, spec in F.straggler_figures(result.transport, found)]
     fixes = (scaling.per_edge or []) if scaling is not None else []
     if fixes:
         rows = "".join(

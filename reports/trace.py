@@ -22,10 +22,11 @@ import numpy as np
 import pandas as pd
 
 from analyze.findings import Job
+from analyze.read.trace_file import read_trace
 from analyze.result import Result, Tables
 
 PID_BASE = 1_000_000  # above real process ids, so a merged Kineto trace's processes never share a pid with ours
-TID_ITERATIONS, TID_COMMUNICATION, TID_STEPS = 1, 2, 10
+TID_ITERATIONS, TID_COMMUNICATION, TID_WAITS, TID_STEPS = 1, 2, 3, 10
 
 
 def trace_events(result: Result) -> dict[str, Any]:
@@ -63,6 +64,7 @@ def trace_events(result: Result) -> dict[str, Any]:
             rows = t.host_series[(t.host_series["host"] == host) & (t.host_series["direction"] == direction)]
             events += _counter(pid, f"{direction} utilization %", rows, result.bin_ns, base)
         events += _resent(t, owner, host, result.bin_ns, pid, base)
+        events += _waits(result, host, pid, offset.get(host, 0), base)
     for k, job in enumerate(result.jobs or []):
         events += _job_events(job, PID_BASE + len(names) + k, len(names) + k, offset, base)
     return {
@@ -84,26 +86,26 @@ def write_trace(result: Result, path: Path, beside: Iterable[Path] = ()) -> int:
     return len(data)
 
 
-def read_trace(path: Path) -> dict[str, Any]:
-    """A trace-event JSON file, gzip-compressed or not (torch.profiler.tensorboard_trace_handler writes both)."""
-    raw = path.read_bytes()
-    try:
-        doc = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
-    except (ValueError, EOFError, OSError) as exc:  # not JSON, or a cut or damaged gzip stream
-        raise ValueError(f"{path}: not a trace-event JSON file ({exc})") from None
-    if isinstance(doc, list):  # the JSON array form of the format
-        doc = {"traceEvents": doc}
-    if not isinstance(doc, dict) or not isinstance(doc.get("traceEvents"), list):
-        raise ValueError(f"{path}: not a trace-event file (no traceEvents list)")
-    return doc
-
-
 def merge(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     """Both traces' events in one, on FIRST's base time (each event keeps its absolute time)."""
     base = int(first.get("baseTimeNanoseconds", 0))
     shift = (int(second.get("baseTimeNanoseconds", 0)) - base) / 1000
     moved = [dict(e, ts=e["ts"] + shift) if "ts" in e else e for e in second["traceEvents"]]
     return {**second, **first, "baseTimeNanoseconds": base, "traceEvents": first["traceEvents"] + moved}
+
+
+def _waits(result: Result, host: str, pid: int, shift: int, base: int) -> list[dict[str, Any]]:
+    """Where HOST is late into the collective (analyze.wire.stragglers): each iteration the ring waited for it,
+    from the others' first sends to its entry, moved from the reference clock onto the host's."""
+    late = [s for s in result.stragglers or [] if s.host == host and s.kind == "compute" and s.waits]
+    if not late:
+        return []
+    out = [_thread_name(pid, TID_WAITS, "the ring waits for this host (compute straggler)", 2)]
+    for s in late:
+        for k, start, end in s.waits or []:
+            args = {"iteration": k, "lost_ms": round((end - start) / 1e6, 3), "confidence": s.confidence}
+            out.append(_slice(pid, TID_WAITS, f"ring waits for {host}", start + shift, end + shift, base, args))
+    return out
 
 
 def _offsets(result: Result) -> dict[str, int]:

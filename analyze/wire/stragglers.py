@@ -96,6 +96,7 @@ def _late(result: Result, edges: list[TransportEdge], hosts: list[str], period: 
     late_ns = max(LATE_SHARE * period, LATE_BINS * float(result.bin_ns))
     per = {(e.src, e.dst): _by_iteration(e) for e in edges}
     lags: dict[str, list[float]] = {}
+    waits: dict[str, list[list[int]]] = {}
     judged = 0
     for k in range(1, its.count):
         seen = {pair: (x[k - 1], x[k]) for pair, x in per.items() if k - 1 in x and k in x}
@@ -116,9 +117,11 @@ def _late(result: Result, edges: list[TransportEdge], hosts: list[str], period: 
         if len(common) != 1:
             continue
         host = common.pop()
-        lag = float(np.median([seen[p][1][0] for p in quiet]) - np.median(list(early.values())))
+        entered = float(np.median([seen[p][1][0] for p in quiet]))
+        lag = entered - float(np.median(list(early.values())))
         if lag >= late_ns:
             lags.setdefault(host, []).append(lag)
+            waits.setdefault(host, []).append([k, int(entered - lag), int(entered)])
     out = []
     for host, found in sorted(lags.items()):
         share = len(found) / max(judged, 1)
@@ -146,6 +149,7 @@ def _late(result: Result, edges: list[TransportEdge], hosts: list[str], period: 
                     f"{result.bin_ns / 1e6:g} ms on the reference clock): compute, not the network"
                 ],
                 confidence,
+                waits[host],
             )
         )
     return out
@@ -158,10 +162,18 @@ def _by_iteration(edge: TransportEdge) -> dict[int, tuple[int, int, Optional[int
 
 
 def _named(
-    result: Result, host: str, kind: str, lost: float, affected: int, evidence: list[str], confidence: float
+    result: Result,
+    host: str,
+    kind: str,
+    lost: float,
+    affected: int,
+    evidence: list[str],
+    confidence: float,
+    waits: Optional[list[list[int]]] = None,
 ) -> Straggler:
     """A finding, its numbers rounded as the JSON keeps them."""
-    return Straggler(host, _rank_of(result, host), kind, round(lost, 1), affected, evidence, round(confidence, 3))
+    rank = _rank_of(result, host)
+    return Straggler(host, rank, kind, round(lost, 1), affected, evidence, round(confidence, 3), waits)
 
 
 def _span(edge: TransportEdge) -> float:

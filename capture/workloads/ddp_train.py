@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--extra-compute-ms", type=float, default=0.0, help="arithmetic before each forward pass (a straggler)"
     )
+    parser.add_argument("--profile-dir", help="record each rank's torch.profiler trace into this folder")
     args = parser.parse_args(argv)
 
     import torch
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         accumulate=args.accumulate,
         quiet=ddp.no_sync,
         extra_compute_s=args.extra_compute_ms / 1e3 if rank == args.slow_rank else 0.0,
+        profile_dir=args.profile_dir,
     )
     # every rank reaches the end before any tears down: rank 0 hosts the rendezvous store, and a rank still
     # talking to it when rank 0 exits aborts ("terminate called without an active exception", exit 250)

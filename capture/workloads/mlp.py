@@ -3,11 +3,12 @@ parameters, torch.distributed's start, and the line rank 0 prints at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from capture import markers
 
@@ -69,8 +70,6 @@ def report(workload: str, args: Any, seconds: float, loss: float, **fields: Any)
 def step(model: Any, optimizer: Any, inputs: Any, targets: Any, accumulate: int = 1, quiet: Any = None) -> Any:
     """One optimizer step of the MLP, finished on the device; its loss. With `accumulate` micro-batches the
     gradients of all but the last are kept local under `quiet` (DDP's no_sync): one synchronisation per step."""
-    import contextlib
-
     import torch
 
     optimizer.zero_grad(set_to_none=True)
@@ -96,6 +95,21 @@ def busy_compute(seconds: float, width: int = 256) -> int:
     return time.perf_counter_ns() - started
 
 
+@contextlib.contextmanager
+def _profiled(folder: Any, rank: int) -> Iterator[None]:
+    """torch.profiler (CPU) around the loop when FOLDER is given: FOLDER/rank<R>.pt.trace.json, a Kineto trace of
+    this rank's compute and collectives, as a user would record one and give to `ringscope analyze --trace-beside`."""
+    if not folder:
+        yield
+        return
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        yield
+    os.makedirs(folder, exist_ok=True)
+    prof.export_chrome_trace(os.path.join(folder, f"rank{rank}.pt.trace.json"))
+
+
 def train(workload: str, args: Any, model: Any, optimizer: Any, data: tuple[Any, Any], **run: Any) -> None:
     """The timed loop the torch workloads share: --iters optimizer steps, each recorded as an iteration marker
     with what the run is (RUN: rank, backend, world_size, params, gradient_bytes, then anything the workload
@@ -104,14 +118,16 @@ def train(workload: str, args: Any, model: Any, optimizer: Any, data: tuple[Any,
     marker records how long it took (extra_compute_ns)."""
     accumulate, quiet = run.pop("accumulate", 1), run.pop("quiet", None)
     extra_s = run.pop("extra_compute_s", 0.0)
+    profile_dir = run.pop("profile_dir", None)
     rank = run.pop("rank")
     started = time.perf_counter()
     loss = None
-    for i in range(args.iters):
-        start_ns = time.time_ns()
-        extra = {"extra_compute_ns": busy_compute(extra_s)} if extra_s else {}
-        loss = step(model, optimizer, *data, accumulate, quiet)
-        markers.record(i, start_ns, time.time_ns(), model="mlp", **run, **extra)
+    with _profiled(profile_dir, rank):
+        for i in range(args.iters):
+            start_ns = time.time_ns()
+            extra = {"extra_compute_ns": busy_compute(extra_s)} if extra_s else {}
+            loss = step(model, optimizer, *data, accumulate, quiet)
+            markers.record(i, start_ns, time.time_ns(), model="mlp", **run, **extra)
     elapsed = time.perf_counter() - started
     if rank == 0 and loss is not None:
         keys = ("backend", "world_size", "params", "gradient_bytes")

@@ -5,10 +5,14 @@ rerun without the slow link (each rank's own step records)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from analyze.api import analyze
+from reports.html import render_html
 from reports.text import summary_text
+from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_clock import reclocked
 from tests.support.training_capture import Job, live_capture
@@ -52,6 +56,12 @@ def test_a_rank_slowed_by_compute_is_named(tmp_path, netns_cluster):  # noqa: F8
     assert abs(found.lost_ns_per_iteration / extra - 1) <= 0.2, (found.lost_ns_per_iteration / 1e6, extra / 1e6)
     assert found.confidence >= 0.8 and found.iterations_affected >= 0.6 * r.iterations.count
     assert f"{found.host} enters the collective" in summary_text(r)
+    # the report draws each late iteration's wait, the trace puts it on the host's own track
+    html = render_html(r)
+    assert '<tr data-kind="compute">' in html and 'id="fig-waits"' in html and 'id="fig-edge-pace"' in html
+    waits = [e for e in trace_events(r)["traceEvents"] if e.get("name") == f"ring waits for {found.host}"]
+    assert len(waits) == found.iterations_affected and all(e["pid"] == waits[0]["pid"] for e in waits)
+    assert abs(np.median([e["dur"] for e in waits]) * 1e3 / extra - 1) <= 0.2
     # the hosts' clocks moved apart by up to 100 ms and 50 ppm: read on the reference clock, the same answer
     (skewed,) = _found(reclocked(run, tmp_path / "reclocked")).stragglers
     assert (skewed.host, skewed.kind) == (found.host, found.kind), skewed
@@ -91,3 +101,15 @@ def test_a_slow_rank_beside_a_slow_link_is_never_misnamed(tmp_path, netns_cluste
             assert s.host == truth["launch_order"][0], s
             assert s.lost_ns_per_iteration <= _extra_ns(truth, 0) + 2 * r.bin_ns, s
     assert len(r.stragglers) <= 2
+
+
+def test_the_ranks_profiles_check_the_split(tmp_path, netns_cluster):  # noqa: F811
+    """Each rank's torch.profiler trace given beside the captures: the late rank's first collective call of each
+    step comes after the others' by about the time the packets say it was late."""
+    job = Job(**BASE, slow_rank=1, extra_compute_ms=150, profile=True)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    assert len(truth["profiles"]) == job.hosts
+    r = analyze([run], workers=1, profiles=[Path(p) for p in truth["profiles"]])
+    (found,) = r.stragglers
+    assert found.host == truth["launch_order"][1]
+    assert any("profiles agree" in e for e in found.evidence), found.evidence

@@ -39,6 +39,9 @@ FAKE_SSH = ROOT / "tests" / "fake_ssh"
 SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; the analyzer needs no payload
 
 
+PROFILES = "profiles"  # the ranks' torch.profiler traces, beside their records
+
+
 @dataclass
 class Job:
     """What to train and on which network. order: 1-based host indices in launch order (rank r on order[r])."""
@@ -75,6 +78,7 @@ class Job:
     extra_compute_ms: float = 0.0  # ddp only: slow_rank computes this much more before each step's forward pass
     slow_host: int = 0  # host i (1-based, in the cluster) gets slow_host_rate both ways instead of `rate`
     slow_host_rate: str = "200mbit"
+    profile: bool = False  # ddp only: every rank records a torch.profiler trace (truth: profiles)
 
     def network(self) -> dict[str, Any]:
         """netns.build's arguments for this job's hosts (also those of the netns_cluster fixture)."""
@@ -287,6 +291,8 @@ def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, s
     argv += ["--bucket-cap-mb", str(job.bucket_cap_mb), "--accumulate", str(job.accumulate)]
     if job.extra_compute_ms:
         argv += ["--slow-rank", str(job.slow_rank), "--extra-compute-ms", str(job.extra_compute_ms)]
+    if job.profile:
+        argv += ["--profile-dir", str(truth_dir / PROFILES)]
     return _torch(argv, hosts, truth_dir, port, job.timeout_s)
 
 
@@ -408,6 +414,7 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
         "world_size": len(hosts) * job.ranks_per_host,
         "gradient_bytes": grad.pop() if len(grad) == 1 else None,
         "iterations": iterations,
+        "profiles": sorted(str(p) for p in (truth_dir / PROFILES).glob("rank*.pt.trace.json")),
         "steps": [
             {k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns", "extra_compute_ns") if k in s}
             for s in steps

@@ -20,7 +20,7 @@ from analyze.whatif.link_bound import answer, link_bound
 from reports.html import render_html
 from reports.text import summary_text
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
-from tests.support.training_capture import Job, live_capture
+from tests.support.training_capture import Job, live_capture, sure_in_one_of_two
 
 HOSTS = ["h1", "h2", "h3", "h4"]
 SENT = {"h1": 2_500_000, "h2": 7_500_000, "h3": 2_500_000, "h4": 2_500_000}
@@ -123,27 +123,37 @@ def test_fsdp_bounds_hold_on_a_ten_times_slower_link(tmp_path, netns_cluster):  
     100 Mbit/s links. Their floor, max(T_least, c) with c the busiest host's bytes at line rate, is a law: no
     schedule moves the bytes faster. And it is no empty one: the bytes are most of the slow step (floor 0.59 of it
     on a capture made while writing this; gloo's ring steps then reach about two thirds of line rate, which is
-    the transport's part, not the bounds')."""
-    job = Job(workload="fsdp", hosts=4, iters=12, params=500_000, batch=32)
-    fast_run, fast_truth = live_capture(tmp_path / "fast", netns_cluster, job)
+    the transport's part, not the bounds'). FSDP's pauses sometimes admit a longer period (12 of 12 right at 0.00
+    once): such a capture's bounds must say they are unsure, and a second capture must be sure."""
+    job = Job(workload="fsdp", hosts=4, iters=12, params=1_000_000, batch=32)
+    (tmp_path / "slow").mkdir()
     slow_run, slow_truth = live_capture(tmp_path / "slow", netns_cluster, replace(job, rate="100mbit"))
-    r = analyze([fast_run], workers=1, byte_mode="wire")
-    assert r.iterations.pattern.kind == "sharded_data_parallel" and r.iterations.confident
-    assert r.scaling is None  # never the ring model's numbers for a sharded job
-    bound = r.link_bound
-    assert bound is not None and bound.unsure is None, bound
-    # every host sends 4(W-1)/W x S per step (gloo's FSDP, analyze/collective/pattern.py); in wire mode each full
-    # 1448-byte segment is a 1538-byte frame (headers, preamble, gap), and shards are padded: up to 3 % more
-    theory = 4 * (job.hosts - 1) / job.hosts * fast_truth["gradient_bytes"] * 1538 / 1448
-    for link in bound.links:
-        assert 1.0 <= link.bytes_per_iteration / theory <= 1.03, (link, theory)
-        assert link.line_rate_ns == pytest.approx(8e9 * link.bytes_per_iteration / 1e9, rel=1e-3)
-    t_least, t_most = bound.compute_ns
-    assert t_most == pytest.approx(_step_ns(fast_truth), rel=0.05)  # the period, as the ranks timed it
-    assert max(t_least, bound.links[0].line_rate_ns) <= _step_ns(fast_truth)  # the floor at its own link
-    floor = max(t_least, 8e9 * bound.links[0].bytes_per_iteration / 100e6)
     slow = _step_ns(slow_truth)
-    assert 0.5 * slow <= floor <= slow, (floor / 1e6, slow / 1e6)
     s = analyze([slow_run], workers=1, byte_mode="wire")  # the slow job's own bounds: no overlap costs most of it
-    assert s.link_bound.unsure is None and s.link_bound.scaling_factor[0] < 0.5, s.link_bound
-    assert judge(r).answer == answer(bound)[0] and judge(s).answer == answer(s.link_bound)[0]
+    assert s.link_bound.unsure is None or not s.iterations.confident, s.link_bound
+    assert s.link_bound.scaling_factor[0] < 0.5 and judge(s).answer == answer(s.link_bound)[0], s.link_bound
+
+    def check(run, truth) -> bool:
+        r = analyze([run], workers=1, byte_mode="wire")
+        assert r.iterations.pattern.kind == "sharded_data_parallel"
+        assert r.scaling is None  # never the ring model's numbers for a sharded job
+        bound = r.link_bound
+        assert judge(r).answer == answer(bound)[0]
+        if not r.iterations.confident:
+            assert bound.unsure is not None and judge(r).answer == "unclear", bound
+            return False
+        assert r.iterations.count == job.iters and bound.unsure is None, bound
+        # every host sends 4(W-1)/W x S per step (gloo's FSDP, analyze/collective/pattern.py); in wire mode each
+        # full 1448-byte segment is a 1538-byte frame (headers, preamble, gap), and shards are padded: up to 3 % more
+        theory = 4 * (job.hosts - 1) / job.hosts * truth["gradient_bytes"] * 1538 / 1448
+        for link in bound.links:
+            assert 1.0 <= link.bytes_per_iteration / theory <= 1.03, (link, theory)
+            assert link.line_rate_ns == pytest.approx(8e9 * link.bytes_per_iteration / 1e9, rel=1e-3)
+        t_least, t_most = bound.compute_ns
+        assert t_most == pytest.approx(_step_ns(truth), rel=0.05)  # the period, as the ranks timed it
+        assert max(t_least, bound.links[0].line_rate_ns) <= _step_ns(truth)  # the floor at its own link
+        floor = max(t_least, 8e9 * bound.links[0].bytes_per_iteration / 100e6)
+        assert 0.5 * slow <= floor <= slow, (floor / 1e6, slow / 1e6)
+        return True
+
+    sure_in_one_of_two(tmp_path, netns_cluster, job, check)

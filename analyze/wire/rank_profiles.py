@@ -1,0 +1,134 @@
+"""The ranks' own timing, from the profiler traces given beside the captures, set against who the packets say was
+late (analyze.wire.stragglers).
+
+Why: the packets infer a rank's entry into the collective from when its edges begin to send; a rank's own profile
+(torch.profiler's Kineto trace, `--trace-beside`) records when it called the collective. Per step, a rank's entry is
+its first collective call (a `c10d::` operator, or a backend's `gloo:` / `nccl:` event) after its previous
+optimizer step; its lag is that entry less the median of the other ranks' entries of the same step, on a common
+clock (the hosts' offsets the packets gave). A rank late in MOST of the steps by the stragglers' threshold or more
+is late in its profile. Each compute straggler then says whether the profile agrees (its rank's median lag within
+AGREE of its lost time, or two bins); a disagreement, either way, lowers it to half sure and is said.
+
+Ranks are placed on hosts by the launch order (rank r on its r-th host, one rank per host); without it the profiles
+cannot be placed and the result says so.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from bisect import bisect_right
+from typing import Sequence
+
+import numpy as np
+
+from analyze.read.trace_file import read_trace
+from analyze.result import Result
+from analyze.wire.stragglers import LATE_BINS, LATE_SHARE, MOST
+
+__all__ = ["RankEntries", "read_entries", "check_with_profiles"]
+
+COLLECTIVE = re.compile(r"^(c10d::|gloo:|nccl:)")
+STEP = "Optimizer.step"  # the optimizer step's record_function name begins so (torch.optim)
+AGREE = 0.2  # a profile's lag within this share of the packets' lost time (or two bins) agrees with it
+
+
+@dataclass
+class RankEntries:
+    """One rank's first collective call of each step (ns on its host's wall clock), from its profile."""
+
+    rank: int
+    entries: list[int]
+
+
+def read_entries(path: Path) -> RankEntries | str:
+    """The rank's entries from its Kineto trace, or why it holds none (a trace of one process, no collective calls).
+    ValueError (one line, naming the file) when it is no trace at all."""
+    doc = read_trace(path)
+    rank = (doc.get("distributedInfo") or {}).get("rank")
+    if not isinstance(rank, int):
+        return f"{path}: no distributedInfo.rank, not a profile of one rank of a distributed job"
+    base = int(doc.get("baseTimeNanoseconds") or 0)
+    calls: list[int] = []
+    steps: list[int] = []
+    for e in doc["traceEvents"]:
+        if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
+            continue
+        name = str(e.get("name", ""))
+        if COLLECTIVE.match(name):
+            calls.append(base + round(float(e["ts"]) * 1000))
+        elif name.startswith(STEP):
+            steps.append(base + round((float(e["ts"]) + float(e.get("dur", 0))) * 1000))
+    if not calls or not steps:
+        return f"{path}: no collective calls or optimizer steps in the profile"
+    calls.sort()
+    entries = []
+    after = -1
+    for end in sorted(steps) + [calls[-1] + 1]:
+        i = bisect_right(calls, after)
+        if i < len(calls) and calls[i] < end:
+            entries.append(calls[i])
+        after = end
+    return RankEntries(rank, entries)
+
+
+def check_with_profiles(result: Result, profiles: Sequence[Path]) -> None:
+    """Set each compute straggler's agreement with the ranks' profiles, and say what the profiles show that the
+    packets did not. ValueError (one line) for a file that is no trace."""
+    if not profiles or result.stragglers is None or result.iterations is None or not result.iterations.period_ns:
+        return
+    order = list((result.run or {}).get("hosts") or [])
+    per_host = result.iterations.ranks_per_host or {}
+    read = [read_entries(p) for p in profiles]
+    ranks = [r for r in read if isinstance(r, RankEntries)]
+    result.assumptions += [f"{r}: not checked against the stragglers" for r in read if isinstance(r, str)]
+    if not ranks:
+        return
+    if not order or any(per_host.get(h, 1) != 1 for h in order) or any(r.rank >= len(order) for r in ranks):
+        result.assumptions.append(
+            "the profiles given beside the captures cannot be placed on hosts (no launch order with one rank per "
+            "host): the stragglers are not checked against them"
+        )
+        return
+    offsets = {h.name: h.offset_ns or 0 for h in (result.clock.hosts if result.clock else [])}
+    late_ns = max(LATE_SHARE * float(result.iterations.period_ns), LATE_BINS * float(result.bin_ns))
+    lags = _lags({order[r.rank]: [t - offsets.get(order[r.rank], 0) for t in r.entries] for r in ranks})
+    named = {s.host: s for s in result.stragglers if s.kind == "compute"}
+    for host, s in named.items():
+        lag = lags.get(host)
+        if lag is None:
+            continue
+        rank = order.index(host)
+        if abs(lag - s.lost_ns_per_iteration) <= max(AGREE * s.lost_ns_per_iteration, 2 * float(result.bin_ns)):
+            s.evidence.append(
+                f"the ranks' profiles agree: rank {rank}'s first collective call of a step comes {lag / 1e6:.0f} ms "
+                "after the others' (median)"
+            )
+        else:
+            s.evidence.append(
+                f"DISAGREEMENT: rank {rank}'s profile has its first collective call of a step {lag / 1e6:.0f} ms "
+                f"after the others' (median), the packets {s.lost_ns_per_iteration / 1e6:.0f} ms"
+            )
+            s.confidence = min(s.confidence, 0.5)
+    for host, lag in sorted(lags.items()):
+        if lag >= late_ns and host not in named:
+            result.warnings.append(
+                f"DISAGREEMENT: rank {order.index(host)}'s profile has it entering the collective {lag / 1e6:.0f} ms "
+                f"after the others (median) on {host}, which the packets did not name a straggler"
+            )
+
+
+def _lags(entries: dict[str, list[int]]) -> dict[str, float]:
+    """Per host, its median lag over the steps it is late in, where that is MOST of them (else its median lag)."""
+    steps = min((len(v) for v in entries.values()), default=0)
+    if steps < 2 or len(entries) < 2:
+        return {}
+    hosts = sorted(entries)
+    grid = np.array([entries[h][:steps] for h in hosts], dtype=np.float64)[:, 1:]  # the first step warms up
+    out: dict[str, float] = {}
+    for i, h in enumerate(hosts):
+        lag = grid[i] - np.median(np.delete(grid, i, axis=0), axis=0)
+        late = lag > 0
+        out[h] = float(np.median(lag[late])) if late.mean() >= MOST else float(np.median(lag))
+    return out
