@@ -33,6 +33,7 @@ from capture.units import format_rate
 PATTERN_NAMES = {
     "ring_allreduce": "ring all-reduce",
     "sharded_data_parallel": "sharded data parallel",
+    "sharded_grad_op": "sharded data parallel, parameters gathered once a step",
     "pipeline": "pipeline stages with a data-parallel group each",
 }
 GROUPS_SHOWN = 8  # a pipeline job's groups in the summary, at most (all in the JSON and the report)

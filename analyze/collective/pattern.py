@@ -27,8 +27,10 @@ NO_MESH_TEXT = (
     "--gradient-bytes or markers settle which"
 )
 CONFIRMS = (0.97, 1.1)  # measured over theory bytes with S known, for which a pattern's theory is confirmed
-ALIKE = 0.8  # a sharded ring's lightest edge carries at least this share of its heaviest (1.0 measured, 3 and 4 hosts)
+ALIKE = 0.8  # a sharded ring's lightest edge carries this share of its direction's heaviest (1.0 measured, 3, 4 hosts)
 UNALIKE = 0.5  # from this share down, its edges differ too much for one sharded collective: not sure at all
+HALF = 0.5  # the reverse share of SHARD_GRAD_OP over gloo: one all-gather of (W-1)/W x S against 2(W-1)/W x S
+HALF_BAND = 0.1  # reverse shares this near HALF read so: sure within half of it, not at all at its edge
 
 
 def name_pattern(
@@ -80,10 +82,27 @@ def name_pattern(
             confidence=round(sure, 3),
             evidence=evidence,
         )
+    if abs(balance - HALF) <= HALF_BAND:
+        # the parameters gathered once (forward) one way, the gradients' all-reduce the other: half as much
+        alike = _alike(order, per_it)
+        evidence["edges_alike"] = round(alike, 4)
+        sure = float(np.clip(2 * (1 - abs(balance - HALF) / HALF_BAND), 0.0, 1.0))
+        sure *= float(np.clip((alike - UNALIKE) / (ALIKE - UNALIKE), 0.0, 1.0))
+        sure = sure if mesh else min(sure, 0.5)
+        return Pattern(
+            kind="sharded_grad_op",
+            formula="sharded data parallel with the parameters gathered once a step (FSDP SHARD_GRAD_OP, ZeRO-2) "
+            "over gloo: an all-gather of (W-1)/W x S one way and the gradients' reduce-scatter, run as an "
+            "all-reduce of 2(W-1)/W x S, the other; 3(W-1)/W x S per rank per iteration",
+            factor=3 * (w - 1) / w,
+            confidence=round(sure, 3),
+            evidence=evidence,
+        )
     return Pattern(
         kind="unknown",
         formula=f"a two-way ring whose reverse direction carries {balance:.0%} of the forward one: neither a ring "
-        "all-reduce (one way) nor sharded data parallel (as much each way)",
+        "all-reduce (one way), sharded data parallel with the parameters gathered once (half) nor twice (as much "
+        "each way)",
         factor=None,
         confidence=0.0,
         evidence=evidence,
@@ -91,13 +110,18 @@ def name_pattern(
 
 
 def _alike(order: list[str], per_it: list[dict[str, Any]]) -> float:
-    """The lightest of a two-way ring's edges (both directions, median bytes per iteration) over the heaviest."""
+    """How alike a two-way ring's edges are: per direction its lightest edge (median bytes per iteration) over its
+    heaviest, the lesser of the two directions (each direction runs one collective over every edge)."""
     n = len(order)
-    keys = [f"{order[i]}->{order[(i + 1) % n]}" for i in range(n)] + [
-        f"{order[(i + 1) % n]}->{order[i]}" for i in range(n)
+    ways = [
+        [f"{order[i]}->{order[(i + 1) % n]}" for i in range(n)],
+        [f"{order[(i + 1) % n]}->{order[i]}" for i in range(n)],
     ]
-    medians = [float(np.median([it["bytes_by_edge"].get(k, 0) for it in per_it])) for k in keys] if per_it else [0.0]
-    return min(medians) / max(max(medians), 1.0)
+    out = 1.0
+    for keys in ways:
+        medians = [float(np.median([it["bytes_by_edge"].get(k, 0) for it in per_it])) for k in keys] if per_it else [0]
+        out = min(out, min(medians) / max(max(medians), 1.0))
+    return out
 
 
 def _directions(order: list[str], per_it: list[dict[str, Any]]) -> tuple[float, float]:

@@ -25,6 +25,8 @@ MAKE_SURE = [
 UNMODELLED = {  # patterns the what-if's model does not cover, and why
     "sharded_data_parallel": "sharded data parallel (all-gathers in the forward and backward passes, a "
     "reduce-scatter): its overlap is not modelled",
+    "sharded_grad_op": "sharded data parallel with the parameters gathered once a step (an all-gather in the "
+    "forward pass, a reduce-scatter): its overlap is not modelled",
     "pipeline": "pipeline stages with a data-parallel group each (activations point to point per micro-batch, "
     "the pipeline's bubble, an all-reduce per stage): not modelled",
 }

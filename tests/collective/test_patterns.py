@@ -31,7 +31,11 @@ def test_the_pattern_from_the_directions():
     both = name_pattern("bidirectional_ring", ORDER, _iterations(6_000_000, 5_990_000), 8)
     assert both.kind == "sharded_data_parallel" and both.factor == pytest.approx(3.5) and both.confidence == 1.0
     half = name_pattern("bidirectional_ring", ORDER, _iterations(6_000_000, 3_000_000), 4)
-    assert half.kind == "unknown" and half.factor is None  # neither: S is not implied
+    assert half.kind == "sharded_grad_op" and half.factor == pytest.approx(2.25) and half.confidence == 1.0
+    third = name_pattern("bidirectional_ring", ORDER, _iterations(6_000_000, 2_000_000), 4)
+    assert third.kind == "unknown" and third.factor is None  # none of them: S is not implied
+    edge = name_pattern("bidirectional_ring", ORDER, _iterations(6_000_000, 2_550_000), 4)  # 0.425: half sure
+    assert edge.kind == "sharded_grad_op" and edge.confidence == pytest.approx(0.5, abs=0.01)
     near = name_pattern("bidirectional_ring", ORDER, _iterations(6_000_000, 5_550_000), 4)  # 0.925: half sure
     assert near.kind == "sharded_data_parallel" and 0.4 < near.confidence < 0.6
     two = name_pattern("ring", ORDER[:2], _iterations(6_000_000, 6_000_000), 2)
@@ -96,3 +100,24 @@ def test_gradient_accumulation_is_one_step_per_synchronisation(tmp_path, netns_c
     assert abs(its.implied_gradient_bytes / truth["gradient_bytes"] - 1) <= 0.03, its.notes
     worst, pairs = worst_host_bytes_error(run, its)
     assert worst <= 0.02, pairs
+
+
+def test_the_parameters_gathered_once_is_half_as_much_back(tmp_path, netns_cluster):  # noqa: F811
+    """FSDP2 with reshard_after_forward=False (SHARD_GRAD_OP, ZeRO-2) over gloo on 4 hosts: one all-gather of
+    (W-1)/W x S a step one way and the gradients' all-reduce the other, 3(W-1)/W x S per rank; S from it (within
+    0.6 % on the captures made while writing this). A known limit: the staircase assumes every ring edge carries
+    the same bytes per iteration, and here one direction carries twice the other's, so that direction reads twice
+    the count: the count is right but unsure (0.5, half the edges agreeing), and so is S; never stated as fact."""
+    job = Job(workload="fsdp", hosts=4, iters=12, params=1_000_000, batch=32, shard_grad_op=True)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    r = analyze([run], workers=1, byte_mode="payload")
+    its = r.iterations
+    assert its.pattern.kind == "sharded_grad_op" and its.pattern.confidence >= 0.8, its.pattern
+    assert r.scaling is None and r.link_bound is not None and r.verdict.answer == answer(r.link_bound)[0]
+    assert "parameters gathered once a step" in summary_text(r)
+    assert its.count == job.iters or not its.confident, (its.count, its.confidence)
+    if its.count == job.iters:
+        s = truth["gradient_bytes"]
+        assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
+    if not its.confident:
+        assert r.link_bound.unsure is not None and r.verdict.answer == "unclear"

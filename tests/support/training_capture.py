@@ -78,6 +78,7 @@ class Job:
     extra_compute_ms: float = 0.0  # ddp only: slow_rank computes this much more before each step's forward pass
     slow_host: int = 0  # host i (1-based, in the cluster) gets slow_host_rate both ways instead of `rate`
     slow_host_rate: str = "200mbit"
+    shard_grad_op: bool = False  # fsdp only: parameters gathered once per step (SHARD_GRAD_OP, ZeRO-2)
     profile: bool = False  # ddp only: every rank records a torch.profiler trace (truth: profiles)
 
     def network(self) -> dict[str, Any]:
@@ -298,6 +299,7 @@ def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, s
 
 def _fsdp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
     argv = [PY, "-m", "capture.workloads.fsdp_train", *_train_args(job), "--backend", "gloo"]
+    argv += ["--shard-grad-op"] if job.shard_grad_op else []
     return _torch(argv, hosts, truth_dir, port, job.timeout_s)
 
 
