@@ -66,38 +66,24 @@ def name_pattern(
     if balance >= TWO_WAY:
         # every edge of a sharded ring carries alike; a pipeline of two stages with a data-parallel pair each is a
         # two-way ring of four hosts too, its edges alternating between a stage's all-reduce and a boundary's
-        # activations (analyze.collective.groups names it where the two differ twofold or more)
-        alike = _alike(order, per_it)
-        evidence["edges_alike"] = round(alike, 4)
-        sure = float(np.clip((balance - TWO_WAY) / (BALANCED - TWO_WAY), 0.0, 1.0))
-        sure *= float(np.clip((alike - UNALIKE) / (ALIKE - UNALIKE), 0.0, 1.0))
-        sure = sure if mesh else min(sure, 0.5)
-        return Pattern(
-            kind="sharded_data_parallel",
-            formula="sharded data parallel (FSDP, ZeRO-3) over gloo: two all-gathers of (W-1)/W x S one way and the "
+        # activations (analyze.collective.groups names it where the two differ twofold or more). gloo: its rank mesh
+        # seen in the connections; NCCL's FSDP would send 3(W-1)/W x S, and one way
+        by_balance = float(np.clip((balance - TWO_WAY) / (BALANCED - TWO_WAY), 0.0, 1.0))
+        formula = (
+            "sharded data parallel (FSDP, ZeRO-3) over gloo: two all-gathers of (W-1)/W x S one way and the "
             "gradients' reduce-scatter, run as an all-reduce of 2(W-1)/W x S, the other; 4(W-1)/W x S per rank "
-            "per iteration",
-            factor=4 * (w - 1) / w,
-            # gloo, its rank mesh seen in the connections; NCCL's FSDP would send 3(W-1)/W x S, and one way
-            confidence=round(sure, 3),
-            evidence=evidence,
+            "per iteration"
         )
+        return _sharded("sharded_data_parallel", formula, 4 * (w - 1) / w, by_balance, order, per_it, evidence, mesh)
     if abs(balance - HALF) <= HALF_BAND:
         # the parameters gathered once (forward) one way, the gradients' all-reduce the other: half as much
-        alike = _alike(order, per_it)
-        evidence["edges_alike"] = round(alike, 4)
-        sure = float(np.clip(2 * (1 - abs(balance - HALF) / HALF_BAND), 0.0, 1.0))
-        sure *= float(np.clip((alike - UNALIKE) / (ALIKE - UNALIKE), 0.0, 1.0))
-        sure = sure if mesh else min(sure, 0.5)
-        return Pattern(
-            kind="sharded_grad_op",
-            formula="sharded data parallel with the parameters gathered once a step (FSDP SHARD_GRAD_OP, ZeRO-2) "
-            "over gloo: an all-gather of (W-1)/W x S one way and the gradients' reduce-scatter, run as an "
-            "all-reduce of 2(W-1)/W x S, the other; 3(W-1)/W x S per rank per iteration",
-            factor=3 * (w - 1) / w,
-            confidence=round(sure, 3),
-            evidence=evidence,
+        by_balance = float(np.clip(2 * (1 - abs(balance - HALF) / HALF_BAND), 0.0, 1.0))
+        formula = (
+            "sharded data parallel with the parameters gathered once a step (FSDP SHARD_GRAD_OP, ZeRO-2) over gloo: "
+            "an all-gather of (W-1)/W x S one way and the gradients' reduce-scatter, run as an all-reduce of "
+            "2(W-1)/W x S, the other; 3(W-1)/W x S per rank per iteration"
         )
+        return _sharded("sharded_grad_op", formula, 3 * (w - 1) / w, by_balance, order, per_it, evidence, mesh)
     return Pattern(
         kind="unknown",
         formula=f"a two-way ring whose reverse direction carries {balance:.0%} of the forward one: neither a ring "
@@ -107,6 +93,25 @@ def name_pattern(
         confidence=0.0,
         evidence=evidence,
     )
+
+
+def _sharded(
+    kind: str,
+    formula: str,
+    factor: float,
+    by_balance: float,
+    order: list[str],
+    per_it: list[dict[str, Any]],
+    evidence: dict[str, Any],
+    mesh: bool,
+) -> Pattern:
+    """A sharded pattern, as sure as its directions' balance and its edges' likeness allow (half at most without
+    gloo's rank mesh)."""
+    alike = _alike(order, per_it)
+    evidence["edges_alike"] = round(alike, 4)
+    sure = by_balance * float(np.clip((alike - UNALIKE) / (ALIKE - UNALIKE), 0.0, 1.0))
+    sure = sure if mesh else min(sure, 0.5)
+    return Pattern(kind=kind, formula=formula, factor=factor, confidence=round(sure, 3), evidence=evidence)
 
 
 def _alike(order: list[str], per_it: list[dict[str, Any]]) -> float:
