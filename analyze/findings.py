@@ -317,7 +317,7 @@ class Straggler:
 
 @dataclass
 class LinkFix:
-    """The per-link what-if: the iteration if this host's link (or this edge) ran at the other edges' pace."""
+    """The per-link what-if: the iteration if this host's link (or this edge) ran at line rate where it is slow."""
 
     host: str | None
     src: str | None
@@ -482,6 +482,7 @@ class LinkBound:
     assumptions: list[str] = field(default_factory=list)
     verdict: str = ""
     unsure: Unsure | None = optional()
+    per_edge: list[LinkFix] | None = optional()  # each host's link at line rate (analyze.wire.stragglers)
 
 
 # ---- jobs and other traffic (analyze.collective.jobs, analyze.each_job) ------------------------------------------

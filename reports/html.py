@@ -654,7 +654,8 @@ def _stragglers_html(result: Result) -> str:
             f"<th>evidence</th></tr></thead><tbody>{rows}</tbody></table>"
         ]
     out += [figure_block(fig_id, spec) for fig_id, spec in F.straggler_figures(result.transport, found)]
-    fixes = (scaling.per_edge or []) if scaling is not None else []
+    bound = result.link_bound
+    fixes = (scaling.per_edge if scaling is not None else bound.per_edge if bound is not None else None) or []
     if fixes:
         rows = "".join(
             f'<tr><td>{e(f.host or f"{f.src} → {f.dst}")}</td><td class="n">{e(duration(f.saving_ns))}</td>'
@@ -662,7 +663,7 @@ def _stragglers_html(result: Result) -> str:
             for f in fixes[:STRAGGLER_ROWS]
         )
         out.append(
-            "<h3>Per-link what-if: each host's link at the others' pace</h3>"
+            "<h3>Per-link what-if: each host's link at line rate</h3>"
             '<table data-table="per-edge"><thead><tr><th>link</th><th class="n">saves per iteration</th>'
             '<th class="n">share</th><th class="n">iteration if fixed</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>"

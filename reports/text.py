@@ -95,7 +95,8 @@ def _findings_lines(of: Result | Job) -> list[str]:
         lines.extend(transport_lines(of.transport))
     if of.stragglers is not None:
         sure = of.iterations is not None and (of.iterations.source == "markers" or of.iterations.confident)
-        lines.extend(straggler_lines(of.stragglers, of.scaling.per_edge if of.scaling is not None else None, sure))
+        fixes = of.scaling.per_edge if of.scaling is not None else of.link_bound.per_edge if of.link_bound else None
+        lines.extend(straggler_lines(of.stragglers, fixes, sure))
     return lines
 
 
@@ -127,7 +128,7 @@ def straggler_lines(found: list[Straggler], fixes: list[LinkFix] | None, sure: b
             other = max((f.saving_share for f in rest), default=0.0)
             names = " or ".join(f"{f.host}'s" for f in tied[:2]) + (" (or ...)" if len(tied) > 2 else "")
             lines.append(
-                f"per-link what-if: {names} link at the others' pace saves {best.saving_ns / 1e6:.0f} ms per "
+                f"per-link what-if: {names} link at line rate saves {best.saving_ns / 1e6:.0f} ms per "
                 f"iteration ({best.saving_share:.0%}); no other single link saves more than {other:.0%}"
             )
         else:

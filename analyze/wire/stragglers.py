@@ -48,13 +48,16 @@ CLOCK_MARGIN = 2.0  # a lag under this many times the host's clock uncertainty i
 
 
 def add_stragglers(result: Result) -> None:
-    """Set result.stragglers (None where the capture cannot tell) and, beside a what-if, its per-link rows."""
+    """Set result.stragglers (None where the capture cannot tell) and, beside the what-if (the ring model's or the
+    link bounds), its per-link rows."""
     if result.transport is None or result.iterations is None or not result.iterations.count:
         return
     found, fixes = find_stragglers(result)
     result.stragglers = found
     if result.scaling is not None and fixes:
         result.scaling.per_edge = fixes
+    elif result.link_bound is not None and fixes:  # a sharded or pipeline job: beside its link bounds
+        result.link_bound.per_edge = fixes
 
 
 def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix]]:

@@ -73,6 +73,9 @@ def test_fsdp_over_gloo_is_sharded_data_parallel(tmp_path, netns_cluster, hosts)
         assert r.scaling is None and r.link_bound is not None and r.link_bound.pattern == "sharded_data_parallel"
         assert r.verdict.answer == answer(r.link_bound)[0]
         assert "pattern: sharded data parallel" in summary_text(r)
+        # like links, no one held back: no straggler, and no host's link would save 5 % (per_edge beside the bounds)
+        assert r.stragglers == [] and r.link_bound.per_edge, (r.stragglers, r.link_bound.per_edge)
+        assert all(f.saving_share < 0.05 for f in r.link_bound.per_edge), r.link_bound.per_edge
         if not its.confident:
             assert r.verdict.answer == "unclear" and r.link_bound.unsure is not None
             return False
