@@ -213,7 +213,7 @@ def _slow_links(
     # what each edge needs per iteration: a slow edge sends through all of it (its span: first to last busy bin,
     # slow starts and queue included); the others wait on it between ring steps, their own need hidden: their
     # bytes at line rate (their bins, shorter than a burst, read a pace under it)
-    need = {k: _span(e) if k in slow else line[k] for k, e in ((x, y) for y in paced for x in [(y.src, y.dst)])}
+    need = {(e.src, e.dst): _span(e) if (e.src, e.dst) in slow else line[(e.src, e.dst)] for e in paced}
     bound = max(need.values())
 
     def saving(fixed: set[tuple[str, str]]) -> float:
