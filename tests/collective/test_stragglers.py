@@ -15,7 +15,7 @@ from reports.text import summary_text
 from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_clock import reclocked
-from tests.support.training_capture import Job, live_capture
+from tests.support.training_capture import Job, live_capture, sure_in_one_of_two
 
 BASE = dict(hosts=4, iters=14, params=2_500_000, batch=64)
 
@@ -32,7 +32,7 @@ def _extra_ns(truth: dict, rank: int) -> float:
     return float(np.median([s["extra_compute_ns"] for s in truth["steps"] if s["rank"] == rank]))
 
 
-def _found(run) -> list:
+def _found(run: Path):
     r = analyze([run], workers=1)
     assert r.iterations.confident, (r.iterations.count, r.iterations.confidence)
     assert r.stragglers is not None
@@ -40,16 +40,29 @@ def _found(run) -> list:
 
 
 def test_a_clean_job_names_no_straggler(tmp_path, netns_cluster):  # noqa: F811
-    run, _ = live_capture(tmp_path, netns_cluster, Job(**BASE))
-    r = _found(run)
+    sure_in_one_of_two(tmp_path, netns_cluster, Job(**BASE), lambda run, truth: _clean(run))
+
+
+def _clean(run: Path) -> bool | str:
+    r = analyze([run], workers=1)
+    assert all(s.confidence < 0.8 for s in r.stragglers), r.stragglers  # never a confident false straggler
+    if not r.iterations.confident:
+        return f"{r.iterations.count} at {r.iterations.confidence}"
     assert r.stragglers == [], r.stragglers
     assert all(f.saving_share < 0.05 for f in r.scaling.per_edge), r.scaling.per_edge
+    return True
 
 
 def test_a_rank_slowed_by_compute_is_named(tmp_path, netns_cluster):  # noqa: F811
     job = Job(**BASE, slow_rank=1, extra_compute_ms=150)
-    run, truth = live_capture(tmp_path, netns_cluster, job)
-    r = _found(run)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _late_rank(run, truth))
+
+
+def _late_rank(run: Path, truth: dict) -> bool | str:
+    r = analyze([run], workers=1)
+    if not r.iterations.confident:
+        assert all(s.confidence < 0.8 or s.host == truth["launch_order"][1] for s in r.stragglers), r.stragglers
+        return f"{r.iterations.count} at {r.iterations.confidence}"
     (found,) = r.stragglers
     assert found.kind == "compute" and found.host == truth["launch_order"][1] and found.rank == 1, found
     extra = _extra_ns(truth, 1)
@@ -63,19 +76,30 @@ def test_a_rank_slowed_by_compute_is_named(tmp_path, netns_cluster):  # noqa: F8
     assert len(waits) == found.iterations_affected and all(e["pid"] == waits[0]["pid"] for e in waits)
     assert abs(np.median([e["dur"] for e in waits]) * 1e3 / extra - 1) <= 0.2
     # the hosts' clocks moved apart by up to 100 ms and 50 ppm: read on the reference clock, the same answer
-    (skewed,) = _found(reclocked(run, tmp_path / "reclocked")).stragglers
+    (skewed,) = _found(reclocked(run, run.parent / "reclocked")).stragglers
     assert (skewed.host, skewed.kind) == (found.host, found.kind), skewed
     assert abs(skewed.lost_ns_per_iteration / extra - 1) <= 0.2, (skewed.lost_ns_per_iteration / 1e6, extra / 1e6)
+    return True
 
 
 def test_a_slow_link_is_named_and_its_fix_priced(tmp_path, netns_cluster):  # noqa: F811
     """h3's link at a fifth of the others' rate. The per-link what-if's saving for it, against the step the same
     job takes with no slow link (within 15 %)."""
-    clean_run, clean = live_capture(tmp_path / "clean", netns_cluster, Job(**BASE))
-    run, truth = live_capture(tmp_path / "slow", netns_cluster, Job(**BASE, slow_host=3, slow_host_rate="200mbit"))
-    r = _found(run)
-    (found,) = r.stragglers
+    _, clean = live_capture(tmp_path / "clean", netns_cluster, Job(**BASE))
+    sure_in_one_of_two(
+        tmp_path, netns_cluster, Job(**BASE, slow_host=3, slow_host_rate="200mbit"), lambda *a: _slow_link(*a, clean)
+    )
+
+
+def _slow_link(run: Path, truth: dict, clean: dict) -> bool | str:
+    """True where the iterations were sure and the slow link named and priced right; else why they were unsure
+    (0.77 once in CI, 14 of 14 counted), having checked that nothing unsure is named with confidence."""
+    r = analyze([run], workers=1)
     slow_host = truth["launch_order"][2]  # rank r on cluster host r + 1
+    if not r.iterations.confident:
+        assert all(s.confidence < 0.8 or s.host == slow_host for s in r.stragglers), r.stragglers
+        return f"{r.iterations.count} at {r.iterations.confidence}"
+    (found,) = r.stragglers
     assert found.kind == "link" and found.host == slow_host, found
     assert found.confidence >= 0.8
     fixes = r.scaling.per_edge
@@ -84,6 +108,7 @@ def test_a_slow_link_is_named_and_its_fix_priced(tmp_path, netns_cluster):  # no
     assert abs(fixes[0].saving_ns / measured - 1) <= 0.15, (fixes[0].saving_ns / 1e6, measured / 1e6)
     assert abs(found.lost_ns_per_iteration / measured - 1) <= 0.2
     assert f"{slow_host}'s link" in summary_text(r) or slow_host in summary_text(r)
+    return True
 
 
 def test_a_slow_rank_beside_a_slow_link_is_never_misnamed(tmp_path, netns_cluster):  # noqa: F811
