@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the library loads inside the commands, so that `ringscope -
     import click.exceptions
     import typer._click.exceptions
 
+    from analyze.live.now import Now
     from analyze.findings import WhatIf
     from analyze.result import Result
 
@@ -136,6 +137,11 @@ def analyze(
         None, "--nccl-log", help="NCCL_DEBUG=INFO log: compare the ring NCCL built with the ring in the packets."
     ),
     html_out: Optional[Path] = typer.Option(None, "--html", help="Also write the self-contained HTML report to FILE."),
+    metrics_out: Optional[Path] = typer.Option(
+        None,
+        "--metrics",
+        help="Write Prometheus metrics (text format) to FILE.prom for node_exporter's textfile collector: per host bytes, link speed, utilization, re-sent bytes and drops; per job iterations, bytes per iteration, limiter, what-if scaling factor, stragglers. See docs/metrics.md.",
+    ),
     trace_out: Optional[Path] = typer.Option(
         None,
         "--trace",
@@ -234,6 +240,8 @@ def analyze(
         _write_report(result, html_out, None)
     if trace_out is not None:
         _write_trace(result, trace_out, trace_beside)
+    if metrics_out is not None:
+        _write_metrics(result, metrics_out)
     if str(json_out) != "-":
         from reports.text import summary_text
 
@@ -344,6 +352,17 @@ def _write_trace(result: "Result", out: Path, beside: List[Path]) -> None:
     typer.echo(f"wrote {out} ({size / 1e6:.1f} MB of trace events)", err=True)
 
 
+def _write_metrics(result: "Result", out: Path) -> None:
+    """Write the Prometheus textfile; where and how big on stderr."""
+    from reports.metrics import write_metrics
+
+    try:
+        size = write_metrics(result, out)
+    except OSError as exc:
+        raise fail(f"{out}: cannot write the metrics ({exc.strerror or exc})") from None
+    typer.echo(f"wrote {out} ({size / 1e3:.1f} kB of metrics)", err=True)
+
+
 def _write_report(result: "Result", out: Path, title: Optional[str]) -> None:
     """Render and write the HTML report; where and how big on stderr."""
     from reports.html import write_html
@@ -370,24 +389,43 @@ def top(
     seconds: Optional[float] = typer.Option(
         None, "--seconds", help="Stop after S seconds (default: at Ctrl-C or SIGTERM)."
     ),
+    metrics: Optional[str] = typer.Option(
+        None,
+        "--metrics",
+        metavar="ADDRESS:PORT",
+        help="Also serve the latest poll at http://ADDRESS:PORT/metrics for Prometheus (text format, or "
+        "OpenMetrics when asked): per host bytes, link speed, re-sent bytes and capture health, per heavy edge "
+        "bytes, the iterations so far and the last one's length and bytes. See docs/metrics.md.",
+    ),
 ) -> None:
     """Show a running capture every second: each host's tx/rx rate against its link, the heaviest edges, and the
     iterations finished (from markers; without them found in the ring edges' bytes every 5 s, with a confidence, and
     marked ~ and unsure below 0.8). Reads only what was written since the last poll. A table on a terminal, else
-    one line per poll; on Ctrl-C or SIGTERM it polls once more and stops."""
+    one line per poll; on Ctrl-C or SIGTERM it polls once more and stops (with --metrics, once a scrape has
+    fetched that last poll, or after 20 s)."""
     _analysis_command()
     from analyze.live.view import follow, open_live
     from reports.live import View
+    from reports.metrics_endpoint import LINGER_S, MetricsEndpoint
 
     try:
         live = open_live(folders, interval)
-    except ValueError as exc:
+        endpoint = MetricsEndpoint(metrics) if metrics else None
+    except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     view = View(sys.stdout, sys.stdout.isatty())
+
+    def show(now: "Now", last: bool) -> None:
+        view.show(now)
+        if endpoint is not None:
+            endpoint.publish(now, last)
+
     try:
-        follow(live, interval, seconds, view.show)
+        follow(live, interval, seconds, show)
     finally:
         view.close()
+        if endpoint is not None:
+            endpoint.close(LINGER_S)
 
 
 # ---- whatif / profile (issue 5) ---------------------------------------------------------------

@@ -157,6 +157,13 @@ def run(
         help="Show the capture every second while training runs (ringscope capture top): needs the hosts' "
         "staging folders on this machine (local hosts, network namespaces, a shared --stage).",
     ),
+    metrics: Optional[str] = typer.Option(
+        None,
+        "--metrics",
+        metavar="ADDRESS:PORT",
+        help="With --live: also serve the live view at http://ADDRESS:PORT/metrics for Prometheus "
+        "(capture top --metrics).",
+    ),
 ) -> None:
     """Start an agent on every host, run the training command, gather RUN/<host>/ and write run.json.
 
@@ -173,7 +180,7 @@ def run(
     from capture.errors import CaptureError
     from capture.remote import resolve_template
     from capture.run import RunOptions, default_agent_command, run_capture
-    from capture.units import parse_rate, parse_size
+    from capture.units import parse_listen_address, parse_rate, parse_size
 
     passthrough = {
         "--iface": iface,
@@ -189,6 +196,10 @@ def run(
     if iface is None:  # the job's own settings travel to hosts whose environment (ssh) does not have them
         agent_args += hints.from_environment(dict(os.environ)).add(hints.from_command(list(command))).as_args()
     try:
+        if metrics and not live:
+            raise ValueError("--metrics serves the live view: give --live too")
+        if metrics:
+            parse_listen_address(metrics)  # a bad address fails here, before any agent or training starts
         if link_speed:
             parse_rate(link_speed)  # a bad value fails here, before any agent or training starts
         if rotate_size:
@@ -209,7 +220,9 @@ def run(
             ready_timeout_s=ready_timeout,
             stage=stage,
             agent_command=shlex.split(agent_command) if agent_command else default_agent_command(),
-            live_command=[sys.executable, "-m", "cli", "capture", "top"] if live else None,
+            live_command=[sys.executable, "-m", "cli", "capture", "top", *(["--metrics", metrics] if metrics else [])]
+            if live
+            else None,
         )
         raise typer.Exit(code=run_capture(options))
     except (CaptureError, ValueError) as error:

@@ -64,6 +64,7 @@ class RunOptions:
 
 
 LIVE_STOP_S = 10
+METRICS_LINGER_S = 20  # a view serving metrics stays until a scrape fetched its last poll (reports.metrics_endpoint)
 
 
 class _Agent:
@@ -426,10 +427,12 @@ def _start_live(command: list[str], stages: dict[str, str], say: Callable[[str],
 
 
 def _stop_live(live: subprocess.Popen) -> None:
-    """SIGTERM: the view polls once more and exits; killed if it does not within LIVE_STOP_S."""
+    """SIGTERM: the view polls once more and exits (serving metrics, once that poll was scraped); killed if it
+    does not within LIVE_STOP_S (and METRICS_LINGER_S more when it serves metrics)."""
     live.terminate()
+    serving = "--metrics" in (live.args if isinstance(live.args, list) else [])
     try:
-        live.wait(timeout=LIVE_STOP_S)
+        live.wait(timeout=LIVE_STOP_S + (METRICS_LINGER_S if serving else 0))
     except subprocess.TimeoutExpired:
         live.kill()
         live.wait()

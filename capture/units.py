@@ -1,4 +1,5 @@
-"""Rates, sizes and durations as people type them ("25G", "100Gbit", "97.5MB", "10ms") to explicit numbers.
+"""Rates, sizes and durations as people type them ("25G", "100Gbit", "97.5MB", "10ms") to explicit numbers, and
+the ADDRESS:PORT a metrics endpoint listens on.
 
 Every option that takes a link speed, a size or a time window goes through here, in capture and analyze
 alike (standard library only, so the capture side stays dependency-free), so the whole tool agrees on
@@ -143,3 +144,12 @@ def format_rate(bps: float) -> str:
         if abs(bps) >= factor:
             return f"{bps / factor:.3g} {name}"
     return f"{bps:.3g} bit/s"
+
+
+def parse_listen_address(text: str) -> tuple[str, int]:
+    """ADDRESS:PORT to (address, port): ADDRESS empty for every interface, or an [IPv6] address in brackets;
+    ValueError saying why not (checked by `capture run` before anything starts, used by the endpoint)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad --metrics {text!r}: give ADDRESS:PORT, e.g. 127.0.0.1:9464 or :9464")
+    return host.strip("[]") or "0.0.0.0", int(port)

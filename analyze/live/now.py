@@ -19,6 +19,11 @@ class HostNow:
     rx_bytes: int
     tx_bps: Optional[float]  # None at the first poll: it read what was written before the view started
     rx_bps: Optional[float]
+    packets: int = 0  # IP packets read from its capture files so far
+    resent_bytes: int = 0  # bytes its flows sent again (TCP retransmissions)
+    status: Optional[str] = None  # the agent's meta.json status: capturing, complete, ...
+    kernel_drops: Optional[int] = None  # tcpdump's counts, written by the agent when it stops
+    lost_packets: Optional[int] = None
 
     def utilization(self, direction: str) -> Optional[float]:
         """The rate over the link speed, None when the rate or the link speed is not known."""
@@ -40,6 +45,9 @@ class Now:
     jobs: list["JobNow"] = field(
         default_factory=list
     )  # where the traffic holds several jobs: each one's, heaviest first
+    edge_bytes: list[tuple[str, str, int]] = field(default_factory=list)  # (sender, receiver, IP bytes so far)
+    last_iteration_s: Optional[float] = None  # the last finished iteration's length (markers, else traffic)
+    last_iteration_bytes: dict[str, int] = field(default_factory=dict)  # per host, sent in it (traffic only)
 
 
 @dataclass

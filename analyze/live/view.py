@@ -54,6 +54,7 @@ class _Host:
     rx: int = 0
     markers_at: int = 0  # bytes of markers.jsonl read
     last_iteration: int = -1
+    last_iteration_ns: Optional[int] = None  # its length, as its rank recorded it
     # (peer, flow row): (bins, bytes) parts, a flow's own so that a capture's jobs can be told apart
     edges: dict[tuple[str, int], list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
     keys: np.ndarray = field(default_factory=lambda: np.zeros((0, 5), dtype=np.uint64))  # flow rows at the last poll
@@ -81,6 +82,7 @@ class LiveRun:
         self._last = now
         hosts: list[HostNow] = []
         edges: dict[tuple[str, str], float] = {}
+        sent: dict[tuple[str, str], int] = {}
         for h in self._hosts:
             cells = h.follow.poll([p for p in sorted(h.folder.iterdir()) if _is_pcap(p)])
             keys, nbytes = h.follow.flows()
@@ -89,25 +91,33 @@ class LiveRun:
             h.sent, h.keys = nbytes, keys
             tx, rx = local_mask(keys, h.own, src=True), local_mask(keys, h.own, src=False)
             h.tx, h.rx = int(nbytes[tx].sum()), int(nbytes[rx].sum())
-            if self._polls:
-                tx_bps, rx_bps = float(delta[tx].sum()) * 8 / span, float(delta[rx].sum()) * 8 / span
-                hosts.append(HostNow(h.name, h.link_speed_bps, h.tx, h.rx, tx_bps, rx_bps))
-            else:  # the first poll reads the backlog: no rate yet
-                hosts.append(HostNow(h.name, h.link_speed_bps, h.tx, h.rx, None, None))
+            packets, resent = h.follow.counts()
+            host = HostNow(h.name, h.link_speed_bps, h.tx, h.rx, None, None, int(packets.sum()), int(resent[tx].sum()))
+            _read_health(h, host)
+            if self._polls:  # the first poll reads the backlog: no rate yet
+                host.tx_bps, host.rx_bps = float(delta[tx].sum()) * 8 / span, float(delta[rx].sum()) * 8 / span
+            hosts.append(host)
             peers = np.full(len(keys), -1, dtype=np.int64)  # per flow row: the peer it sends to, by index
-            for row, k, d in zip(np.flatnonzero(tx).tolist(), keys[tx].tolist(), delta[tx]):
+            for row, k, d, b in zip(np.flatnonzero(tx).tolist(), keys[tx].tolist(), delta[tx], nbytes[tx].tolist()):
                 peer = self._owner.get((k[2], k[3]))
                 if peer and peer != h.name:
                     peers[row] = self._index[peer]
+                    sent[(h.name, peer)] = sent.get((h.name, peer), 0) + int(b)
                     if self._polls and d > 0:
                         edges[(h.name, peer)] = edges.get((h.name, peer), 0.0) + float(d) * 8 / span
             _keep_edge_cells(h, cells, peers, self._hosts)
             _read_markers(h)
         self._polls += 1
         ranked = sorted(((a, b, v) for (a, b), v in edges.items()), key=lambda e: -e[2])
-        finished = [h.last_iteration + 1 for h in self._hosts if h.last_iteration >= 0]
-        if finished:
-            return Now(now - self._start, hosts, ranked, max(finished), "markers", 1.0, True)
+        heaviest = max(sent.values(), default=0)
+        carried = sorted(((a, b, v) for (a, b), v in sent.items() if v >= HEAVY_EDGE * heaviest), key=lambda e: -e[2])
+        seen = Now(now - self._start, hosts, ranked, None, edge_bytes=carried)
+        last = max(self._hosts, key=lambda h: h.last_iteration)
+        if last.last_iteration >= 0:
+            seen.iterations, seen.iterations_source = last.last_iteration + 1, "markers"
+            seen.iterations_confidence, seen.iterations_sure = 1.0, True
+            seen.last_iteration_s = None if last.last_iteration_ns is None else last.last_iteration_ns / 1e9
+            return seen
         if final or now - self._stairs_at >= self._stairs_every:
             job_of = _jobs(self._hosts)
             self._stairs = [
@@ -117,9 +127,8 @@ class LiveRun:
             self._stairs_at = now
             self._stairs_every = max(TRAFFIC_EVERY_S, TRAFFIC_SHARE * (time.monotonic() - now))
         stairs = self._stairs[0] if self._stairs else None
-        jobs = []
         if len(self._stairs) > 1:
-            jobs = [
+            seen.jobs = [
                 JobNow(
                     f"job {j + 1}",
                     n,
@@ -130,9 +139,37 @@ class LiveRun:
                 for j, (st, n) in enumerate(zip(self._stairs, self._jobs_hosts))
             ]
         if stairs is None or not stairs.count:
-            return Now(now - self._start, hosts, ranked, None, None, None, jobs=jobs)
-        sure = stairs.confidence >= CONFIDENT
-        return Now(now - self._start, hosts, ranked, stairs.count, "traffic", round(stairs.confidence, 2), sure, jobs)
+            return seen
+        seen.iterations, seen.iterations_source = stairs.count, "traffic"
+        seen.iterations_confidence = round(stairs.confidence, 2)
+        seen.iterations_sure = stairs.confidence >= CONFIDENT
+        seen.last_iteration_s, seen.last_iteration_bytes = _last_iteration(stairs)
+        return seen
+
+
+def _last_iteration(stairs: Staircase) -> tuple[Optional[float], dict[str, int]]:
+    """The last iteration found in the traffic: its length (the median over the edges, each on its own clock)
+    and what each host sent in it."""
+    spans = [float(e.cut_ns[-1] - e.cut_ns[-2]) for e in stairs.edges if len(e.cut_ns) >= 2]
+    sent: dict[str, int] = {}
+    for e in stairs.edges:
+        if len(e.bytes_per_iteration):
+            sent[e.src] = sent.get(e.src, 0) + int(e.bytes_per_iteration[-1])
+    return (float(np.median(spans)) / 1e9 if spans else None), sent
+
+
+def _read_health(h: _Host, host: HostNow) -> None:
+    """The agent's status and, once it stopped, tcpdump's drops and the packets lost at the end (meta.json)."""
+    try:
+        meta = layout.read_json(h.folder / layout.META_FILE)
+    except layout.LayoutError:  # being rewritten by the agent, or not there yet: the next poll reads it
+        return
+    host.status = meta.get(layout.META_STATUS)
+    counters = meta.get(layout.META_COUNTERS) or {}
+    drops = counters.get("dropped_by_kernel")
+    host.kernel_drops = int(drops) if isinstance(drops, int) else None
+    lost = meta.get(layout.META_LOST_PACKETS)
+    host.lost_packets = int(lost) if isinstance(lost, int) else None
 
 
 def _keep_edge_cells(
@@ -253,9 +290,14 @@ def _read_markers(h: _Host) -> None:
     h.markers_at += len(whole)
     for line in whole.splitlines():
         try:
-            h.last_iteration = max(h.last_iteration, int(json.loads(line)["iteration"]))
+            record = json.loads(line)
+            iteration = int(record["iteration"])
         except (ValueError, KeyError, TypeError):
             continue
+        if iteration > h.last_iteration:
+            h.last_iteration = iteration
+            start, end = record.get("start_ns"), record.get("end_ns")
+            h.last_iteration_ns = end - start if isinstance(start, int) and isinstance(end, int) else None
 
 
 def host_folders(paths: list[Path]) -> list[Path]:
@@ -303,9 +345,9 @@ def open_live(folders: list[Path], interval: float) -> LiveRun:
         raise ValueError(str(exc)) from None
 
 
-def follow(live: LiveRun, interval: float, seconds: Optional[float], show: Callable[[Now], None]) -> None:
-    """`ringscope capture top`'s loop: poll every INTERVAL seconds and SHOW each poll, until SECONDS have passed or
-    SIGINT/SIGTERM arrives; then poll once more (what was written meanwhile) and stop."""
+def follow(live: LiveRun, interval: float, seconds: Optional[float], show: Callable[[Now, bool], None]) -> None:
+    """`ringscope capture top`'s loop: poll every INTERVAL seconds and SHOW each poll (and whether it is the last),
+    until SECONDS have passed or SIGINT/SIGTERM arrives; then poll once more (what was written meanwhile) and stop."""
     stopping: list[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda number, _frame: stopping.append(number))
@@ -315,6 +357,6 @@ def follow(live: LiveRun, interval: float, seconds: Optional[float], show: Calla
         while time.monotonic() < until and not stopping and (deadline is None or time.monotonic() < deadline):
             time.sleep(min(0.05, interval))
         last = bool(stopping) or (deadline is not None and time.monotonic() >= deadline)
-        show(live.poll(final=last))
+        show(live.poll(final=last), last)
         if last:
             return

@@ -285,6 +285,12 @@ class Follow:
         n = int(self._t.st[L.ST_NFLOWS])
         return self._t.keys[:n].copy(), self._t.agg[:n, L.AGG_IP_BYTES].copy()
 
+    def counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per flow row, its packets and its re-sent bytes so far: the capture's health and the loss a live
+        metrics endpoint reports."""
+        n = int(self._t.st[L.ST_NFLOWS])
+        return self._t.agg[:n, L.AGG_PACKETS].copy(), self._t.agg[:n, L.AGG_RETRANS_BYTES].copy()
+
     def openings(self) -> tuple[np.ndarray, np.ndarray]:
         """Per flow row, its first packet's time and whether its SYN was seen (it opened while captured): what
         tells a capture's jobs apart (analyze.collective.jobs)."""

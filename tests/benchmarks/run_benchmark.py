@@ -414,6 +414,34 @@ def two_at_once() -> float:
     return serial / (time.perf_counter() - t0)
 
 
+def bench_metrics(hosts: list[int], repeat: int) -> None:
+    """What serving Prometheus costs beside the live view: one scrape renders the last poll's families (each host,
+    a ring edge per host), as a share of a core at a 15 s scrape interval."""
+    import timeit
+
+    from analyze.live.now import HostNow, Now
+    from reports.metrics import live_families, render
+
+    print("\nPrometheus /metrics: one scrape rendered from the last poll")
+    for n in hosts:
+        names = [f"h{i}" for i in range(n)]
+        now = Now(
+            3.0,
+            [HostNow(h, 1e9, 10**9, 10**9, 5e8, 5e8, 10**6, 1234, "capturing") for h in names],
+            [(h, names[(i + 1) % n], 5e8) for i, h in enumerate(names)],
+            40,
+            "traffic",
+            0.95,
+            True,
+            edge_bytes=[(h, names[(i + 1) % n], 10**9) for i, h in enumerate(names)],
+            last_iteration_s=0.12,
+            last_iteration_bytes={h: 15_000_000 for h in names},
+        )
+        number = max(1, 2000 // n)
+        best = min(timeit.repeat(lambda: render(live_families(now)), number=number, repeat=repeat)) / number
+        print(f"  {n:>4} hosts: {best * 1e3:.2f} ms per scrape, {best / 15 * 100:.4f} % of a core at a 15 s interval")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -438,6 +466,9 @@ def main() -> None:
     ap.add_argument(
         "--convert", action="store_true", help="also time `convert --parquet` of each pcap, and tshark's fields as CSV"
     )
+    ap.add_argument(
+        "--metrics", action="store_true", help="also time a Prometheus scrape of the live view at 16 and 500 hosts"
+    )
     args = ap.parse_args()
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="ringscope-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -457,6 +488,8 @@ def main() -> None:
             path.unlink()
     if args.parallel:
         bench_parallel(tmp, args.parallel, args.hosts, args.repeat)
+    if args.metrics:
+        bench_metrics([16, 500], args.repeat)
     if args.dir is None:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -37,6 +37,18 @@ def tcp_bytes(pcap: Path, src: str | None = None, dport: int | None = None) -> t
     return sum(end.values()), wire
 
 
+def ip_bytes(pcap: Path, src: str) -> int:
+    """IP bytes (the IP header's total length) of the packets SRC sent, as a host's tx counter counts them."""
+    dpkt = require_module("dpkt")
+    total = 0
+    with open(pcap, "rb") as f:
+        for _ts, buf in dpkt.pcap.UniversalReader(f):
+            ip = dpkt.ethernet.Ethernet(buf).data
+            if isinstance(ip, dpkt.ip.IP) and socket.inet_ntoa(ip.src) == src:
+                total += ip.len
+    return total
+
+
 def payload_kept(pcap: Path) -> dict[str, list[int]]:
     """{kind: [payload bytes stored per record]} for a classic pcap of Ethernet frames, kind one of tcp4, udp4,
     icmp4, tcp6, udp6: each record's caplen less its own headers' lengths, read from the header bytes with
