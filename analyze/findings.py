@@ -317,7 +317,8 @@ class Straggler:
 
 @dataclass
 class LinkFix:
-    """The per-link what-if: the iteration if this host's link (or this edge) ran at line rate where it is slow."""
+    """The per-link what-if: the iteration if this host's link (or this edge) ran at line rate where it is slow,
+    and if it ran only as fast as the other edges do (their usual pace, USUAL_BPS)."""
 
     host: str | None
     src: str | None
@@ -325,6 +326,9 @@ class LinkFix:
     iteration_ns_if_fixed: float
     saving_ns: float
     saving_share: float  # of the iteration period
+    iteration_ns_if_usual: float | None = None
+    saving_ns_if_usual: float | None = None
+    usual_bps: float | None = None
 
 
 # ---- the what-if (analyze.whatif) -----------------------------------------------------------------------------

@@ -659,13 +659,17 @@ def _stragglers_html(result: Result) -> str:
     if fixes:
         rows = "".join(
             f'<tr><td>{e(f.host or f"{f.src} → {f.dst}")}</td><td class="n">{e(duration(f.saving_ns))}</td>'
-            f'<td class="n">{f.saving_share:.1%}</td><td class="n">{e(duration(f.iteration_ns_if_fixed))}</td></tr>'
+            f'<td class="n">{f.saving_share:.1%}</td><td class="n">{e(duration(f.iteration_ns_if_fixed))}</td>'
+            f'<td class="n">{e(duration(f.saving_ns_if_usual)) if f.saving_ns_if_usual is not None else "-"}</td></tr>'
             for f in fixes[:STRAGGLER_ROWS]
         )
+        usual = next((f.usual_bps for f in fixes if f.usual_bps), None)
+        pace = f"the others' {usual / 1e6:,.0f} Mbit/s" if usual else "the others' pace"
         out.append(
             "<h3>Per-link what-if: each host's link at line rate</h3>"
             '<table data-table="per-edge"><thead><tr><th>link</th><th class="n">saves per iteration</th>'
-            '<th class="n">share</th><th class="n">iteration if fixed</th></tr></thead>'
+            '<th class="n">share</th><th class="n">iteration if fixed</th>'
+            f'<th class="n">saves at {e(pace)}</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>"
         )
     return "".join(out)

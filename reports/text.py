@@ -127,9 +127,14 @@ def straggler_lines(found: list[Straggler], fixes: list[LinkFix] | None, sure: b
         if best.saving_share >= NOTABLE_SAVING:
             other = max((f.saving_share for f in rest), default=0.0)
             names = " or ".join(f"{f.host}'s" for f in tied[:2]) + (" (or ...)" if len(tied) > 2 else "")
+            usual = (
+                f" (at the others' {best.usual_bps / 1e6:,.0f} Mbit/s: {best.saving_ns_if_usual / 1e6:.0f} ms)"
+                if best.saving_ns_if_usual is not None and best.usual_bps
+                else ""
+            )
             lines.append(
                 f"per-link what-if: {names} link at line rate saves {best.saving_ns / 1e6:.0f} ms per "
-                f"iteration ({best.saving_share:.0%}); no other single link saves more than {other:.0%}"
+                f"iteration ({best.saving_share:.0%}){usual}; no other single link saves more than {other:.0%}"
             )
         else:
             lines.append(f"per-link what-if: no single link saves {NOTABLE_SAVING:.0%} of the iteration")

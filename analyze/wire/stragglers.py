@@ -14,12 +14,13 @@ single host's counters: everyone's step grows and every link idles part of it. T
 * link: edges whose pace (the 90th percentile of their bins' rates) is under SLOW of the usual one (the edges'
   75th percentile: one slow host slows two edges of a ring); where they all touch one host, its link.
 
-The per-link what-if: what each edge needs per iteration is its span where it is slow (it sends through all of
-it) and its bytes at line rate elsewhere (the others wait on it between ring steps; their bins, shorter than a
-burst, read a pace under line rate); the ring needs the most of them. Fixing a host's link gives its slow
-edges line rate, where the slowness is at its end (every edge of the host slow; one slow edge alone: either
-end), and saves what the ring then needs less, never more than the communication time per iteration. A slow
-link's lost time is its fix's saving. Unsure where the iterations or the clocks are.
+The per-link what-if (at line rate, and at the others' usual pace): what each edge needs per iteration is its
+span where it is slow (it sends through all of it) and its bytes at line rate elsewhere (the others wait on it
+between ring steps; their bins, shorter than a burst, read a pace under line rate); the ring needs the most of
+them. Fixing a host's link gives its slow edges line rate (or their bytes at the usual pace), where the slowness is
+at its end (every edge of the host slow; one slow edge alone: either end), and saves what the ring then needs
+less, never more than the communication time per iteration. A slow link's lost time is its fix's saving.
+Unsure where the iterations or the clocks are.
 """
 
 from __future__ import annotations
@@ -216,10 +217,13 @@ def _slow_links(
     need = {(e.src, e.dst): _span(e) if (e.src, e.dst) in slow else line[(e.src, e.dst)] for e in paced}
     bound = max(need.values())
 
-    def saving(fixed: set[tuple[str, str]]) -> float:
-        """What the FIXED edges at line rate save per iteration: the ring waits for its slowest edge, and no fix
-        saves more than the communication time."""
-        left = [line[k] if k in fixed else need[k] for k in need]
+    # at the others' pace instead: each edge's bytes at the usual pace, never slower than it is now
+    as_usual = {(e.src, e.dst): min(need[(e.src, e.dst)], 8e9 * e.payload_bytes / its.count / usual) for e in paced}
+
+    def saving(fixed: set[tuple[str, str]], to: dict[tuple[str, str], float] = line) -> float:
+        """What the FIXED edges save per iteration sent in the time TO gives them (line rate, else the usual
+        pace): the ring waits for its slowest edge, and no fix saves more than the communication time."""
+        left = [to[k] if k in fixed else need[k] for k in need]
         return float(min(max(bound - max(left), 0.0), comm))
 
     hosts = sorted({h for k in pace for h in k})
@@ -228,7 +232,7 @@ def _slow_links(
     fixes = []
     for h in hosts:
         mine = {k for k in pace if h in k and (k not in slow or h in culprits[k])}
-        save = saving(mine)
+        save, usual_save = saving(mine), saving(mine, as_usual)
         fixes.append(
             LinkFix(
                 host=h,
@@ -237,6 +241,9 @@ def _slow_links(
                 iteration_ns_if_fixed=round(period - save, 1),
                 saving_ns=round(save, 1),
                 saving_share=round(save / period, 4),
+                iteration_ns_if_usual=round(period - usual_save, 1),
+                saving_ns_if_usual=round(usual_save, 1),
+                usual_bps=round(usual, 1),
             )
         )
     fixes.sort(key=lambda f: (-f.saving_ns, f.host))
