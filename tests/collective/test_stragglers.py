@@ -106,6 +106,9 @@ def _slow_link(run: Path, truth: dict, clean: dict) -> bool | str:
     assert fixes[0].host == slow_host and all(f.saving_share < 0.05 for f in fixes[1:]), fixes
     measured = _step_ns(truth) - _step_ns(clean)
     assert abs(fixes[0].saving_ns / measured - 1) <= 0.15, (fixes[0].saving_ns / 1e6, measured / 1e6)
+    # at the others' pace (what the rerun's links really do): 513 ms against 528 measured, line rate's 570 ms
+    usual = fixes[0].saving_ns_if_usual
+    assert usual is not None and usual <= fixes[0].saving_ns and abs(usual / measured - 1) <= 0.15, usual / 1e6
     assert abs(found.lost_ns_per_iteration / measured - 1) <= 0.2
     assert f"{slow_host}'s link" in summary_text(r) or slow_host in summary_text(r)
     return True
