@@ -3,14 +3,16 @@
 Why from the packets: a ring waits for its slowest member, so one slow server and one slow link look alike in any
 single host's counters: everyone's step grows and every link idles part of it. The capture tells them apart.
 
-* compute: a collective's sender waits until its receiver is ready (gloo's ready notice, NCCL's credits), so
-  when one rank is late the others begin the step's first sends between themselves, and every edge to and from
-  the late rank stays quiet until it enters. Per iteration (analyze.wire.transport gives each edge's busy span
-  and where its last run after a pause began, on the reference clock): edges whose last run of the previous
-  iteration's window starts after the others went quiet are on time; the quiet ones all touching one host point
-  at it, late by the time from the on-time edges' first sends to its edges' first. A host so late (LATE_SHARE
-  of the period or LATE_BINS bins, whichever is longer) in MOST of the iterations or more is a straggler; each
-  iteration loses its median lag.
+* compute: in a ring all-reduce (and a sharded job's all-gathers) every rank sends its own chunk as the collective
+  starts, so a rank late out of its compute sends its first bytes of the iteration after the others have begun.
+  Per iteration (analyze.wire.transport gives each edge's first busy bin and its last run after a pause, on the
+  reference clock), each edge's first send where a pause shows it (_entries), and each host's against the median
+  of the edges that do not touch it. A host so late (LATE_SHARE of the period or LATE_BINS bins, whichever is
+  longer) in MOST of the iterations or more is a straggler, each iteration losing its median lag; a host whose
+  every edge leads to a late host waits on it (a sender waits for its receiver) and is not named. Beside a slow
+  link the edges behind it stay busy from one iteration into the next and show no entry; where enough others do
+  (6 hosts, not 4), the lag is how late the host enters, an upper bound of what the ring loses (210 ms for 150 ms
+  of extra compute), and it is left unsure.
 * link: edges whose pace (the 90th percentile of their bins' rates) is under SLOW of the usual one (the edges'
   75th percentile: one slow host slows two edges of a ring); where they all touch one host, its link.
 
@@ -25,12 +27,13 @@ Unsure where the iterations or the clocks are.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
 from analyze.findings import LinkFix, Straggler, TransportEdge
 from analyze.result import Result
+from analyze.wire.transport import RUN_GAP
 
 __all__ = ["add_stragglers", "find_stragglers", "LATE_SHARE", "SLOW"]
 
@@ -40,10 +43,8 @@ MOST = 0.6  # late in this share of the iterations or more: a straggler; fewer i
 SLOW = 0.6  # an edge whose pace is under this share of the usual pace is slow
 USUAL_PERCENTILE = 75  # the edges' usual pace: one slow host slows two edges of a ring, half of a ring of four
 EDGE_SHARE = 0.1  # an edge carrying under this share of the heaviest edge's bytes is no ring edge
-LATE_BESIDE_SLOW = (
-    "while its edges stay busy through every iteration boundary, a rank late into the collective elsewhere would "
-    "not stand out: none is ruled out"
-)
+# the patterns whose ranks all send at the collective's start (a pipeline's stages take turns)
+ENTER_TOGETHER = ("ring_allreduce", "sharded_data_parallel", "sharded_grad_op")
 SHOWN_LATE = 3  # iterations' lags quoted in the evidence
 CLOCK_MARGIN = 2.0  # a lag under this many times the host's clock uncertainty is not told from clock error
 
@@ -78,9 +79,8 @@ def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix]]:
         return [], []
     sure = its.confidence if its.source != "markers" else 1.0
     period = float(its.period_ns)
-    out = _late(result, edges, hosts, period, sure)
     slow, fixes = _slow_links(result, edges, period, sure)
-    return out + slow, fixes
+    return _late(result, edges, hosts, period, sure, [s.host for s in slow]) + slow, fixes
 
 
 def _rank_of(result: Result, host: str) -> Optional[int]:
@@ -92,40 +92,41 @@ def _rank_of(result: Result, host: str) -> Optional[int]:
     return None
 
 
-def _late(result: Result, edges: list[TransportEdge], hosts: list[str], period: float, sure: float) -> list[Straggler]:
-    """Hosts late into the collective in most iterations (module doc): compute stragglers."""
+def _late(
+    result: Result, edges: list[TransportEdge], hosts: list[str], period: float, sure: float, beside: list[str]
+) -> list[Straggler]:
+    """Hosts whose first sends of an iteration come after the others' in most iterations (module doc): compute
+    stragglers. BESIDE: hosts of slow links, whose waits shift everyone's entry (the lag is then an upper bound)."""
     its = result.iterations
     assert its is not None
-    bin_ns = float(result.bin_ns)
+    if its.pattern is not None and its.pattern.kind not in ENTER_TOGETHER:
+        return []  # a pipeline stage sends once the stage before it has: a late first send is its turn
     late_ns = max(LATE_SHARE * period, LATE_BINS * float(result.bin_ns))
-    per = {(e.src, e.dst): _by_iteration(e) for e in edges}
+    per = [(e.src, e.dst, _by_iteration(e)) for e in edges]
     lags: dict[str, list[float]] = {}
     waits: dict[str, list[list[int]]] = {}
     judged = 0
     for k in range(1, its.count):
-        seen = {pair: (x[k - 1], x[k]) for pair, x in per.items() if k - 1 in x and k in x}
-        if len(seen) < 3:
+        seen = {(src, dst): (x[k - 1], x[k]) for src, dst, x in per if k - 1 in x and k in x}
+        if len({src for src, _ in seen}) < 3:
             continue
         judged += 1
-        early = {p: before[2] for p, (before, _) in seen.items() if before[2] is not None}
-        if not early:
-            continue
-        # the others' first sends come once every edge to and from the late host has gone quiet (one bin of
-        # rounding); a tail inside the collective (a pause between buckets, a wait on a slow edge) starts earlier.
-        # An edge whose first sends follow its last ring step too closely for a pause between them is neither.
-        began = min(early.values())
-        quiet = [p for p, (before, _) in seen.items() if before[2] is None and before[1] <= began + bin_ns]
-        if len(quiet) < 2 or began < max(seen[p][0][1] for p in quiet) - bin_ns:
-            continue
-        common = set.intersection(*({*p} for p in quiet))
-        if len(common) != 1:
-            continue
-        host = common.pop()
-        entered = float(np.median([seen[p][1][0] for p in quiet]))
-        lag = entered - float(np.median(list(early.values())))
-        if lag >= late_ns:
+        entry = _entries(seen, float(result.bin_ns))
+        late: dict[str, tuple[float, float]] = {}  # host: (its lag, the others' entry)
+        for host in {a for a, _ in entry}:
+            others = [t for (a, b), t in entry.items() if host not in (a, b)]
+            if len(others) < 2:
+                continue
+            ref = float(np.median(others))
+            first = min(t for (a, _), t in entry.items() if a == host)
+            if first - ref >= late_ns:
+                late[host] = (first - ref, ref)
+        for host, (lag, ref) in late.items():
+            # a sender waits for its receiver: a host whose every edge leads to a late host waits on it
+            if all(b in late for (a, b) in seen if a == host):
+                continue
             lags.setdefault(host, []).append(lag)
-            waits.setdefault(host, []).append([k, int(entered - lag), int(entered)])
+            waits.setdefault(host, []).append([k, int(ref), int(ref + lag)])
     out = []
     for host, found in sorted(lags.items()):
         share = len(found) / max(judged, 1)
@@ -137,29 +138,45 @@ def _late(result: Result, edges: list[TransportEdge], hosts: list[str], period: 
             continue  # as late as its clock is unsure: nothing to say
         quoted = ", ".join(f"{x / 1e6:.0f}" for x in found[:SHOWN_LATE])
         confidence = min(sure, float(np.clip((share - MOST) / (1 - MOST) * 0.5 + 0.5, 0.5, 1.0)))
+        evidence = [
+            f"{host} enters the collective {lost / 1e6:.0f} ms after the others (median) in {len(found)} of "
+            f"{judged} iterations ({quoted} ms ...): its first bytes of the iteration follow theirs, sent while it "
+            f"was still computing (bins of {result.bin_ns / 1e6:g} ms on the reference clock): compute, not the "
+            "network"
+        ]
         if clock is None:
             confidence = min(confidence, 0.5)  # its clock against the others' is not known
-        out.append(
-            _named(
-                result,
-                host,
-                "compute",
-                lost,
-                len(found),
-                [
-                    f"{host} enters the collective {lost / 1e6:.0f} ms after the others (median) in {len(found)} "
-                    f"of {judged} iterations ({quoted} ms ...): the others' edges begin the iteration's first "
-                    f"sends while every edge to and from {host} waits until it is ready (bins of "
-                    f"{result.bin_ns / 1e6:g} ms on the reference clock): compute, not the network"
-                ],
-                confidence,
-                waits[host],
+        others_slow = [h for h in beside if h != host]
+        if others_slow:
+            confidence = min(confidence, 0.5)
+            evidence.append(
+                f"beside the slow link of {', '.join(others_slow)} the others' entries follow their waits on it: "
+                f"{lost / 1e6:.0f} ms is how late {host} enters, at most what the ring loses to it"
             )
-        )
+        out.append(_named(result, host, "compute", lost, len(found), evidence, confidence, waits[host]))
     return out
 
 
-def _by_iteration(edge: TransportEdge) -> dict[int, tuple[int, int, Optional[int]]]:
+def _entries(
+    seen: dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...]]], bin_ns: float
+) -> dict[tuple[str, str], float]:
+    """Each edge's first send of an iteration, from its (previous, this) iteration's (start, end, last run after a
+    pause), where it is seen: after a pause. An on-time edge sends a first part, then waits for the late rank; the
+    iterations are cut at the longest pause, which is often that wait, so its first part may end its previous
+    window as a last run: that run counts where it began after the first edge finished the previous iteration (a
+    last run before that is the previous iteration's own, resumed after a wait). An edge busy from one iteration
+    into the next (a slow link's queue draining, the ring waiting on it) shows no entry and is left out."""
+    first = min(before[1] for before, _ in seen.values()) - bin_ns
+    entry = {}
+    for pair, (before, now) in seen.items():
+        if before[2] is not None and before[2] >= first:
+            entry[pair] = float(before[2])
+        elif now[0] - before[1] >= RUN_GAP * bin_ns:
+            entry[pair] = float(now[0])
+    return entry
+
+
+def _by_iteration(edge: TransportEdge) -> dict[int, tuple[Any, ...]]:
     """An edge's (first busy bin, end of its last, start of its last run after a pause) by iteration."""
     x = edge.per_iteration
     return {k: (s, e, t) for k, s, e, t in zip(x.index, x.start_ns, x.end_ns, x.tail_ns)}
@@ -273,7 +290,6 @@ def _slow_links(
                     f"{names} carr{'y' if len(mine) > 1 else 'ies'} each ring step at "
                     f"{pace[worst] / 1e6:,.0f} Mbit/s while the other edges run at {usual / 1e6:,.0f} Mbit/s "
                     f"(75th percentile): {'its' if len(mine) > 1 else 'the'} link, not {host}'s compute",
-                    LATE_BESIDE_SLOW,
                 ],
                 confidence,
             )

@@ -54,18 +54,20 @@ def _clean(run: Path) -> bool | str:
 
 
 def test_a_rank_slowed_by_compute_is_named(tmp_path, netns_cluster):  # noqa: F811
-    job = Job(**BASE, slow_rank=1, extra_compute_ms=150)
+    """Rank 0, the rendezvous host (an earlier reading of quiet edges named no one there), 150 ms more per step;
+    rank 1 is the profile test's below."""
+    job = Job(**BASE, slow_rank=0, extra_compute_ms=150)
     sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _late_rank(run, truth))
 
 
 def _late_rank(run: Path, truth: dict) -> bool | str:
     r = analyze([run], workers=1)
     if not r.iterations.confident:
-        assert all(s.confidence < 0.8 or s.host == truth["launch_order"][1] for s in r.stragglers), r.stragglers
+        assert all(s.confidence < 0.8 or s.host == truth["launch_order"][0] for s in r.stragglers), r.stragglers
         return f"{r.iterations.count} at {r.iterations.confidence}"
     (found,) = r.stragglers
-    assert found.kind == "compute" and found.host == truth["launch_order"][1] and found.rank == 1, found
-    extra = _extra_ns(truth, 1)
+    assert found.kind == "compute" and found.host == truth["launch_order"][0] and found.rank == 0, found
+    extra = _extra_ns(truth, 0)
     assert abs(found.lost_ns_per_iteration / extra - 1) <= 0.2, (found.lost_ns_per_iteration / 1e6, extra / 1e6)
     assert found.confidence >= 0.8 and found.iterations_affected >= 0.6 * r.iterations.count
     assert f"{found.host} enters the collective" in summary_text(r)
@@ -114,21 +116,19 @@ def _slow_link(run: Path, truth: dict, clean: dict) -> bool | str:
     return True
 
 
-def test_a_slow_rank_beside_a_slow_link_is_never_misnamed(tmp_path, netns_cluster):  # noqa: F811
-    """Rank 0 computes 150 ms more per step while h3's link runs at a fifth of the others'. The slow link is named
-    with its host; the late rank is named right or not at all, never another host or kind (the slow edges keep
-    busy through every iteration boundary, so the others' first sends do not stand apart from the step before: a
-    known limit). The iterations may be unsure here (0.70 and 0.94 on two captures): whatever is named is right."""
-    job = Job(**BASE, slow_rank=0, extra_compute_ms=150, slow_host=3, slow_host_rate="200mbit")
+def test_a_slow_rank_beside_a_slow_link_is_named_unsure(tmp_path, netns_cluster):  # noqa: F811
+    """Rank 0 computes 150 ms more per step while h3's link runs at a fifth of the others', on 6 hosts (on 4, the
+    edges behind the slow link leave too few entries to judge by). The link is named, sure; the late rank unsure,
+    as late as it enters (210 ms on a capture), at least its extra compute. No one else is named."""
+    job = Job(**{**BASE, "hosts": 6}, slow_rank=0, extra_compute_ms=150, slow_host=3, slow_host_rate="200mbit")
     run, truth = live_capture(tmp_path, netns_cluster, job)
     r = analyze([run], workers=1)
     links = [s for s in r.stragglers if s.kind == "link"]
-    assert [s.host for s in links] == [truth["launch_order"][2]], r.stragglers
-    for s in r.stragglers:
-        if s.kind == "compute":
-            assert s.host == truth["launch_order"][0], s
-            assert s.lost_ns_per_iteration <= _extra_ns(truth, 0) + 2 * r.bin_ns, s
-    assert len(r.stragglers) <= 2
+    assert [s.host for s in links] == [truth["launch_order"][2]] and links[0].confidence >= 0.8, r.stragglers
+    late = [s for s in r.stragglers if s.kind == "compute"]
+    assert [s.host for s in late] == [truth["launch_order"][0]], r.stragglers
+    assert late[0].confidence <= 0.5 and any("at most what the ring loses" in e for e in late[0].evidence)
+    assert late[0].lost_ns_per_iteration >= 0.8 * _extra_ns(truth, 0), late[0]
 
 
 def test_the_ranks_profiles_check_the_split(tmp_path, netns_cluster):  # noqa: F811
