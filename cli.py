@@ -414,16 +414,24 @@ def top(
     except (ValueError, OSError) as exc:
         raise fail(str(exc)) from None
     view = View(sys.stdout, sys.stdout.isatty())
+    limiter = None
+    if endpoint is not None:
+        from analyze.live_limiter import LiveLimiter
+
+        limiter = LiveLimiter(live.folders)
 
     def show(now: "Now", last: bool) -> None:
         view.show(now)
-        if endpoint is not None:
+        if endpoint is not None and limiter is not None:
+            now.limiter = limiter.poll()
             endpoint.publish(now, last)
 
     try:
         follow(live, interval, seconds, show)
     finally:
         view.close()
+        if limiter is not None:
+            limiter.close()
         if endpoint is not None:
             endpoint.close(LINGER_S)
 

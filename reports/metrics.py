@@ -112,7 +112,7 @@ def _shared_families() -> dict[str, Family]:
 def live_families(now: Now, job: str = JOB) -> list[Family]:
     """A running capture at one poll (analyze.live.view): per host bytes, link speed, re-sent bytes and the
     capture's health; per heavy edge its bytes; the job's iterations so far, how sure, the last one's length and
-    what each host sent in it. No limiter: that needs the whole analysis (`analyze --metrics`)."""
+    what each host sent in it; the limiter of the capture's latest analysis (analyze.live_limiter) where one ran."""
     f = _shared_families()
     capturing = Family("capture_capturing", "gauge", "1 while the host's agent is capturing, else 0.")
     for h in now.hosts:
@@ -136,7 +136,18 @@ def live_families(now: Now, job: str = JOB) -> list[Family]:
     for j in now.jobs[1:]:  # the first is the heaviest job, given above
         f["count"].add(j.iterations, comm_name=j.name, n_nodes=str(j.hosts), source="traffic")
         f["confidence"].add(j.confidence, comm_name=j.name, n_nodes=str(j.hosts))
-    return [*f.values(), capturing]
+    limiter, sure = _limiter_families()
+    if now.limiter is not None:
+        limiter.add(1, comm_name=job, n_nodes=n_nodes, limiter=now.limiter[0])
+        sure.add(now.limiter[1], comm_name=job, n_nodes=n_nodes)
+    return [*f.values(), capturing, limiter, sure]
+
+
+def _limiter_families() -> tuple[Family, Family]:
+    return (
+        Family("limiter", "info", "What keeps the job's links from line rate, as the transport diagnosis says."),
+        Family("limiter_confidence_ratio", "gauge", "How sure the transport diagnosis is of its limiter, 0 to 1."),
+    )
 
 
 def analysis_families(doc: dict[str, Any]) -> list[Family]:
@@ -168,8 +179,7 @@ def analysis_families(doc: dict[str, Any]) -> list[Family]:
         f["edges"].add(sent, node=src, peer=dst)
     mean = Family("iteration_duration_seconds", "gauge", "The job's mean iteration length.")
     per_host = Family("iteration_transmit_bytes", "gauge", "What each host sent per iteration, on average.")
-    limiter = Family("limiter", "info", "What keeps the job's links from line rate, as the transport diagnosis says.")
-    sure = Family("limiter_confidence_ratio", "gauge", "How sure the transport diagnosis is of its limiter, 0 to 1.")
+    limiter, sure = _limiter_families()
     scaling = Family("whatif_scaling_factor_ratio", "gauge", "Scaling factor with the network at line rate.")
     lost = Family("straggler_lost_seconds", "gauge", "Time per iteration the ring waits for a straggler.")
     for name, job in _jobs(doc):

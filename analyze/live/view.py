@@ -64,6 +64,7 @@ class LiveRun:
     """The hosts' capture folders (each with the agent's meta.json and its growing pcap files), polled in turn."""
 
     def __init__(self, folders: list[Path]) -> None:
+        self.folders = folders
         self._hosts = [_host(f) for f in folders]
         self._owner = {a: h.name for h in self._hosts for a in h.own}
         self._index = {h.name: i for i, h in enumerate(self._hosts)}

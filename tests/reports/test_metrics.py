@@ -158,3 +158,29 @@ def test_a_bad_metrics_option_is_one_line(args):
     assert done.returncode == 2, done
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("ringscope: error:") and "--metrics" in lines[0], done.stderr
+
+
+def test_the_live_limiter_is_the_analysis_limiter(monkeypatch):
+    """The live view's limiter comes from the whole analysis run in a child process: on the example's folders, the
+    same limiter and confidence as `analyze`; closing ends a child still at work."""
+    from analyze import live_limiter
+    from analyze.api import analyze
+
+    monkeypatch.setattr(live_limiter, "FIRST_S", 0.0)
+    folders = sorted(p for p in EXAMPLE.iterdir() if (p / "meta.json").is_file())
+    limiter = live_limiter.LiveLimiter(folders)
+    try:
+        deadline = time.monotonic() + 120
+        while limiter.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        transport = analyze([EXAMPLE]).transport
+        assert limiter.latest == (transport.limiter, pytest.approx(transport.confidence)), limiter.latest
+    finally:
+        limiter.close()
+    busy = live_limiter.LiveLimiter(folders)
+    monkeypatch.setattr(live_limiter, "EVERY_S", 0.0)
+    busy._next = 0.0
+    busy.poll()  # a child starts
+    started = time.monotonic()
+    busy.close()
+    assert time.monotonic() - started < 10 and busy._child is None
