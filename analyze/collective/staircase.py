@@ -52,6 +52,7 @@ COMB_BLOCK = 256  # candidate periods scored at once (x up to MAX_PAUSES pauses:
 HARMONIC_TEETH = 400  # and only the first periods of each, so a long run costs no more than a short one
 FEW_ROUNDS_GAP = 5.0  # spreads a class of teeth seen under three times must stand out by (_untested_longer)
 SURE_CLASSES = 0.99  # classes of teeth this surely different make the period m times longer
+CLASS_GAP = 1.3  # edges whose bytes differ by this factor are read as byte classes of their own as well
 MAX_DENSE_BINS = 1 << 20  # an edge spanning more bins is read on coarser ones: its arrays stay under ~50 MB
 
 
@@ -507,7 +508,63 @@ def infer(
     bytes_hint: Optional[tuple[float, float]] = None,
 ) -> Staircase:
     """The iterations of the edges' traffic. count_hint (the user's --iterations) or bytes_hint (a range of
-    bytes per edge per iteration, from --gradient-bytes) restrict the periods searched."""
+    bytes per edge per iteration, from --gradient-bytes) restrict the periods searched.
+
+    Edges that fall into byte classes (CLASS_GAP apart, two edges or more each: FSDP's SHARD_GRAD_OP sends twice
+    the bytes one way round the ring as the other) are also read class by class: one period in bytes cannot fit
+    both, and read at the lighter class's the heavier edges count each iteration twice. Where every class finds
+    the same count, the classes' reading stands when it is surer than the whole's."""
+    whole = _infer(edges, bin_ns, count_hint, bytes_hint)
+    classes = _byte_classes(edges)
+    if len(classes) < 2:
+        return whole
+    each = [_infer(c, bin_ns, count_hint) for c in classes]
+    if not all(st.count for st in each) or len({st.count for st in each}) != 1:
+        return whole
+    merged = _merged(each)
+    return merged if merged.confidence > whole.confidence else whole
+
+
+def _byte_classes(edges: list[EdgeSeries]) -> list[list[EdgeSeries]]:
+    """EDGES split where their bytes (ascending) jump by CLASS_GAP or more, when every class has two edges or
+    more; else one class. A single heavier edge (a copy beside the job) is no class of its own."""
+    totals = sorted(((float(e.nbytes.sum()), i) for i, e in enumerate(edges)), key=lambda x: x[0])
+    cuts = [k for k in range(1, len(totals)) if totals[k][0] >= CLASS_GAP * max(totals[k - 1][0], 1.0)]
+    bounds = [0, *cuts, len(totals)]
+    classes = [[edges[i] for _, i in totals[lo:hi]] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return classes if len(classes) > 1 and min(len(c) for c in classes) >= 2 else [edges]
+
+
+def _merged(each: list[Staircase]) -> Staircase:
+    """Byte classes that agree on the count as one reading: every class's edges, each check at its worst class."""
+    worse_high = ("sub_multiple_ambiguity", "longer_period_untested", "left_over", "bytes_spread")
+    keys = set.intersection(*(set(st.evidence) for st in each))
+    evidence = {k: (max if k in worse_high else min)(st.evidence[k] for st in each) for k in sorted(keys)}
+    count = each[0].count
+    heaviest = max(each, key=lambda st: st.period_bytes)
+    ratio = heaviest.period_bytes / max(min(st.period_bytes for st in each), 1.0)
+    notes = [
+        f"the edges fall into {len(each)} byte classes (the heaviest carries {ratio:.2f} x the lightest's bytes "
+        f"per iteration), read class by class: each finds {count} iterations",
+        *[n for st in each for n in st.notes],
+    ]
+    return Staircase(
+        count=count,
+        period_bytes=heaviest.period_bytes,
+        confidence=_confidence(evidence, count),
+        edges=[c for st in each for c in st.edges],
+        evidence=evidence,
+        notes=notes,
+    )
+
+
+def _infer(
+    edges: list[EdgeSeries],
+    bin_ns: int,
+    count_hint: Optional[int] = None,
+    bytes_hint: Optional[tuple[float, float]] = None,
+) -> Staircase:
+    """One reading of the edges' iterations: one period in bytes for them all (infer's)."""
     out = Staircase()
     found: list[tuple[EdgeSeries, Pauses]] = []
     for e in edges:

@@ -107,20 +107,25 @@ def test_gradient_accumulation_is_one_step_per_synchronisation(tmp_path, netns_c
 
 def test_the_parameters_gathered_once_is_half_as_much_back(tmp_path, netns_cluster):  # noqa: F811
     """FSDP2 with reshard_after_forward=False (SHARD_GRAD_OP, ZeRO-2) over gloo on 4 hosts: one all-gather of
-    (W-1)/W x S a step one way and the gradients' all-reduce the other, 3(W-1)/W x S per rank; S from it (within
-    0.6 % on the captures made while writing this). A known limit: the staircase assumes every ring edge carries
-    the same bytes per iteration, and here one direction carries twice the other's, so that direction reads twice
-    the count: the count is right but unsure (0.5, half the edges agreeing), and so is S; never stated as fact."""
+    (W-1)/W x S a step one way and the gradients' all-reduce the other, 3(W-1)/W x S per rank; S from it. One
+    direction carries twice the other's bytes: the staircase reads the two byte classes apart (one period for both
+    counted the heavier direction's iterations twice, 0.5 sure) and each finds the steps: count confident and right
+    (12 at 1.0 on three captures), S within 3 % (4.013 MB against 4.008 MB)."""
     job = Job(workload="fsdp", hosts=4, iters=12, params=1_000_000, batch=32, shard_grad_op=True)
-    run, truth = live_capture(tmp_path, netns_cluster, job)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _grad_op(run, truth, job))
+
+
+def _grad_op(run, truth, job: Job) -> bool | str:
     r = analyze([run], workers=1, byte_mode="payload")
     its = r.iterations
     assert its.pattern.kind == "sharded_grad_op" and its.pattern.confidence >= 0.8, its.pattern
     assert r.scaling is None and r.link_bound is not None and r.verdict.answer == answer(r.link_bound)[0]
     assert "parameters gathered once a step" in summary_text(r)
-    assert its.count == job.iters or not its.confident, (its.count, its.confidence)
-    if its.count == job.iters:
-        s = truth["gradient_bytes"]
-        assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
     if not its.confident:
         assert r.link_bound.unsure is not None and r.verdict.answer == "unclear"
+        return f"{its.count} at {its.confidence}"
+    assert its.count == job.iters, (its.count, its.confidence)
+    assert any("byte classes" in n for n in its.notes), its.notes
+    s = truth["gradient_bytes"]
+    assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
+    return True

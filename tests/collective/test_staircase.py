@@ -242,3 +242,28 @@ def test_clean_jobs_are_confident():
         st_ = infer(make(job), BIN)
         sure += st_.confidence >= CONFIDENT and st_.count == job.iters
     assert sure >= 54, f"{sure} of 60"
+
+
+def test_two_byte_classes_are_read_apart():
+    """SHARD_GRAD_OP-like: two edges carry twice the bytes per iteration of the other two (one all-gather one way,
+    the all-reduce the other). One period in bytes cannot fit both; read class by class, each finds the 12."""
+    light = make(Job(edges=2, bytes_per_iteration=5e6, buckets=(1.0,), seed=11))
+    heavy = [
+        EdgeSeries(f"g{k}", f"g{k + 1}", f"g{k}", e.t_ns, e.nbytes)
+        for k, e in enumerate(make(Job(edges=2, bytes_per_iteration=10e6, buckets=(1.0,), seed=12)))
+    ]
+    st_ = infer(light + heavy, BIN)
+    assert st_.count == 12 and st_.confidence >= CONFIDENT, (st_.count, st_.confidence, st_.notes)
+    assert "2 byte classes" in st_.notes[0] and len(st_.edges) == 4
+    assert sorted(round(float(np.median(c.bytes_per_iteration)) / 1e6) for c in st_.edges) == [5, 5, 10, 10]
+
+
+def test_one_heavier_edge_is_no_class_of_its_own():
+    """A copy beside the job makes one edge heavier: no class of one edge; the edges are read together."""
+    from analyze.collective.staircase import _byte_classes
+
+    ring = make(Job(seed=4))
+    copied = [EdgeSeries(e.src, e.dst, e.view, e.t_ns, e.nbytes * (3 if k == 0 else 1)) for k, e in enumerate(ring)]
+    assert _byte_classes(copied) == [copied]
+    halves = [EdgeSeries(e.src, e.dst, e.view, e.t_ns, e.nbytes * (2 if k >= 2 else 1)) for k, e in enumerate(ring)]
+    assert [len(c) for c in _byte_classes(halves)] == [2, 2]
