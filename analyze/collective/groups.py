@@ -26,8 +26,8 @@ SPREAD = 0.03  # a group's bytes per iteration over the whole capture and over t
 FLOOR = 0.01  # pairs under this share of the heaviest pair's bytes are control traffic (a rank mesh, a store)
 
 
-def _components(pairs: list[tuple[str, str]]) -> list[set[str]]:
-    """Connected host sets of PAIRS."""
+def host_sets(pairs: list[tuple[str, str]]) -> list[set[str]]:
+    """Connected host sets of PAIRS (also how analyze.collective.jobs tells a job's subgroups from a job)."""
     parent: dict[str, str] = {}
 
     def find(x: str) -> str:
@@ -62,7 +62,7 @@ def _links(light: pd.DataFrame, groups: list[set[str]]) -> Optional[list[tuple[i
         if sorted(left) != sorted(groups[i]) or sorted(right) != sorted(groups[j]):
             return None  # a matching covering both groups, or not a stage boundary
         out.append((i, j, sorted(hosts)))
-    linked = _components([(str(i), str(j)) for i, j, _ in out])
+    linked = host_sets([(str(i), str(j)) for i, j, _ in out])
     if not out or len(linked) != 1 or len(linked[0]) != len(groups):
         return None
     return out
@@ -91,7 +91,7 @@ def find_groups(edges: pd.DataFrame) -> Optional[dict[str, Any]]:
     drops = w[:-1] / w[1:]
     for cut in np.flatnonzero(drops >= GAP):
         heavy, rest = pairs.iloc[: cut + 1], pairs.iloc[cut + 1 :]
-        groups = _components(list(zip(heavy["a"], heavy["b"])))
+        groups = host_sets(list(zip(heavy["a"], heavy["b"])))
         if len(groups) < 2 or min(len(g) for g in groups) < 2:
             continue
         later = np.flatnonzero(drops[cut + 1 :] >= GAP)

@@ -11,8 +11,9 @@ How, from headers only (no payload, no ports known in advance):
   within OPEN_GAP_NS of each other, were opened by the same start-up (a listener whose connections opened over a
   longer time, the store, which each rank reaches as it starts, joins the mesh that opens right after its last
   connection: the rendezvous completes when the last rank arrives).
-Connections joined by these links are one group. A group of two or more connections over two or more hosts
-is a job, unless it is light (a hundredth of the heaviest group's bytes) and its hosts are a job's: then it is part
+Connections joined by these links are one group. A group that opens soon after another over hosts of its, in
+several separate meshes, is that job's subgroups (a pipeline stage's data-parallel group). A group of two or
+more connections over two or more hosts is a job, unless it is light (a hundredth of the heaviest group's bytes) and its hosts are a job's: then it is part
 of that job; the rest (a lone copy, an ssh session, connections opened before the capture and sharing no listener
 with a job) is other traffic. Where the capture saw too few connections open to tell (it began after the job
 did, or a synthetic capture has no handshakes), or no group is a job, all the traffic is one job, as before:
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from analyze.collective.groups import host_sets
 from analyze.tables.flows import connection_ends
 
 # Gloo opens a rank's pair connections within about a millisecond of each other, and a job's ranks open theirs
@@ -84,24 +86,24 @@ def split_jobs(flows: pd.DataFrame, hosts: pd.DataFrame) -> Split:
             "too few to tell jobs apart by their start-up",
         )
     label = _groups(conn, opened)
-    flow_group = label[conn.flow_conn]
     # a job: two or more connections over two or more hosts
-    ends = pd.DataFrame({"g": flow_group, "src": src_h[inter], "dst": dst_h[inter]})
+    members = _members(label[conn.flow_conn], src_h[inter], dst_h[inter])
     conns = pd.Series(label).value_counts()
-    host_count = pd.concat(
-        [ends[["g", "src"]].rename(columns={"src": "h"}), ends[["g", "dst"]].rename(columns={"dst": "h"})]
-    )
-    spans = host_count.groupby("g")["h"].nunique()
+    spans = members.map(len)
     is_job = (conns.reindex(spans.index).fillna(0) >= 2) & (spans >= 2)
     job_groups = spans.index[is_job.to_numpy()]
     if not len(job_groups):
         return whole
+    pairs = pd.DataFrame({"g": label[conn.flow_conn], "a": src_h[inter], "b": dst_h[inter]})
+    label = _subgroups_joined(label, conn.start_ns, members, job_groups, pairs)
+    job_groups = np.unique(label[np.isin(label, job_groups)])
+    flow_group = label[conn.flow_conn]
+    members = _members(flow_group, src_h[inter], dst_h[inter])
     weight = pd.Series(flows["bytes"].to_numpy(np.int64)[inter]).groupby(flow_group).sum()
     ranked = weight.reindex(job_groups).sort_values(ascending=False, kind="stable").index.to_numpy()
     heavy = ranked[weight.reindex(ranked).to_numpy() >= LIGHT_SHARE * weight.max()]
     code = np.full(int(label.max()) + 1, -1, np.int64)
     code[heavy] = np.arange(len(heavy))
-    members = host_count.groupby("g")["h"].agg(set)
     for g in ranked[len(heavy) :]:  # a light group of a job's hosts: another of its contexts, its rendezvous
         home = [j for j, big in enumerate(heavy) if members[g] <= members[big]]
         code[g] = home[0] if home else -1
@@ -143,6 +145,36 @@ def _connections(flows: pd.DataFrame, inter: np.ndarray) -> _Connections:
     shared = np.maximum(lo_n, hi_n) >= 2
     codes, _ = pd.factorize(pd.Series(end))
     return _Connections(flow_conn, np.where(shared, codes, -1), first)
+
+
+def _members(flow_group: np.ndarray, src: np.ndarray, dst: np.ndarray) -> pd.Series:
+    """Per group, the set of hosts its flows join."""
+    ends = pd.DataFrame({"g": np.concatenate([flow_group, flow_group]), "h": np.concatenate([src, dst])})
+    return ends.groupby("g")["h"].agg(set)
+
+
+def _subgroups_joined(
+    label: np.ndarray, start_ns: np.ndarray, members: pd.Series, job_groups: np.ndarray, pairs: pd.DataFrame
+) -> np.ndarray:
+    """LABEL (per connection, its group) with each job group made part of an earlier one when it is that job's
+    subgroups: it opens within RENDEZVOUS_NS of the earlier group's last opening, over hosts of that group's, and
+    its host pairs (PAIRS: group, a, b per flow) fall apart into several meshes (torch's new_group per pipeline
+    stage: a mesh among each stage's replicas, opened once the global mesh is: 66 ms after it on a 3-stage pipeline
+    of 6 hosts, past OPEN_GAP_NS, and read as a second job over the same hosts before this). A second job over
+    those hosts opens one mesh joining them all, and is kept apart however soon it starts."""
+    first = pd.Series(start_ns).groupby(label).min()
+    last = pd.Series(start_ns).groupby(label).max()
+    out = label.copy()
+    kept: list[int] = []  # job groups no earlier one took in, oldest first
+    for g in sorted(job_groups, key=lambda x: first[x]):
+        mine = pairs[pairs["g"] == g]
+        apart = len(host_sets(list(zip(mine["a"], mine["b"])))) > 1
+        home = [h for h in kept if apart and first[g] - last[h] <= RENDEZVOUS_NS and members[g] <= members[h]]
+        if home:
+            out[label == g] = home[0]
+        else:
+            kept.append(g)
+    return out
 
 
 def _port(ends: pd.Series) -> np.ndarray:

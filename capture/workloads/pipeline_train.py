@@ -31,9 +31,10 @@ def stage_layers(model: Any, stages: int, stage: int) -> Any:
 
     layers = list(model)
     linear = [i for i, m in enumerate(layers) if isinstance(m, nn.Linear)]
-    per = -(-len(linear) // stages)
-    first = linear[stage * per]
-    last = linear[min(len(linear), (stage + 1) * per) - 1]
+    lo, hi = len(linear) * stage // stages, len(linear) * (stage + 1) // stages  # as even as the layers allow
+    if hi <= lo:
+        raise ValueError(f"{stages} stages need at least as many layers; the model has {len(linear)}")
+    first, last = linear[lo], linear[hi - 1]
     end = last + 2 if last + 1 < len(layers) else last + 1
     return nn.Sequential(*layers[first:end])
 

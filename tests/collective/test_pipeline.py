@@ -84,3 +84,41 @@ def test_heavy_activations_are_never_read_as_one_sharded_ring(tmp_path, netns_cl
     bound = r.link_bound  # no ring what-if; the bounds answer only where the iterations are sure
     assert r.scaling is None and r.verdict.answer == (answer(bound)[0] if bound is not None else "unclear")
     assert its.confident or r.verdict.answer == "unclear"
+
+
+def test_three_stages_of_two_replicas_with_unequal_stages(tmp_path, netns_cluster):  # noqa: F811
+    """Three stages of two replicas on 6 hosts; the model's four layers split 1, 1, 2, so the last stage's group
+    all-reduces twice the others' gradients. Each stage's gloo subgroup opens its mesh once the global one has
+    (66 ms after it on a capture, beyond the start-up gap of one mesh): one job, not two over the same hosts."""
+    job = Job(workload="pipeline", hosts=6, stages=3, iters=12, params=3_000_000, batch=64, micro_batches=4)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    r = analyze([run], workers=1, byte_mode="payload", world_size=job.hosts)
+    assert not r.jobs, [j.hosts for j in r.jobs]
+    host = truth["launch_order"]
+    of = {int(rank): x for rank, x in truth["stage_of"].items()}
+    groups = r.topology.groups
+    assert groups, (r.topology.kind, r.topology.notes)
+    dp = {tuple(g.hosts): g for g in groups if g.kind == "data_parallel"}
+    want = {tuple(sorted(host[r] for r in of if of[r]["stage"] == s)): s for s in range(job.stages)}
+    assert set(dp) == set(want), (list(dp), list(want))
+    for hosts, s in want.items():  # each stage's own gradient bytes, as its ranks issued them
+        issued = next(x["gradient_bytes"] for x in of.values() if x["stage"] == s)
+        assert abs(dp[hosts].implied_bytes / issued - 1) <= 0.03, (s, dp[hosts], issued)
+        assert dp[hosts].confidence >= CONFIDENT
+    boundaries = sorted(tuple(g.between) for g in groups if g.kind == "pipeline")
+    assert len(boundaries) == job.stages - 1, boundaries
+    sent = of[0]["activation_bytes"] * job.micro_batches
+    for g in groups:
+        if g.kind == "pipeline":
+            assert abs(g.implied_bytes / sent - 1) <= 0.03 and g.confidence >= CONFIDENT, (g, sent)
+    its = r.iterations
+    assert its.pattern.kind == "pipeline" and its.count == job.iters and its.confident, (its.count, its.confidence)
+    # each host's link: its stage's all-reduce and every boundary it sits on (the middle stage's two)
+    bound = r.link_bound
+    assert bound is not None and bound.stages == job.stages
+    rank_of = {h: r_ for r_, h in enumerate(host)}
+    for link in bound.links:
+        x = of[rank_of[link.host]]
+        edges = 1 if x["stage"] in (0, job.stages - 1) else 2
+        carried = x["gradient_bytes"] + edges * sent
+        assert abs(link.bytes_per_iteration / carried - 1) <= 0.03, (link, carried)

@@ -426,9 +426,12 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
         "right_ports": {int(s["rank"]): s["right_ports"] for s in steps if "right_ports" in s},
         # sockets: each rank's ring payload per iteration, as it sent it
         "bytes_sent": {int(s["rank"]): s["bytes_sent"] for s in steps if "bytes_sent" in s},
-        # pipeline: each rank's stage, replica, activation bytes per micro-batch and micro-batches per step
+        # pipeline: each rank's stage, replica, its stage's gradient bytes, activation bytes per micro-batch and
+        # micro-batches per step
         "stage_of": {
-            int(s["rank"]): {k: s[k] for k in ("stage", "replica", "activation_bytes", "micro_batches")}
+            int(s["rank"]): {
+                k: s[k] for k in ("stage", "replica", "gradient_bytes", "activation_bytes", "micro_batches")
+            }
             for s in steps
             if "stage" in s
         },
