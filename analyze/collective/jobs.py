@@ -13,11 +13,11 @@ How, from headers only (no payload, no ports known in advance):
   connection: the rendezvous completes when the last rank arrives).
 Connections joined by these links are one group. A group that opens soon after another over hosts of its, in
 several separate meshes, is that job's subgroups (a pipeline stage's data-parallel group). A group of two or
-more connections over two or more hosts is a job, unless it is light (a hundredth of the heaviest group's bytes) and its hosts are a job's: then it is part
-of that job; the rest (a lone copy, an ssh session, connections opened before the capture and sharing no listener
-with a job) is other traffic. Where the capture saw too few connections open to tell (it began after the job
-did, or a synthetic capture has no handshakes), or no group is a job, all the traffic is one job, as before:
-nothing is set aside that could not be told apart.
+more connections over two or more hosts is a job, unless it is light (a hundredth of the heaviest group's
+bytes) and its hosts are a job's: then it is part of that job; the rest (a lone copy, an ssh session,
+connections opened before the capture and sharing no listener with a job) is other traffic. Where the capture
+saw too few connections open to tell (it began after the job did, or a synthetic capture has no handshakes), or
+no group is a job, all the traffic is one job, as before: nothing is set aside that could not be told apart.
 
 Two jobs whose start-ups overlap to within OPEN_GAP_NS are one group here; their iterations then disagree and the
 staircase says it is unsure, rather than one job's numbers being stated for both (two real jobs forced into one
