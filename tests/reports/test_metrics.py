@@ -184,3 +184,24 @@ def test_the_live_limiter_is_the_analysis_limiter(monkeypatch):
     started = time.monotonic()
     busy.close()
     assert time.monotonic() - started < 10 and busy._child is None
+
+
+def test_each_job_of_a_capture_gets_its_own_series():
+    """A capture of several jobs: per job (comm_name job 1, job 2) its iterations, nodes, ranks and limiter, from
+    each job's part of the document; the hosts' families once for the capture."""
+    from analyze.api import analyze
+    from reports.metrics import analysis_families
+
+    doc = analyze([EXAMPLE]).to_json()
+    part = {k: doc[k] for k in ("iterations", "transport", "scaling", "stragglers")}
+    second = json.loads(json.dumps(part))
+    second["iterations"]["count"], second["transport"]["limiter"] = 7, "loss"
+    doc["jobs"] = [
+        {"name": "job 1", "hosts": ["h1", "h2", "h3", "h4"], "world_size": 4, **part},
+        {"name": "job 2", "hosts": ["h1", "h2"], "world_size": 2, **second},
+    ]
+    samples = _samples(render(analysis_families(doc)))
+    assert _value(samples, "ringscope_iterations", comm_name="job 1", n_nodes="4", nranks="4") == 10
+    assert _value(samples, "ringscope_iterations", comm_name="job 2", n_nodes="2", nranks="2") == 7
+    assert _value(samples, "ringscope_limiter_info", comm_name="job 2", limiter="loss") == 1
+    assert len([1 for (n, _) in samples if n == "ringscope_host_transmit_bytes_total"]) == 4
