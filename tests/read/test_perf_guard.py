@@ -43,9 +43,11 @@ def test_one_million_packets_read_far_faster_than_any_python_loop(tmp_path: Path
     block = bytearray(CAT_BLOCK)
     cat = min(read_like_cat(path, block) for _ in range(3))  # page cache warm after the scan above
     loop = min(_python_walk(path, PACKETS // 10) for _ in range(3)) * 10  # a tenth, extrapolated
-    t0 = time.perf_counter()
-    scan = scan_stream([path], bin_ns=10_000_000, byte_mode=0)
-    elapsed = time.perf_counter() - t0
+    elapsed = float("inf")
+    for _ in range(3):  # the best of three, as the bounds are: one scan slowed by a neighbour read 0.128 s in CI
+        t0 = time.perf_counter()
+        scan = scan_stream([path], bin_ns=10_000_000, byte_mode=0)
+        elapsed = min(elapsed, time.perf_counter() - t0)
     assert scan.records == PACKETS
     assert int(scan.agg[:, 1].sum()) == int(truth.ip_bytes.sum())
     # both bounds measured in this test, on this machine, at this moment: noise moves them together
