@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
-from analyze.live.now import Now
+from analyze.live.now import HEAVY_EDGE, Now
 
 if TYPE_CHECKING:
     from analyze.result import Result
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 PREFIX = "ringscope_"
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OPENMETRICS_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
-HEAVY_EDGE = 0.1  # edges under this share of the heaviest one's bytes are control traffic: no series of their own
 JOB = "job 1"  # comm_name of the capture's one (or heaviest) job, as the live view names jobs
 
 

@@ -8,6 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+# Edges under this share of the heaviest one's bytes (control traffic, a rank mesh, ACKs) are not the collective's:
+# the live view searches its iterations without them, and the metrics give them no series
+HEAVY_EDGE = 0.1
+
 
 @dataclass
 class HostNow:

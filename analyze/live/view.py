@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analyze.tables.flows import address_key, address_text, local_mask, proto_name
-from analyze.live.now import HostNow, JobNow, Now
+from analyze.live.now import HEAVY_EDGE, HostNow, JobNow, Now
 from analyze.read import layouts as L
 from analyze.read.formats import is_capture
 from analyze.read.scan import Follow
@@ -37,7 +37,6 @@ BIN_NS = 10_000_000  # the bins the ring edges' series are kept in, as analyze's
 # out light edges.
 TRAFFIC_EVERY_S = 5.0
 TRAFFIC_SHARE = 20.0
-HEAVY_EDGE = 0.1
 
 
 @dataclass
