@@ -60,7 +60,10 @@ class LiveLimiter:
         if self._child is not None:
             proc, answer = self._child
             if answer.poll() or not proc.is_alive():
-                found = answer.recv() if answer.poll() else None  # a child that died gave no answer
+                try:
+                    found = answer.recv() if answer.poll() else None
+                except (EOFError, OSError):  # a child that died gave no answer (its pipe reads as closed)
+                    found = None
                 self.latest = found or self.latest
                 self._next = now + max(EVERY_S, SHARE * (now - self._started))
                 self._end()

@@ -177,6 +177,13 @@ def test_the_live_limiter_is_the_analysis_limiter(monkeypatch):
         assert limiter.latest == (transport.limiter, pytest.approx(transport.confidence)), limiter.latest
     finally:
         limiter.close()
+    dying = live_limiter.LiveLimiter(folders)  # a child killed mid-analysis: no answer, no error
+    dying._next = 0.0
+    dying.poll()
+    assert dying._child is not None
+    dying._child[0].kill()
+    dying._child[0].join()
+    assert dying.poll() is None and dying._child is None
     busy = live_limiter.LiveLimiter(folders)
     monkeypatch.setattr(live_limiter, "EVERY_S", 0.0)
     busy._next = 0.0
