@@ -19,7 +19,7 @@ from analyze.read.work import Progress
 from analyze.read.groupsum import group_sum
 from analyze.read.fold import HostFlows, merge_host, unique_rows
 from analyze.read.outliers import set_aside
-from analyze.tables.flows import address_key, address_text, infer_local, local_mask, proto_name
+from analyze.tables.flows import address_key, address_text, infer_local, key_ports, local_mask, proto_name
 from analyze.read.inputs import HostInput, RunInput
 from analyze.tables.markers import load_markers
 from analyze.findings import Clock
@@ -28,6 +28,7 @@ from analyze.read.reading import Reading
 from analyze.source import open_source
 from analyze.verdict import judge
 from analyze.read.scan import FileHealth, StreamScan
+from analyze.wire.rdma import flow_rdma
 from analyze.wire.transport import flow_transport
 from analyze.each_job import Given, analyze_jobs
 from analyze.tables.utilization import utilization
@@ -174,6 +175,7 @@ def build_result(
     flows_df, chosen = _choose_views(views)
     flow_series = _flow_series(host_flows, chosen, views, bin_ns)
     transport, transport_samples = flow_transport(host_flows, views)
+    rdma, rdma_events = flow_rdma(host_flows, views)
     hosts, host_series = _hosts(
         run_input.hosts, host_flows, locals_, scans, col, bin_ns, link_speed_bps, busy_threshold, warnings, assumptions
     )
@@ -204,6 +206,8 @@ def build_result(
             markers=markers,
             transport=transport,
             transport_samples=transport_samples,
+            rdma=rdma if len(rdma) else None,
+            rdma_events=rdma_events if len(rdma) else None,
         ),
     )
     result.clock = _clocks(run_input, host_flows, locals_, hosts)
@@ -251,6 +255,7 @@ def _views_table(
     host_index = np.repeat(np.arange(len(host_flows), dtype=np.int64), counts)
     names = np.array([h.name for h in hosts], dtype=object)
     k = ukeys[inv]
+    sport, dport, qp = key_ports(k[:, 4])
     return pd.DataFrame(
         {
             "flow_id": inv,
@@ -274,8 +279,9 @@ def _views_table(
             "retransmitted_bytes": a[:, L.AGG_RETRANS_BYTES],
             "src": [address_text(int(x), int(y)) for x, y in zip(k[:, 0], k[:, 1])],
             "dst": [address_text(int(x), int(y)) for x, y in zip(k[:, 2], k[:, 3])],
-            "sport": ((k[:, 4] >> np.uint64(24)) & np.uint64(0xFFFF)).astype(np.int64),
-            "dport": ((k[:, 4] >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64),
+            "sport": sport,
+            "dport": dport,
+            "qp": qp,
             "proto": [proto_name(int(p)) for p in (k[:, 4] & np.uint64(0xFF))],
         }
     )
@@ -306,6 +312,7 @@ def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
                 "retransmitted_bytes",
                 "seen_by",
                 "view",
+                "qp",
             ]
         ), np.zeros(0, np.int64)
     rank = np.where(views["sent_here"], 0, np.where(views["received_here"], 1, 2))
@@ -336,6 +343,7 @@ def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
             "retransmitted_bytes": best["retransmitted_bytes"].to_numpy(),
             "seen_by": np.array([",".join(seen[f]) for f in best.index.tolist()], dtype=object),
             "view": best["host"].to_numpy(),
+            "qp": np.array([None if q < 0 else int(q) for q in best["qp"].tolist()], dtype=object),
         }
     )
     return out.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True), rows

@@ -31,6 +31,7 @@ from analyze.result_whatif import add_whatif
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.rank_profiles import check_with_profiles
+from analyze.wire.rdma import diagnose_rdma, rdma_transport
 from analyze.wire.stragglers import add_stragglers
 from analyze.wire.transport import diagnose
 
@@ -98,6 +99,9 @@ def _analyze(result: Result, metas: Mapping[str, Any], given: Given, shared: Opt
     own = [metas.get(h.name) for h in result.hosts]
     result.capture_problems = capture_problems(result.hosts, own, views, result.iterations) or None
     result.transport = diagnose(result, shared)
+    result.rdma = diagnose_rdma(result)
+    if result.rdma is not None and result.rdma.limiter and (result.transport is None or not result.transport.edges):
+        result.transport = rdma_transport(result.rdma)
     leave_out_resent(result)  # S from the unique bytes, before the what-if divides by it
     add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
     add_stragglers(result)
@@ -139,6 +143,8 @@ def _cut(result: Result, mask: np.ndarray, several: bool) -> Result:
             markers=t.markers.iloc[0:0] if several else t.markers,
             transport=of_job(t.transport),
             transport_samples=of_job(t.transport_samples),
+            rdma=of_job(t.rdma),
+            rdma_events=of_job(t.rdma_events),
         ),
     )
 
@@ -186,6 +192,7 @@ def _record(name: str, job: Result) -> Job:
         scaling=job.scaling,
         link_bound=job.link_bound,
         stragglers=job.stragglers,
+        rdma=job.rdma,
         capture_problems=job.capture_problems,
         confidence=round(min(sure), 3) if sure else 0.0,
     )

@@ -299,6 +299,81 @@ class Transport:
 
 
 @dataclass
+class RdmaQp:
+    """One RDMA queue pair (source, destination, destination QP): what it carried and how its transport went,
+    each counter the largest any capture of it saw (the receiver sees the CE marks and gaps, the sender every
+    packet it sent), its ACKs, NAKs and CNPs from the reverse queue pair that answers it."""
+
+    src: str
+    dst: str
+    qp: int
+    transport: str  # RoCEv2, RoCEv1 or InfiniBand
+    reverse_qp: int | None  # the QP its ACKs go to: learnt from ACK PSNs matching its requests
+    packets: int
+    payload_bytes: int  # RDMA payload, resends included
+    write_bytes: int
+    send_bytes: int
+    read_bytes: int
+    messages: int
+    immediate: int
+    resent_packets: int
+    resent_bytes: int
+    psn_gaps: int
+    resends: int
+    timeouts: int
+    acks: int
+    naks: int
+    rnr_naks: int
+    nak_errors: int
+    cnps: int
+    ce_marks: int
+    fecn: int
+    becn: int
+    ack_rtt_samples: int
+    ack_rtt_median_us: float | None
+
+
+@dataclass
+class RdmaEdge:
+    """One host pair's RDMA: its queue pairs folded into one edge, its rate, loss and congestion, its limiter."""
+
+    src: str
+    dst: str
+    qps: list[int]
+    qp_payload_bytes: list[int]  # per QP in `qps`' order: very unequal shares are shown, not explained
+    qp_imbalance: float | None  # the busiest QP's bytes over the least busy one's
+    payload_bytes: int
+    packets: int
+    resent_packets: int
+    resent_fraction: float
+    naks: int
+    timeouts: int
+    cnps: int
+    cnps_per_s: float | None  # over the edge's busy time
+    ce_marks: int
+    ce_fraction: float
+    ack_rtt_median_us: float | None
+    rate_while_busy: float | None  # share of line rate while sending
+    busy_share: float | None
+    link_speed_bps: float
+    limiter: str | None  # loss | congestion | link | sender
+    confidence: float
+    evidence: list[str]
+
+
+@dataclass
+class Rdma:
+    """RDMA traffic (RoCE, InfiniBand): queue pairs, edges, and the limiter they point to (analyze.wire.rdma)."""
+
+    limiter: str | None = None
+    confidence: float = 0.0
+    evidence: list[str] = field(default_factory=list)
+    edges: list[RdmaEdge] = field(default_factory=list)
+    qps: list[RdmaQp] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Straggler:
     """Who holds the ring back (analyze.wire.stragglers): a host late into the collective (compute) or a slow link,
     the time each iteration loses to it, and how sure."""
@@ -525,6 +600,7 @@ class Job:
     notes: list[str] = field(default_factory=list)
     link_bound: LinkBound | None = optional()  # the what-if of a sharded or pipeline job (analyze.whatif.link_bound)
     stragglers: list[Straggler] | None = optional()  # who holds its ring back (analyze.wire.stragglers)
+    rdma: Rdma | None = optional()  # its RDMA queue pairs and their transport (analyze.wire.rdma)
 
 
 @dataclass

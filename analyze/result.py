@@ -19,6 +19,7 @@ from analyze.findings import (
     Job,
     LinkBound,
     OtherTraffic,
+    Rdma,
     Straggler,
     Topology,
     Transport,
@@ -84,6 +85,7 @@ class FlowRecord:
     retransmitted_bytes: int
     seen_by: list[str]
     view: str
+    qp: int | None = optional()  # an RDMA queue pair's destination QP (its ports show as 0)
 
 
 @dataclass
@@ -113,6 +115,8 @@ class Tables:
     markers: "pd.DataFrame"  # iteration markers from markers.jsonl (empty when none)
     transport: "pd.DataFrame | None" = None  # per TCP data flow, its sender's TCP counters (analyze.wire.transport)
     transport_samples: "pd.DataFrame | None" = None  # (flow_id, t_ns, what, value): round trips, in flight, re-sent
+    rdma: "pd.DataFrame | None" = None  # per RDMA queue pair and capture: its counters (analyze.wire.rdma)
+    rdma_events: "pd.DataFrame | None" = None  # (flow_id, t_ns, what, value): ACK round trips, NAKs, CNPs, resends
 
 
 @dataclass
@@ -139,6 +143,7 @@ class Result:
     # who holds the ring back (analyze.wire.stragglers): empty when no one does, absent where it cannot be told
     stragglers: list[Straggler] | None = optional()
     transport: Transport | None = optional()
+    rdma: Rdma | None = optional()  # RDMA queue pairs and their transport, where the capture holds any
     verdict: Verdict | None = optional()  # the one answer every face renders (analyze.verdict)
     # where the capture holds several jobs or other traffic (analyze.collective.jobs): each job, heaviest first (the
     # top-level topology, iterations, transport and scaling are the first's), and the traffic of none

@@ -21,6 +21,7 @@ from analyze.findings import (
     LinkBound,
     LinkFix,
     OtherTraffic,
+    Rdma,
     Socket,
     Straggler,
     Topology,
@@ -61,8 +62,9 @@ def summary_text(result: Result) -> str:
     lines.append("")
     lines.append("top flows (by bytes):")
     for f in result.flows[:10]:
+        ends = f"{f.src} -> {f.dst} qp {f.qp:#x}" if f.qp is not None else f"{f.src}:{f.sport} -> {f.dst}:{f.dport}"
         lines.append(
-            f"  {f.src}:{f.sport} -> {f.dst}:{f.dport} {f.proto:<5} {f.bytes:>15,} B "
+            f"  {ends} {f.proto:<5} {f.bytes:>15,} B "
             f"{format_rate(f.mean_bps):>14}  retrans {f.retransmitted_bytes:,} B  (view: {f.view})"
         )
     if len(result.flows) > 10:
@@ -93,6 +95,8 @@ def _findings_lines(of: Result | Job) -> list[str]:
         lines.extend(bound_lines(of.link_bound))
     if of.transport is not None:
         lines.extend(transport_lines(of.transport))
+    if of.rdma is not None:
+        lines.extend(rdma_lines(of.rdma))
     if of.stragglers is not None:
         sure = of.iterations is not None and (of.iterations.source == "markers" or of.iterations.confident)
         fixes = of.scaling.per_edge if of.scaling is not None else of.link_bound.per_edge if of.link_bound else None
@@ -274,6 +278,22 @@ def socket_text(sockets: list[Socket]) -> str:
         return ""
     slow = [f":{s.sport} -> :{s.dport} at {s.rate_while_busy or 0:.0%} of line rate" for s in data if s.lags]
     return f"{len(data)} data sockets" + (f", lagging {', '.join(slow)}" if slow else ", none lags")
+
+
+def rdma_lines(rdma: Rdma) -> list[str]:
+    """RDMA queue pairs folded into edges: per judged edge its limiter, QPs, loss and congestion in one line."""
+    lines = ["", f"rdma: {len(rdma.qps):,} queue pair(s) in {len(rdma.edges):,} edge(s)"]
+    for e in rdma.edges[:12]:
+        if e.limiter is None:
+            continue
+        rate = f"{e.rate_while_busy:.0%}" if e.rate_while_busy is not None else "-"
+        rtt = f"{e.ack_rtt_median_us:.3g} us" if e.ack_rtt_median_us is not None else "-"
+        lines.append(
+            f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {len(e.qps)} QP(s), {rate} of line rate while "
+            f"sending, {e.resent_fraction:.2%} re-sent, {e.naks} NAK(s), {e.timeouts} timeout(s), {e.cnps} CNP(s), "
+            f"{e.ce_fraction:.2%} CE, ACK rtt median {rtt}"
+        )
+    return lines + [f"  note: {n}" for n in rdma.notes]
 
 
 def transport_lines(transport: Transport) -> list[str]:

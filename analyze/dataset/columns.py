@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from analyze.tables.flows import address_text, proto_name
+from analyze.tables.flows import address_text, key_ports, proto_name
 from analyze.read import layouts as L
 from analyze.read.scan import FileHealth, StreamScan
 
@@ -87,12 +87,14 @@ def flows_table(scan: StreamScan) -> pa.Table:
     keys = scan.keys
     ports = keys[:, 4].astype(np.int64) if len(keys) else np.zeros(0, np.int64)
     proto = (ports & 0xFF).astype(np.uint8)
+    sport, dport, qp = key_ports(ports)
     columns: dict[str, Any] = {
         "flow": pa.array(np.arange(len(keys), dtype=np.int32)),
         "src": _addresses(keys[:, 0].view(np.int64), keys[:, 1].view(np.int64)),
         "dst": _addresses(keys[:, 2].view(np.int64), keys[:, 3].view(np.int64)),
-        "sport": pa.array(((ports >> 24) & 0xFFFF).astype(np.uint16)),
-        "dport": pa.array(((ports >> 8) & 0xFFFF).astype(np.uint16)),
+        "sport": pa.array(sport.astype(np.uint16)),
+        "dport": pa.array(dport.astype(np.uint16)),
+        "qp": pa.array(qp.astype(np.int32)),  # a queue pair's destination QP, -1 for other flows
         "proto": pa.array(proto),
         "protocol": pa.array([proto_name(int(p)) for p in proto], type=pa.string()),
         "flow_key": pa.array([k.tobytes() for k in np.ascontiguousarray(keys)], type=pa.binary(40)),

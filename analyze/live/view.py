@@ -19,7 +19,7 @@ import numpy as np
 
 import pandas as pd
 
-from analyze.tables.flows import address_key, address_text, local_mask, proto_name
+from analyze.tables.flows import address_key, address_text, key_ports, local_mask, proto_name
 from analyze.live.now import HEAVY_EDGE, HostNow, JobNow, Now
 from analyze.read import layouts as L
 from analyze.read.formats import is_capture
@@ -205,8 +205,7 @@ def _jobs(hosts: list[_Host]) -> dict[tuple[str, int], int]:
                     address_text(int(k[2]), int(k[3])),
                     h.name,
                     peer,
-                    int((k[4] >> np.uint64(24)) & np.uint64(0xFFFF)),
-                    int((k[4] >> np.uint64(8)) & np.uint64(0xFFFF)),
+                    *(int(x[0]) for x in key_ports(k[4:5])[:2]),
                     proto_name(int(k[4] & np.uint64(0xFF))),
                     int(sum(float(v.sum()) for _, v in parts)),
                     int(starts[row]),

@@ -32,7 +32,28 @@ TRANSPORT_SUMMED = [
     L.AGG_WIN_N,
     L.AGG_WIN_FULL_BYTES,
 ]
-TRANSPORT_MAX = [L.AGG_INFLIGHT_MAX, L.AGG_WSCALE]
+# RDMA queue pairs' counters (layouts.AGG_ROCE_*): summed like the totals; the version is the same in every scan.
+ROCE_SUMMED = [
+    L.AGG_ROCE_WRITE_BYTES,
+    L.AGG_ROCE_SEND_BYTES,
+    L.AGG_ROCE_READ_BYTES,
+    L.AGG_ROCE_MESSAGES,
+    L.AGG_ROCE_IMM,
+    L.AGG_ROCE_ACKS,
+    L.AGG_ROCE_NAKS,
+    L.AGG_ROCE_RNR_NAKS,
+    L.AGG_ROCE_NAK_ERRORS,
+    L.AGG_ROCE_CNPS,
+    L.AGG_ROCE_CE,
+    L.AGG_ROCE_FECN,
+    L.AGG_ROCE_BECN,
+    L.AGG_ROCE_PSN_GAPS,
+    L.AGG_ROCE_RESENT,
+    L.AGG_ROCE_RESENDS,
+    L.AGG_ROCE_TIMEOUTS,
+    L.AGG_ROCE_STALL_NS,
+]
+TRANSPORT_MAX = [L.AGG_INFLIGHT_MAX, L.AGG_WSCALE, L.AGG_ROCE_VERSION]
 
 
 @dataclass
@@ -46,6 +67,12 @@ class HostFlows:
     cell_bin: np.ndarray
     cell_bytes: np.ndarray
     samples: np.ndarray  # int64[m, N_SAMPLE]: sequence samples, their flow = row in keys (layouts.SAMPLE_*)
+
+
+def sample_fields(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flow row, kind bits, 32-bit value) of each row of a samples table (layouts.SAMPLE_*)."""
+    key = samples[:, L.SAMPLE_KEY]
+    return key >> L.SAMPLE_FLOW_SHIFT, key & L.SAMPLE_KIND, key & 0xFFFFFFFF
 
 
 def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,7 +138,7 @@ def fold_scans(scans: list[StreamScan]) -> Folded:
     ukeys, inv = unique_rows(keys)
     n = len(ukeys)
     out = np.zeros((n, L.N_AGG), dtype=np.int64)
-    for col in SUMMED + TRANSPORT_SUMMED:
+    for col in SUMMED + TRANSPORT_SUMMED + ROCE_SUMMED:
         out[:, col] = np.bincount(inv, weights=agg[:, col], minlength=n).astype(np.int64) if n else 0
     for col in TRANSPORT_MAX:
         out[:, col] = -1

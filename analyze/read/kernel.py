@@ -44,6 +44,30 @@ from analyze.read.layouts import (
     AGG_RESENT_MARKS,
     AGG_RETRANS_BYTES,
     AGG_REV,
+    AGG_ROCE_ACK_MARKS,
+    AGG_ROCE_ACKS,
+    AGG_ROCE_BECN,
+    AGG_ROCE_CE,
+    AGG_ROCE_CNPS,
+    AGG_ROCE_EVENT_MARKS,
+    AGG_ROCE_FECN,
+    AGG_ROCE_IMM,
+    AGG_ROCE_IN_RESEND,
+    AGG_ROCE_MESSAGES,
+    AGG_ROCE_NAK_ERRORS,
+    AGG_ROCE_NAKS,
+    AGG_ROCE_PSN_GAPS,
+    AGG_ROCE_PSN_NEXT,
+    AGG_ROCE_READ_BYTES,
+    AGG_ROCE_REQ_MARKS,
+    AGG_ROCE_RESENDS,
+    AGG_ROCE_RESENT,
+    AGG_ROCE_RNR_NAKS,
+    AGG_ROCE_SEND_BYTES,
+    AGG_ROCE_STALL_NS,
+    AGG_ROCE_TIMEOUTS,
+    AGG_ROCE_VERSION,
+    AGG_ROCE_WRITE_BYTES,
     AGG_RTT_MIN,
     AGG_SACK_ACKS,
     AGG_SEQ_END,
@@ -74,11 +98,14 @@ from analyze.read.layouts import (
     KIND_ICMP,
     KIND_OTHER_ETHERTYPE,
     KIND_OTHER_IP,
+    KIND_ROCE,
+    LID_KEY_HI_VALUE,
     KIND_TCP,
     KIND_TRUNCATED,
     KIND_UDP,
     KIND_UNKNOWN_LINKTYPE,
     LINKTYPE_ETHERNET,
+    LINKTYPE_INFINIBAND,
     LINKTYPE_IPV4,
     LINKTYPE_IPV6,
     LINKTYPE_LINUX_SLL,
@@ -95,7 +122,16 @@ from analyze.read.layouts import (
     MAX_BLOCK_BYTES,
     MAX_IFACES,
     MAX_RECORD_BYTES,
+    PROTO_ROCE,
     REORDER_FLOOR_NS,
+    ROCE_EV_ACK,
+    ROCE_EV_CNP,
+    ROCE_EV_NAK,
+    ROCE_EV_NAK_ERROR,
+    ROCE_EV_RESENT,
+    ROCE_EV_RNR_NAK,
+    ROCE_TIMEOUT_NS,
+    ROCE_UDP_PORT,
     ROW_NS,
     ROW_SRC_HI,
     ROW_SRC_LO,
@@ -121,6 +157,8 @@ from analyze.read.layouts import (
     SAMPLE_INFLIGHT,
     SAMPLE_KEY,
     SAMPLE_NS,
+    SAMPLE_RDMA_EVENT,
+    SAMPLE_RDMA_REQUEST,
     SAMPLE_RESENT,
     SAMPLE_SHIFT,
     SAMPLE_TSECR,
@@ -154,6 +192,7 @@ from analyze.read.layouts import (
 )
 
 IPV4_MAPPED = np.uint64(0x0000FFFF00000000)
+LID_KEY_HI = np.uint64(LID_KEY_HI_VALUE)
 FRAG_SLOTS = 4096
 
 _CACHE = True
@@ -268,6 +307,7 @@ def _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts):
             agg[row, AGG_RTT_MIN] = -1
             agg[row, AGG_TSVAL] = -1
             agg[row, AGG_TSECR] = -1
+            agg[row, AGG_ROCE_PSN_NEXT] = -1
             return f
         row = np.uint64(f)
         if (
@@ -567,6 +607,136 @@ def _sample_ack(agg, row, samples, st, f, ack, ts):
 
 
 @njit(inline="always", cache=_CACHE)
+def _bth_extension_bytes(op):
+    """Bytes of the extension headers between a BTH with this opcode and its payload (RETH, AETH, ImmDt, IETH,
+    DETH, AtomicETH; a CNP's 16 reserved bytes); -1 for an opcode this reader does not know (RD, vendor)."""
+    if op == 0x81:
+        return np.int64(16)
+    t = op >> 5
+    c = op & 0x1F
+    if t == 3:  # UD: DETH, then ImmDt for SEND only with immediate
+        if c == 4:
+            return np.int64(8)
+        if c == 5:
+            return np.int64(12)
+        return np.int64(-1)
+    if t > 1 or c > 0x17 or c == 0x15:
+        return np.int64(-1)
+    if c == 6 or c == 0x0A or c == 0x0C:
+        return np.int64(16)
+    if c == 0x0B:
+        return np.int64(20)
+    if c == 0x12:
+        return np.int64(12)
+    if c == 0x13 or c == 0x14:
+        return np.int64(28)
+    if c == 3 or c == 5 or c == 9 or c == 0x0D or c == 0x0F or c == 0x10 or c == 0x11 or c == 0x16 or c == 0x17:
+        return np.int64(4)
+    return np.int64(0)
+
+
+@njit(inline="always", cache=_CACHE)
+def _psn_kept(agg, row, col, psn):
+    """Count one more PSN sample in column col; whether it is kept. Kept by a hash of the PSN, not its low bits:
+    NCCL asks for an ACK at the end of each message, so those PSNs share their low bits. Both captures of a queue
+    pair hash alike, so they keep the same PSNs."""
+    level = _level(agg, row, col)
+    h = ((psn * np.int64(0x9E3779B1)) >> 12) & ((np.int64(1) << level) - 1)
+    return h == 0
+
+
+@njit(inline="always", cache=_CACHE)
+def _rdma_event(agg, row, samples, st, f, code, psn, ts):
+    """A NAK, CNP or resend as an event row, thinned like re-sent rows (every one at first)."""
+    if _thinned(agg, row, AGG_ROCE_EVENT_MARKS):
+        _sample(samples, st, f, SAMPLE_RDMA_EVENT | (code << 24) | psn, ts)
+
+
+@njit(inline="always", cache=_CACHE)
+def _rdma(b, bth, end, op, payload, ecn, prev_ns, agg, row, samples, st, f, ts):
+    """Fold one RDMA packet's transport into its queue pair's counters: bytes by opcode class, messages, ACKs and
+    NAKs (AETH syndrome), CNPs, congestion marks, and the request PSN sequence (gaps, resends, timeouts)."""
+    c = op & 0x1F
+    rc_uc = (op >> 5) <= 1
+    if ecn == 3:
+        agg[row, AGG_ROCE_CE] += 1
+    flags = _byte(b, bth + 4)
+    if flags & 0x80:
+        agg[row, AGG_ROCE_FECN] += 1
+    if flags & 0x40:
+        agg[row, AGG_ROCE_BECN] += 1
+    psn = _be32(b, bth + 8) & 0xFFFFFF
+    if op == 0x81:
+        agg[row, AGG_ROCE_CNPS] += 1
+        _rdma_event(agg, row, samples, st, f, ROCE_EV_CNP, 0, ts)
+        return
+    if rc_uc and (c == 0x11 or c == 0x12):  # ACK or atomic ACK: the AETH's syndrome says which
+        syndrome = _byte(b, bth + 12) if bth + 13 <= end else np.int64(0)  # cut before the AETH: an ACK
+        kind = syndrome >> 5
+        if kind == 0:
+            agg[row, AGG_ROCE_ACKS] += 1
+            if _psn_kept(agg, row, AGG_ROCE_ACK_MARKS, psn):
+                _sample(samples, st, f, SAMPLE_RDMA_EVENT | (ROCE_EV_ACK << 24) | psn, ts)
+        elif kind == 1:
+            agg[row, AGG_ROCE_RNR_NAKS] += 1
+            _rdma_event(agg, row, samples, st, f, ROCE_EV_RNR_NAK, psn, ts)
+        elif kind == 3 and (syndrome & 0x1F) == 0:
+            agg[row, AGG_ROCE_NAKS] += 1
+            _rdma_event(agg, row, samples, st, f, ROCE_EV_NAK, psn, ts)
+        else:
+            agg[row, AGG_ROCE_NAK_ERRORS] += 1
+            _rdma_event(agg, row, samples, st, f, ROCE_EV_NAK_ERROR, psn, ts)
+        return
+    if rc_uc and c >= 0x0D and c <= 0x10:  # READ responses: the reverse flow's PSN space
+        agg[row, AGG_ROCE_READ_BYTES] += payload
+        return
+    if rc_uc and c >= 6 and c <= 0x0B:
+        agg[row, AGG_ROCE_WRITE_BYTES] += payload
+    elif rc_uc and c <= 0x17 and c != 0x0C and c != 0x13 and c != 0x14:
+        agg[row, AGG_ROCE_SEND_BYTES] += payload
+    elif not rc_uc:
+        agg[row, AGG_ROCE_SEND_BYTES] += payload
+    if (
+        not rc_uc
+        or c == 0
+        or c == 4
+        or c == 5
+        or c == 6
+        or c == 0x0A
+        or c == 0x0B
+        or c == 0x0C
+        or c == 0x13
+        or c == 0x14
+        or c == 0x17
+    ):
+        agg[row, AGG_ROCE_MESSAGES] += 1
+    if (rc_uc and (c == 3 or c == 5 or c == 9 or c == 0x0B)) or op == 0x65:
+        agg[row, AGG_ROCE_IMM] += 1
+    if (_byte(b, bth + 8) & 0x80) and _psn_kept(agg, row, AGG_ROCE_REQ_MARKS, psn):  # AckReq
+        _sample(samples, st, f, SAMPLE_RDMA_REQUEST | psn, ts)
+    # the request PSN sequence: ahead of the next expected is a gap, behind it a resend. A READ request takes
+    # as many PSNs as its response has packets, unknown here, so the PSN after one is not checked for a gap.
+    nxt = agg[row, AGG_ROCE_PSN_NEXT]
+    if nxt >= 0 and (op >> 5) != 3:
+        d = (psn - nxt) & 0xFFFFFF
+        if d >= 0x800000:  # behind: sent before
+            agg[row, AGG_ROCE_RESENT] += 1
+            agg[row, AGG_RETRANS_BYTES] += payload
+            if agg[row, AGG_ROCE_IN_RESEND] == 0:
+                agg[row, AGG_ROCE_IN_RESEND] = 1
+                agg[row, AGG_ROCE_RESENDS] += 1
+                if ts - prev_ns >= ROCE_TIMEOUT_NS:
+                    agg[row, AGG_ROCE_TIMEOUTS] += 1
+                    agg[row, AGG_ROCE_STALL_NS] += ts - prev_ns
+                _rdma_event(agg, row, samples, st, f, ROCE_EV_RESENT, psn, ts)
+            return
+        if d > 0:
+            agg[row, AGG_ROCE_PSN_GAPS] += d
+    agg[row, AGG_ROCE_IN_RESEND] = 0
+    agg[row, AGG_ROCE_PSN_NEXT] = (psn + 1) & 0xFFFFFF if c != 0x0C else -1
+
+
+@njit(inline="always", cache=_CACHE)
 def _row(rows, st, ts, a0, a1, a2, a3, sport, dport, proto, wirelen, ip_len, payload, flags, seq, ack, win):
     """Append one packet row (layouts.ROW_*); the walker returned before the packet when the table was full."""
     r = np.uint64(st[ST_NROWS])
@@ -633,6 +803,8 @@ def _packet(
         or linktype == LINKTYPE_IPV6
     ):
         hdr, type_at = 0, -1
+    elif linktype == LINKTYPE_INFINIBAND:
+        hdr, type_at = 8, -1  # the LRH; its LNH says whether a GRH (IPv6-shaped) or the BTH follows
     else:
         kinds[KIND_UNKNOWN_LINKTYPE] += 1
         return
@@ -647,14 +819,19 @@ def _packet(
     if ethertype == 0x0806:
         kinds[KIND_ARP] += 1
         return
-    if ethertype != 0 and ethertype != 0x0800 and ethertype != 0x86DD:
+    # RoCEv1 (Ethertype 0x8915) and an InfiniBand packet with a GRH carry the BTH after a GRH, which has the
+    # IPv6 header's layout (next header 0x1B); an InfiniBand packet without one (LNH 2) goes straight to it.
+    grh = ethertype == 0x8915 or linktype == LINKTYPE_INFINIBAND
+    if ethertype != 0 and ethertype != 0x0800 and ethertype != 0x86DD and ethertype != 0x8915:
         kinds[KIND_OTHER_ETHERTYPE] += 1
         return
+    lid_routed = linktype == LINKTYPE_INFINIBAND and (_byte(b, o + 1) & 3) != 3
     if p >= end:
         kinds[KIND_TRUNCATED] += 1
         return
     version = _byte(b, p) >> 4
     frame_ip = wirelen - (p - o)  # IP bytes implied by the frame, when the header says 0 (TSO)
+    ecn = np.int64(0)
 
     # ---- network layer
     a0 = np.uint64(0)
@@ -663,7 +840,19 @@ def _packet(
     a3 = np.uint64(0)
     frag_id = np.int64(-1)  # >= 0: this is the first fragment; remember its flow
     later_fragment = False
-    if version == 4:
+    if lid_routed:  # addresses are the LRH's local IDs; its packet length counts 4-byte words from the LRH on
+        if (_byte(b, o + 1) & 3) != 2:
+            kinds[KIND_OTHER_ETHERTYPE] += 1  # raw IPv6 or raw datagrams over InfiniBand: no BTH
+            return
+        a0 = LID_KEY_HI
+        a1 = np.uint64(_be16(b, o + 6))
+        a2 = LID_KEY_HI
+        a3 = np.uint64(_be16(b, o + 2))
+        ip_len = (_be16(b, o + 4) & 0x7FF) * 4 - 8
+        proto = np.int64(PROTO_ROCE)
+        l4 = p
+        hdr = 0
+    elif version == 4:
         if p + 20 > end:
             kinds[KIND_TRUNCATED] += 1
             return
@@ -675,6 +864,7 @@ def _packet(
         if ip_len == 0:
             ip_len = frame_ip
         proto = _byte(b, p + 9)
+        ecn = _byte(b, p + 1) & 3
         a1 = IPV4_MAPPED | np.uint64(_be32(b, p + 12))
         a3 = IPV4_MAPPED | np.uint64(_be32(b, p + 16))
         fl = _be16(b, p + 6)
@@ -693,6 +883,7 @@ def _packet(
         if ip_len == 40 and frame_ip > 40:
             ip_len = frame_ip
         proto = _byte(b, p + 6)
+        ecn = (_byte(b, p + 1) >> 4) & 3
         a0 = _be64(b, p + 8)
         a1 = _be64(b, p + 16)
         a2 = _be64(b, p + 24)
@@ -723,8 +914,26 @@ def _packet(
     ack = np.int64(-1)
     flags = np.int64(0)
     win = np.int64(-1)
+    bth = np.int64(-1)  # where an RDMA packet's Base Transport Header starts
+    op = np.int64(0)
+    payload = np.int64(0)
     if later_fragment:
         kinds[KIND_FRAGMENT] += 1
+    elif proto == 17 and l4 + 20 <= end and _be16(b, l4 + 2) == ROCE_UDP_PORT:
+        bth = l4 + 8
+    elif proto == PROTO_ROCE and (grh or lid_routed) and l4 + 12 <= end:
+        bth = l4
+    if bth >= 0:
+        kinds[KIND_ROCE] += 1
+        sport = _be16(b, l4) if proto == 17 else np.int64(0)
+        dport = np.int64(ROCE_UDP_PORT) if proto == 17 else np.int64(0)
+        proto = np.int64(PROTO_ROCE)
+        op = _byte(b, bth)
+        ext = _bth_extension_bytes(op)
+        payload = p + ip_len - bth - 12 - (ext if ext > 0 else 0) - ((_byte(b, bth + 1) >> 4) & 3) - 4
+        l4hdr = bth + 12 - l4  # the UDP header and the BTH: wire bytes below need no TSO split
+    elif later_fragment:
+        pass
     elif proto == 6 or proto == 17:
         kinds[KIND_TCP if proto == 6 else KIND_UDP] += 1
         if l4 + 4 <= end:  # both start with the two ports
@@ -744,7 +953,8 @@ def _packet(
         kinds[KIND_ICMP] += 1
     else:
         kinds[KIND_OTHER_IP] += 1
-    payload = ip_len - hdr - l4hdr
+    if bth < 0:
+        payload = ip_len - hdr - l4hdr
     if payload < 0:
         payload = 0
     if rows.shape[0] > 0:
@@ -754,7 +964,12 @@ def _packet(
 
     # ---- flow: later fragments join the flow of their first fragment. One that comes first is held
     # in a ports-0 flow and moved over when its first fragment arrives (frag_pend: ip, wire, payload, flow, first ns).
-    wire = _wire_bytes(ip_len, hdr + l4hdr, mtu)
+    if lid_routed or (linktype == LINKTYPE_INFINIBAND and bth >= 0):
+        wire = ip_len + (p - o) + 2  # the LRH and the VCRC after the ICRC
+    elif bth >= 0:
+        wire = _wire_bytes(ip_len, ip_len, mtu)  # one frame: RDMA segments in the NIC, never by TSO
+    else:
+        wire = _wire_bytes(ip_len, hdr + l4hdr, mtu)
     fslot = np.int64(-1)
     same = False
     if frag_id >= 0:
@@ -783,7 +998,8 @@ def _packet(
         frag_pend[fslot, 1] += wire
         frag_pend[fslot, 2] += payload
     else:
-        f = _flow_index(keys, slots, agg, st, a0, a1, a2, a3, (sport << 16) | dport, proto, ts)
+        ports = (sport << 16) | dport if bth < 0 else _be32(b, bth + 4) & 0xFFFFFF  # a queue pair: its QP
+        f = _flow_index(keys, slots, agg, st, a0, a1, a2, a3, ports, proto, ts)
         agg[np.uint64(f), AGG_PACKETS] += 1
         if frag_id >= 0:
             if same and frag_flow[fslot] < 0 and frag_pend[fslot, 3] >= 0 and frag_pend[fslot, 0] > 0:
@@ -805,6 +1021,7 @@ def _packet(
             frag_pend[fslot, 3] = -1
 
     row = np.uint64(f)
+    prev_ns = agg[row, AGG_LAST_NS]
     agg[row, AGG_IP_BYTES] += ip_len
     agg[row, AGG_WIRE_BYTES] += wire
     agg[row, AGG_PAYLOAD_BYTES] += payload
@@ -847,6 +1064,9 @@ def _packet(
                     agg[row, AGG_GAP_NS] = ts
                 agg[row, AGG_SEQ_END] = seq_end
 
+    if bth >= 0:
+        agg[row, AGG_ROCE_VERSION] = 3 if linktype == LINKTYPE_INFINIBAND else (2 if dport == ROCE_UDP_PORT else 1)
+        _rdma(b, bth, end, op, payload, ecn, prev_ns, agg, row, samples, st, f, ts)
     if win >= 0:
         _transport(
             b,

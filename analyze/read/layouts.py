@@ -14,6 +14,7 @@ LINKTYPE_LINUX_SLL = 113
 LINKTYPE_IPV4 = 228
 LINKTYPE_IPV6 = 229
 LINKTYPE_LINUX_SLL2 = 276
+LINKTYPE_INFINIBAND = 247  # raw InfiniBand packets from the Local Routing Header on (libpcap's RDMA sniffer, IB port)
 
 LINKTYPE_NAMES = {
     LINKTYPE_NULL: "null",
@@ -24,6 +25,7 @@ LINKTYPE_NAMES = {
     LINKTYPE_IPV4: "ipv4",
     LINKTYPE_IPV6: "ipv6",
     LINKTYPE_LINUX_SLL2: "linux_sll2",
+    LINKTYPE_INFINIBAND: "infiniband",
 }
 
 
@@ -43,7 +45,8 @@ KIND_OTHER_ETHERTYPE = 6  # non-IP frame (LLDP, STP, ...)
 KIND_UNKNOWN_LINKTYPE = 7
 KIND_TRUNCATED = 8  # captured too short to reach the IP header
 KIND_BAD_IP = 9  # IP header that does not parse (version, header length)
-N_KINDS = 10
+KIND_ROCE = 10  # RDMA transport: RoCEv2 (UDP 4791), RoCEv1 (Ethertype 0x8915) or an InfiniBand link-layer packet
+N_KINDS = 11
 KIND_NAMES = (
     "tcp",
     "udp",
@@ -55,6 +58,7 @@ KIND_NAMES = (
     "unknown_linktype",
     "truncated",
     "bad_ip_header",
+    "roce",
 )
 
 # Columns of the per-flow int64 aggregate table filled by the kernel.
@@ -103,7 +107,43 @@ AGG_TSVAL = 40  # the latest TCP timestamp value on this flow's data, -1 before 
 AGG_TSECR = 41  # the latest timestamp this flow's ACKs echoed, -1 before one
 AGG_TSVAL_MARKS = 42  # timestamp values seen each way (their rows thin out like the samples)
 AGG_TSECR_MARKS = 43
-N_AGG = 44
+# RDMA (RoCE and InfiniBand): a flow is a queue pair, keyed (source, destination, destination QP) with the QP in
+# the port word and PROTO_ROCE as the protocol. Counted per flow from the Base Transport Header and its extension
+# headers (InfiniBand Architecture Specification vol. 1, ch. 9; RoCEv2: annex A17). PSNs are 24 bits.
+AGG_ROCE_WRITE_BYTES = 44  # payload of RDMA WRITE packets
+AGG_ROCE_SEND_BYTES = 45  # payload of SEND packets (RC, UC, UD)
+AGG_ROCE_READ_BYTES = 46  # payload of RDMA READ responses
+AGG_ROCE_MESSAGES = 47  # requests begun: the first or only packet of a SEND, WRITE, READ request or atomic
+AGG_ROCE_IMM = 48  # packets with immediate data (NCCL's completion of a chunk)
+AGG_ROCE_ACKS = 49  # ACK packets (AETH syndrome ACK), answering the reverse flow's requests
+AGG_ROCE_NAKS = 50  # NAKs for a PSN sequence error: the receiver saw a gap, the sender goes back to it
+AGG_ROCE_RNR_NAKS = 51  # receiver-not-ready NAKs
+AGG_ROCE_NAK_ERRORS = 52  # NAKs for invalid requests, access or operational errors: the QP breaks
+AGG_ROCE_CNPS = 53  # congestion notification packets (opcode 0x81) sent to this flow's destination QP
+AGG_ROCE_CE = 54  # packets marked Congestion Experienced in the IP (or GRH) header
+AGG_ROCE_FECN = 55  # BTH FECN bits set (InfiniBand congestion control)
+AGG_ROCE_BECN = 56
+AGG_ROCE_PSN_NEXT = 57  # the PSN after the highest request PSN seen (mod 2^24), -1 before the first request
+AGG_ROCE_PSN_GAPS = 58  # request PSNs skipped: not seen (yet) when a later one came
+AGG_ROCE_RESENT = 59  # request packets at or below the highest PSN seen: sent again (go-back-N or a timeout)
+AGG_ROCE_RESENDS = 60  # resend episodes: a resend after new requests
+AGG_ROCE_TIMEOUTS = 61  # resend episodes after the flow was quiet ROCE_TIMEOUT_NS or more: no NAK asked for it
+AGG_ROCE_IN_RESEND = 62  # 1 while the flow resends (until a new PSN), else 0
+AGG_ROCE_VERSION = 63  # 2 RoCEv2, 1 RoCEv1, 3 InfiniBand link layer
+AGG_ROCE_REQ_MARKS = 64  # request samples passed (SAMPLE_RDMA_REQUEST), thinned by their PSN's hash
+AGG_ROCE_ACK_MARKS = 65  # ACK samples passed (SAMPLE_RDMA_EVENT, ACK)
+AGG_ROCE_EVENT_MARKS = 66  # NAK, CNP, resend events passed (SAMPLE_RDMA_EVENT), thinned like re-sent rows
+AGG_ROCE_STALL_NS = 67  # the quiet time before each timeout's resend: what the timer cost the queue pair
+N_AGG = 68
+
+# An InfiniBand packet routed without a GRH has 16-bit local IDs for addresses: keyed as (LID_KEY_HI_VALUE, LID).
+LID_KEY_HI_VALUE = 0x4C49_4400_0000_0000  # "LID" in the high word: no IPv6 unicast address starts so
+PROTO_ROCE = 0x1B  # the flow key's protocol for a queue pair: the GRH's next header for a BTH (27)
+ROCE_UDP_PORT = 4791
+# A resend after the queue pair was quiet this long was not asked for by a NAK (which comes within a round trip):
+# the requester's retransmission timer fired. RoCE's shortest timeout (4.096 us x 2^n, NCCL_IB_TIMEOUT 18-22) is
+# far above a LAN round trip, so any gap over a millisecond is the timer.
+ROCE_TIMEOUT_NS = 1_000_000
 
 # A hole filled within this time of opening is the capture's own reordering (two CPUs handing packets
 # to the tap out of order, a few µs apart), not a retransmission; tshark's out-of-order window is 3 ms.
@@ -200,7 +240,14 @@ SAMPLE_RESENT = 2 << 32
 SAMPLE_INFLIGHT = 3 << 32
 SAMPLE_TSVAL = 4 << 32
 SAMPLE_TSECR = 5 << 32
-SAMPLE_KIND = 7 << 32  # the kind bits: 0 a data sample, SAMPLE_ACK, _RESENT, _INFLIGHT, _TSVAL or _TSECR
+# RDMA: a request asking for an ACK (value: its PSN), kept by a hash of the PSN so both captures keep the same
+# ones; and an event (value: ROCE_EV_* << 24 | PSN): ACKs kept the same way, so the first ACK of a kept request
+# PSN on the reverse queue pair gives the round trip; NAKs, CNPs and resends kept like re-sent rows.
+SAMPLE_RDMA_REQUEST = 6 << 32
+SAMPLE_RDMA_EVENT = 7 << 32
+ROCE_EV_ACK, ROCE_EV_NAK, ROCE_EV_RNR_NAK, ROCE_EV_NAK_ERROR, ROCE_EV_CNP, ROCE_EV_RESENT = 0, 1, 2, 3, 4, 5
+ROCE_EVENT_NAMES = ("ack", "nak", "rnr_nak", "nak_error", "cnp", "resent")
+SAMPLE_KIND = 7 << 32  # the kind bits: 0 a data sample, SAMPLE_ACK, _RESENT, _INFLIGHT, _TSVAL, _TSECR, _RDMA_*
 SAMPLE_FLOW_SHIFT = 35  # above the value (32 bits) and the kind (3)
 SAMPLE_KEY, SAMPLE_NS, N_SAMPLE = 0, 1, 2
 # Byte accounting modes.

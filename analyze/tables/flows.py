@@ -19,7 +19,8 @@ from analyze.read.fold import HostFlows, unique_rows
 
 IPV4_MAPPED_HI = 0
 IPV4_MAPPED_TAG = 0x0000FFFF00000000
-PROTO_NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6"}
+PROTO_NAMES = {6: "tcp", 17: "udp", 1: "icmp", 58: "icmpv6", L.PROTO_ROCE: "roce"}
+LID_PREFIX = "lid:"  # an InfiniBand local ID as an address (a packet routed without a GRH)
 
 
 @lru_cache(maxsize=65536)
@@ -27,6 +28,8 @@ def address_text(hi: int, lo: int) -> str:
     """Text form of a 128-bit key address; IPv4-mapped keys print as dotted quads."""
     if hi == IPV4_MAPPED_HI and (lo >> 32) == 0xFFFF:
         return str(ipaddress.IPv4Address(lo & 0xFFFFFFFF))
+    if hi == L.LID_KEY_HI_VALUE and lo < 0x10000:
+        return f"{LID_PREFIX}{lo}"
     if hi == 0 and lo == 0:
         return "0.0.0.0"
     return str(ipaddress.IPv6Address((hi << 64) | lo))
@@ -34,11 +37,25 @@ def address_text(hi: int, lo: int) -> str:
 
 def address_key(text: str) -> tuple[int, int]:
     """Inverse of address_text; accepts 'addr' or 'addr/prefix'."""
+    if text.startswith(LID_PREFIX):
+        return L.LID_KEY_HI_VALUE, int(text[len(LID_PREFIX) :], 0)
     ip = ipaddress.ip_address(text.split("/")[0].split("%")[0])
     if ip.version == 4:
         return IPV4_MAPPED_HI, IPV4_MAPPED_TAG | int(ip)
     value = int(ip)
     return value >> 64, value & 0xFFFFFFFFFFFFFFFF
+
+
+def key_ports(word: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(source port, destination port, destination QP) of flow keys' last word (int64 arrays; QP -1 for a flow
+    that is not a queue pair). A queue pair's key holds its QP where other flows hold their ports: its ports
+    show as 0."""
+    w = np.asarray(word, dtype=np.uint64)
+    roce = (w & np.uint64(0xFF)) == np.uint64(L.PROTO_ROCE)
+    sport = np.where(roce, 0, (w >> np.uint64(24)) & np.uint64(0xFFFF)).astype(np.int64)
+    dport = np.where(roce, 0, (w >> np.uint64(8)) & np.uint64(0xFFFF)).astype(np.int64)
+    qp = np.where(roce, (w >> np.uint64(8)) & np.uint64(0xFFFFFF), np.uint64(0)).astype(np.int64)
+    return sport, dport, np.where(roce, qp, -1)
 
 
 def proto_name(proto: int) -> str:

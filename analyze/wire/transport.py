@@ -33,7 +33,7 @@ import pandas as pd
 
 from analyze.wire.clocks import earliest
 from analyze.read import layouts as L
-from analyze.read.fold import HostFlows, unique_rows
+from analyze.read.fold import HostFlows, sample_fields, unique_rows
 from analyze.confidence.thresholds import FILLS_LINK
 from analyze.findings import Iterations, Transport
 from analyze.jsonform import from_plain
@@ -106,9 +106,7 @@ def _series_rows(hf: HostFlows, reverse: np.ndarray, rows: np.ndarray) -> tuple[
     empty = np.zeros(0, np.int64)
     if not len(s) or not len(rows):
         return empty, empty, empty, empty
-    flow = s[:, L.SAMPLE_KEY] >> L.SAMPLE_FLOW_SHIFT
-    kind = s[:, L.SAMPLE_KEY] & L.SAMPLE_KIND
-    value = s[:, L.SAMPLE_KEY] & 0xFFFFFFFF
+    flow, kind, value = sample_fields(s)
     wanted = np.zeros(len(hf.keys), dtype=bool)
     wanted[rows] = True
     data = (kind == 0) & wanted[flow]
@@ -179,9 +177,17 @@ def flow_transport(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tupl
             trips["what"].append(what)
             trips["value"].append(value)
             start += n
+    return column_frames(columns, trips, SAMPLE_KINDS)
+
+
+def column_frames(
+    columns: dict[str, list[np.ndarray]], series: dict[str, list[np.ndarray]], kinds: list[str]
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-flow frame and the time-ordered series frame (its `what` codes named by KINDS) from the columns
+    gathered host by host."""
     flows = pd.DataFrame({c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in columns.items()})
-    samples = pd.DataFrame({c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in trips.items()})
-    samples["what"] = pd.Categorical.from_codes(samples["what"].to_numpy(np.int8), SAMPLE_KINDS)
+    samples = pd.DataFrame({c: np.concatenate(v) if v else np.zeros(0, np.int64) for c, v in series.items()})
+    samples["what"] = pd.Categorical.from_codes(samples["what"].to_numpy(np.int8), kinds)
     return flows, samples.sort_values("t_ns", kind="stable", ignore_index=True)
 
 
@@ -198,7 +204,7 @@ def _per_edge_rtt(code: np.ndarray, rtt: np.ndarray, n: int) -> dict[str, np.nda
     return out
 
 
-def _edge_rates(
+def edge_rates(
     series: pd.DataFrame, code_of_flow: np.ndarray, link: np.ndarray, bin_ns: int, busy_threshold: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Each edge's series summed per bin: (edge code, bin start ns, utilization of the src's link, busy),
@@ -468,7 +474,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
     speeds = {h.name: float(h.link_speed_bps) for h in result.hosts}
     link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
     bin_ns = int(result.bin_ns)
-    e_code, e_t, e_util, e_busy = _edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
+    e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
     busy_bins = np.bincount(e_code[e_busy], minlength=n)
     # each busy bin weighed by its bytes (its utilization, the edge's link being one): a bin the edge only
     # began or ended sending in counts for less than a full one

@@ -1,0 +1,370 @@
+"""Why an RDMA link is not full: queue pairs, their loss and congestion, from the InfiniBand transport headers.
+
+Why here and from headers: RDMA bypasses the kernel, so /proc/net/dev and TCP's counters never see it, and NIC
+counters are per port, not per queue pair. The read path counts per queue pair (analyze.read.layouts
+AGG_ROCE_*) what the Base Transport Header and its extension headers show: bytes by opcode class, messages,
+request PSNs skipped or sent again (go-back-N after a NAK, or a resend after the requester's timer fired), the
+AETH's ACKs and NAKs, CNPs, and ECN's CE marks. A queue pair's ACKs, NAKs and CNPs travel on the reverse queue
+pair, whose QP its own headers never name: the pairing is learnt here from ACK PSNs that match its requests' PSNs
+in the same capture. An ACK's round trip is a request asking for one (AckReq) to the first ACK of its PSN, in the
+sender's capture (one clock).
+
+Per edge (host pair) the queue pairs are folded into one, and the one limiter the evidence supports is named:
+
+    loss        the requester's timer fired (each firing stalls the queue pair for the timeout), or a share of
+                the packets were sent again after NAKs
+    congestion  CNPs came back, or packets arrived marked CE, while the edge sent below line rate
+    link        busy at line rate while it sends
+    sender      none of those: the application posts work slowly
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from analyze.confidence.thresholds import FILLS_LINK
+from analyze.findings import Rdma, Transport
+from analyze.jsonform import from_plain
+from analyze.read import layouts as L
+from analyze.read.fold import HostFlows, sample_fields
+from analyze.result import Result
+from analyze.tables.hosts import address_hosts, flow_hosts
+from analyze.wire.transport import column_frames, edge_rates
+
+LOSS_FRACTION = 0.005  # packets sent again above this share of the edge's: loss shapes the transfer
+LOSS_TIME_SHARE = 0.05  # timer stalls and resends taking this share of the edge's busy time: loss shapes it
+MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
+CNP_SPACING_NS = 50_000  # a notification point sends at most one CNP per queue pair this often (ConnectX default)
+IMBALANCED = 1.5  # an edge's busiest QP carrying this many times its least busy one's bytes is shown as unequal
+VERSIONS = {1: "RoCEv1", 2: "RoCEv2", 3: "InfiniBand"}
+EVENT_KINDS = ["ack_rtt_ns", "nak", "rnr_nak", "nak_error", "cnp", "resent"]  # the `what` of Tables.rdma_events
+ACK_RTT = 0
+COUNTERS = {
+    "packets": L.AGG_PACKETS,
+    "payload_bytes": L.AGG_PAYLOAD_BYTES,
+    "write_bytes": L.AGG_ROCE_WRITE_BYTES,
+    "send_bytes": L.AGG_ROCE_SEND_BYTES,
+    "read_bytes": L.AGG_ROCE_READ_BYTES,
+    "messages": L.AGG_ROCE_MESSAGES,
+    "immediate": L.AGG_ROCE_IMM,
+    "resent_packets": L.AGG_ROCE_RESENT,
+    "resent_bytes": L.AGG_RETRANS_BYTES,
+    "psn_gaps": L.AGG_ROCE_PSN_GAPS,
+    "resends": L.AGG_ROCE_RESENDS,
+    "timeouts": L.AGG_ROCE_TIMEOUTS,
+    "stall_ns": L.AGG_ROCE_STALL_NS,
+    "ce_marks": L.AGG_ROCE_CE,
+    "fecn": L.AGG_ROCE_FECN,
+    "becn": L.AGG_ROCE_BECN,
+}
+ANSWERS = {  # counted on the reverse queue pair, which carries them to this one's requester
+    "acks": L.AGG_ROCE_ACKS,
+    "naks": L.AGG_ROCE_NAKS,
+    "rnr_naks": L.AGG_ROCE_RNR_NAKS,
+    "nak_errors": L.AGG_ROCE_NAK_ERRORS,
+    "cnps": L.AGG_ROCE_CNPS,
+}
+FRAME_COLUMNS = ["flow_id", "host", "sent_here", "version", "reverse_qp", *COUNTERS, *ANSWERS]
+
+
+def _reverse_pairs(hf: HostFlows, rows: np.ndarray) -> np.ndarray:
+    """For each queue pair ROWS of one capture, the row of the queue pair that answers it (its ACKs' PSNs match its
+    requests' PSNs, between the same two addresses the other way), else -1."""
+    s = hf.samples
+    out = np.full(len(rows), -1, dtype=np.int64)
+    if not len(s) or not len(rows):
+        return out
+    flow, kind, value = sample_fields(s)
+    req = kind == L.SAMPLE_RDMA_REQUEST
+    ack = (kind == L.SAMPLE_RDMA_EVENT) & ((value >> 24) == L.ROCE_EV_ACK)
+    r = pd.DataFrame({"f": flow[req], "psn": value[req]}).drop_duplicates()
+    a = pd.DataFrame({"g": flow[ack], "psn": value[ack] & 0xFFFFFF}).drop_duplicates()
+    both = r.merge(a, on="psn")
+    if both.empty:
+        return out
+    k = hf.keys
+    f, g = both["f"].to_numpy(np.int64), both["g"].to_numpy(np.int64)
+    mirrored = (k[f, 0] == k[g, 2]) & (k[f, 1] == k[g, 3]) & (k[f, 2] == k[g, 0]) & (k[f, 3] == k[g, 1])
+    counts = both[mirrored].groupby(["f", "g"]).size().reset_index(name="n").sort_values("n", ascending=False)
+    best = counts.drop_duplicates("f").set_index("f")["g"]
+    position = pd.Series(np.arange(len(rows)), index=rows)
+    mine = best[best.index.isin(rows)]
+    out[position[mine.index].to_numpy()] = mine.to_numpy()
+    return out
+
+
+def _events(hf: HostFlows, rows: np.ndarray, reverse: np.ndarray, sent: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(local row, time, what, value) for the queue pairs ROWS of one capture: ACK round trips where the capture is
+    the requester's (SENT), and the NAKs, CNPs and resends that concern each."""
+    s = hf.samples
+    empty = np.zeros(0, np.int64)
+    if not len(s) or not len(rows):
+        return empty, empty, empty, empty
+    flow, kind, value = sample_fields(s)
+    ns = s[:, L.SAMPLE_NS]
+    answers = np.full(len(hf.keys), -1, dtype=np.int64)  # the queue pair each reverse one answers
+    has = reverse >= 0
+    answers[reverse[has]] = rows[has]
+    requester = np.zeros(len(hf.keys), dtype=bool)
+    requester[rows[sent]] = True
+    req = (kind == L.SAMPLE_RDMA_REQUEST) & requester[flow]
+    event = kind == L.SAMPLE_RDMA_EVENT
+    code = value >> 24
+    of = np.where(event, answers[flow], -1)
+    ack = event & (code == L.ROCE_EV_ACK) & (of >= 0) & requester[np.maximum(of, 0)]
+    r = pd.DataFrame({"f": flow[req], "psn": value[req], "t": ns[req]}).groupby(["f", "psn"], as_index=False).min()
+    a = pd.DataFrame({"f": of[ack], "psn": value[ack] & 0xFFFFFF, "t_ack": ns[ack]})
+    both = r.merge(a, on=["f", "psn"])
+    both = (
+        both[both["t_ack"] > both["t"]]
+        .groupby(["f", "psn"], as_index=False)
+        .agg(t=("t", "min"), t_ack=("t_ack", "min"))
+    )
+    told = event & (code != L.ROCE_EV_ACK) & (code != L.ROCE_EV_RESENT) & (of >= 0)  # NAKs and CNPs, on the reverse
+    resent = event & (code == L.ROCE_EV_RESENT)
+    wanted = np.zeros(len(hf.keys), dtype=bool)
+    wanted[rows] = True
+    resent &= wanted[flow]
+    return (
+        np.concatenate([both["f"].to_numpy(np.int64), of[told], flow[resent]]),
+        np.concatenate([both["t"].to_numpy(np.int64), ns[told], ns[resent]]),
+        np.concatenate([np.full(len(both), ACK_RTT), code[told], code[resent]]).astype(np.int64),
+        np.concatenate(
+            [(both["t_ack"] - both["t"]).to_numpy(np.int64), value[told] & 0xFFFFFF, value[resent] & 0xFFFFFF]
+        ),
+    )
+
+
+def flow_rdma(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per RDMA queue pair and capture that saw it: its counters, the answers its reverse queue pair carried, and
+    its events over time (flow_id, t_ns, what, value: what is an ACK round trip in ns, or a NAK, CNP or resend with
+    its PSN). Whole columns per host, like the TCP table."""
+    columns: dict[str, list[np.ndarray]] = {c: [] for c in FRAME_COLUMNS}
+    events: dict[str, list[np.ndarray]] = {"flow_id": [], "t_ns": [], "what": [], "value": []}
+    if not views.empty:
+        roce = (views["proto"] == "roce").to_numpy()
+        sent_here = views["sent_here"].to_numpy()
+        flow_id = views["flow_id"].to_numpy()
+        start = 0
+        for hf in host_flows:
+            n = len(hf.keys)
+            rows = np.flatnonzero(roce[start : start + n])
+            if len(rows):
+                a = hf.agg
+                reverse = _reverse_pairs(hf, rows)
+                has = reverse >= 0
+                rr = np.where(has, reverse, 0)
+                sent = sent_here[start + rows]
+                columns["flow_id"].append(flow_id[start + rows])
+                columns["host"].append(np.full(len(rows), hf.host, dtype=object))
+                columns["sent_here"].append(sent)
+                columns["version"].append(a[rows, L.AGG_ROCE_VERSION])
+                qp_of = ((hf.keys[:, 4] >> np.uint64(8)) & np.uint64(0xFFFFFF)).astype(np.int64)
+                columns["reverse_qp"].append(np.where(has, qp_of[rr], -1))
+                for name, col in COUNTERS.items():
+                    columns[name].append(a[rows, col])
+                for name, col in ANSWERS.items():
+                    columns[name].append(np.where(has, a[rr, col], 0))
+                local, t, what, value = _events(hf, rows, reverse, sent)
+                events["flow_id"].append(flow_id[start + local])
+                events["t_ns"].append(t)
+                events["what"].append(what)
+                events["value"].append(value)
+            start += n
+    return column_frames(columns, events, EVENT_KINDS)
+
+
+def _judge(row: dict[str, Any]) -> tuple[str, float, list[str]]:
+    """An edge's limiter, how sure, and the evidence, from its folded counters."""
+    evidence = []
+    if row["resent_packets"]:
+        evidence.append(
+            f"{row['resent_packets']:,} packets sent again ({row['resent_fraction']:.2%}) after {row['naks']} NAK(s)"
+            f" and {row['timeouts']} timeout(s)"
+        )
+    if row["cnps"] or row["ce_marks"]:
+        rate = f" ({row['cnps_per_s']:,.0f}/s while busy)" if row["cnps_per_s"] is not None else ""
+        evidence.append(f"{row['cnps']} CNPs{rate}, {row['ce_marks']} packets marked CE ({row['ce_fraction']:.2%})")
+    busy = row["rate_while_busy"]
+    if busy is not None:
+        evidence.append(f"sends at {busy:.0%} of line rate while busy")
+    # what loss cost: the timer's stalls, and the packets sent twice at the rate the edge sends
+    packet_ns = row["busy_ns"] / row["packets"] if row["packets"] else 0.0
+    lost_share = (row["stall_ns"] + row["resent_packets"] * packet_ns) / row["busy_ns"] if row["busy_ns"] else 0.0
+    if row["timeouts"]:
+        evidence.insert(
+            0,
+            f"the requester's timer fired {row['timeouts']} time(s), stalling its queue pair "
+            f"{row['stall_ns'] / 1e6:,.1f} ms in all ({lost_share:.0%} of the edge's busy time with its resends)",
+        )
+    if lost_share >= LOSS_TIME_SHARE or row["resent_fraction"] >= LOSS_FRACTION:
+        sure = max(lost_share / LOSS_TIME_SHARE, row["resent_fraction"] / LOSS_FRACTION)
+        return "loss", min(1.0, 0.5 + sure / 4), evidence
+    if (row["cnps"] or row["ce_marks"]) and (busy is None or busy < FILLS_LINK):
+        # each CNP stands for at least the notification point's spacing of marked traffic
+        share = row["cnps"] * CNP_SPACING_NS / max(1.0, row["busy_ns"]) if row["busy_ns"] else 0.0
+        below = 1.0 if busy is None else min(1.0, (FILLS_LINK - busy) / 0.2)
+        return "congestion", round(min(1.0, 0.5 + 0.5 * min(1.0, share * 4)) * (0.5 + 0.5 * below), 3), evidence
+    if busy is not None and busy >= FILLS_LINK:
+        return "link", min(1.0, 0.5 + (busy - FILLS_LINK) * 5), evidence
+    return "sender", 0.5 if busy is None else min(1.0, 0.5 + (FILLS_LINK - busy)), evidence
+
+
+def _fold_views(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per queue pair: each counter the largest any capture of it saw, the reverse QP the sender's capture
+    learnt (else any)."""
+    ordered = frame.sort_values(["flow_id", "sent_here"], ascending=[True, False])
+    counts = ordered.groupby("flow_id")[[*COUNTERS, *ANSWERS, "version"]].max()
+    counts["reverse_qp"] = ordered[ordered["reverse_qp"] >= 0].groupby("flow_id")["reverse_qp"].first()
+    return counts.reset_index()
+
+
+def diagnose_rdma(result: Result) -> Optional[Rdma]:
+    """The RDMA finding: every queue pair, the edges they fold into and the job's limiter (None without RDMA)."""
+    tables = result.tables
+    if tables is None or tables.rdma is None or tables.rdma.empty:
+        return None
+    qps = _fold_views(tables.rdma)
+    flows = tables.flows.set_index("flow_id")
+    addr_host = address_hosts(result.hosts)
+    ends = flow_hosts(tables.flows, addr_host).set_index("flow_id")[["src_host", "dst_host"]]
+    qps["src"] = flows["src"].reindex(qps["flow_id"]).to_numpy()
+    qps["dst"] = flows["dst"].reindex(qps["flow_id"]).to_numpy()
+    qps["qp"] = flows["qp"].reindex(qps["flow_id"]).to_numpy()
+    qps["src_host"] = ends["src_host"].reindex(qps["flow_id"]).to_numpy()
+    qps["dst_host"] = ends["dst_host"].reindex(qps["flow_id"]).to_numpy()
+    ev = tables.rdma_events
+    rtt = ev[ev["what"] == "ack_rtt_ns"] if ev is not None else pd.DataFrame(columns=["flow_id", "value"])
+    rtt_n = rtt.groupby("flow_id")["value"].size().reindex(qps["flow_id"]).fillna(0).astype(int)
+    rtt_med = rtt.groupby("flow_id")["value"].median().reindex(qps["flow_id"])
+    qp_rows = []
+    for q, n_rtt, med in zip(qps.to_dict("records"), rtt_n.to_numpy(), rtt_med.to_numpy()):
+        qp_rows.append(
+            {
+                "src": q["src_host"] if isinstance(q["src_host"], str) else q["src"],
+                "dst": q["dst_host"] if isinstance(q["dst_host"], str) else q["dst"],
+                "qp": int(q["qp"]),
+                "transport": VERSIONS.get(int(q["version"]), "RDMA"),
+                "reverse_qp": None if pd.isna(q["reverse_qp"]) else int(q["reverse_qp"]),
+                **{c: int(q[c]) for c in (*COUNTERS, *ANSWERS) if c != "stall_ns"},
+                "ack_rtt_samples": int(n_rtt),
+                "ack_rtt_median_us": None if pd.isna(med) else round(float(med) / 1e3, 3),
+            }
+        )
+    out: dict[str, Any] = {"limiter": None, "confidence": 0.0, "evidence": [], "edges": [], "notes": [], "qps": []}
+    out["qps"] = sorted(qp_rows, key=lambda r: (r["src"], r["dst"], r["qp"]))
+    captured = {h.name for h in result.hosts}
+    judged = qps[qps["src_host"].isin(captured) & qps["dst_host"].isin(captured)].copy()
+    if judged.empty:
+        out["notes"].append("no queue pair between two captured hosts: nothing to judge")
+        return from_plain(Rdma, out)
+    judged["data_bytes"] = judged["write_bytes"] + judged["send_bytes"] + judged["read_bytes"]
+    code, pairs = pd.factorize(pd.MultiIndex.from_arrays([judged["src_host"], judged["dst_host"]]))
+    n = len(pairs)
+    speeds = {h.name: float(h.link_speed_bps) for h in result.hosts}
+    link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
+    code_of_flow = np.full(int(tables.flows["flow_id"].max()) + 1, -1, dtype=np.int64)
+    code_of_flow[judged["flow_id"].to_numpy(np.int64)] = code
+    bin_ns = int(result.bin_ns)
+    e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
+    busy_bins = np.bincount(e_code[e_busy], minlength=n)
+    weight = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0), minlength=n)
+    busy_util = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0) * e_util, minlength=n)
+    span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
+    edges = []
+    for i, (s, d) in enumerate(pairs):
+        mine = judged[code == i].sort_values("data_bytes", ascending=False)
+        data = mine["data_bytes"].to_numpy(np.int64)
+        packets = int(mine["packets"].sum())
+        resent = int(mine["resent_packets"].sum())
+        busy_ns = float(busy_bins[i] * bin_ns)
+        carrying = data[data > 0]
+        row: dict[str, Any] = {
+            "src": s,
+            "dst": d,
+            "qps": [int(x) for x in mine["qp"]],
+            "qp_payload_bytes": [int(x) for x in data],
+            "qp_imbalance": float(carrying.max() / carrying.min()) if len(carrying) > 1 else None,
+            "payload_bytes": int(data.sum() - mine["resent_bytes"].sum()),
+            "packets": packets,
+            "resent_packets": resent,
+            "resent_fraction": resent / packets if packets else 0.0,
+            "naks": int(mine["naks"].sum()),
+            "timeouts": int(mine["timeouts"].sum()),
+            "stall_ns": int(mine["stall_ns"].sum()),
+            "cnps": int(mine["cnps"].sum()),
+            "cnps_per_s": float(mine["cnps"].sum() / (busy_ns / 1e9)) if busy_ns else None,
+            "ce_marks": int(mine["ce_marks"].sum()),
+            "ce_fraction": float(mine["ce_marks"].sum() / packets) if packets else 0.0,
+            "ack_rtt_median_us": _median_us(rtt, mine["flow_id"]),
+            "rate_while_busy": float(busy_util[i] / weight[i]) if weight[i] > 0 else None,
+            "busy_share": float(busy_bins[i] / span_bins) if span_bins else None,
+            "link_speed_bps": float(link[i]),
+            "busy_ns": busy_ns,
+        }
+        row["limiter"], confidence, row["evidence"] = _judge(row)
+        row["confidence"] = round(float(confidence), 3)
+        if row["qp_imbalance"] is not None and row["qp_imbalance"] >= IMBALANCED:
+            row["evidence"].append(
+                f"its {len(carrying)} QPs carry unequal bytes (the busiest {row['qp_imbalance']:.1f}x the least): "
+                "whether they share a path is not visible in a capture"
+            )
+        del row["busy_ns"], row["stall_ns"]
+        edges.append(row)
+    edges.sort(key=lambda e: -e["payload_bytes"])
+    heaviest = edges[0]["payload_bytes"]
+    for e in edges:
+        if e["payload_bytes"] < MIN_EDGE_SHARE * heaviest:
+            e.update(limiter=None, confidence=0.0, evidence=["too little data to judge (ACKs, control writes)"])
+    out["edges"] = edges
+    _verdict(out, [e for e in edges if e["limiter"] is not None])
+    return from_plain(Rdma, out)
+
+
+def _median_us(rtt: pd.DataFrame, flow_ids: pd.Series) -> Optional[float]:
+    values = rtt.loc[rtt["flow_id"].isin(flow_ids), "value"]
+    return round(float(values.median()) / 1e3, 3) if len(values) else None
+
+
+def _verdict(out: dict[str, Any], edges: list[dict[str, Any]]) -> None:
+    """The job's limiter: an edge limited by loss or congestion limits the collective (it runs at its slowest
+    edge's pace); else the edges' limiters weighed by their bytes."""
+    if not edges:
+        return
+    for kind in ("loss", "congestion"):
+        hit = [e for e in edges if e["limiter"] == kind]
+        if hit:
+            worst = max(hit, key=lambda e: e["confidence"])
+            out["limiter"], out["confidence"] = kind, worst["confidence"]
+            out["evidence"] = [
+                f"{len(hit)} of {len(edges)} edges are {kind}-limited; the collective runs at its slowest edge's pace",
+                *(f"{worst['src']} -> {worst['dst']}: {text}" for text in worst["evidence"]),
+            ]
+            return
+    total = float(sum(e["payload_bytes"] for e in edges)) or 1.0
+    share: dict[str, float] = {}
+    for e in edges:
+        share[e["limiter"]] = share.get(e["limiter"], 0.0) + e["payload_bytes"] / total
+    limiter = max(share, key=lambda k: share[k])
+    mine = [e for e in edges if e["limiter"] == limiter]
+    out["limiter"] = limiter
+    out["confidence"] = round(share[limiter] * min(e["confidence"] for e in mine), 3)
+    heaviest = max(mine, key=lambda e: e["payload_bytes"])
+    out["evidence"] = [
+        f"{len(mine)} of {len(edges)} edges ({share[limiter]:.0%} of the bytes) are {limiter}-limited",
+        *(f"{heaviest['src']} -> {heaviest['dst']}: {text}" for text in heaviest["evidence"]),
+    ]
+
+
+def rdma_transport(rdma: Rdma) -> Transport:
+    """The transport finding of a job whose data moves over RDMA only: the queue pairs' limiter, which the verdict
+    reads like TCP's (the per-edge detail stays in `rdma`)."""
+    return Transport(
+        limiter=rdma.limiter,
+        confidence=rdma.confidence,
+        evidence=list(rdma.evidence),
+        notes=["judged from the RDMA queue pairs (no TCP data between the hosts): see rdma for each edge"],
+    )

@@ -1,0 +1,85 @@
+"""The collective and its transport over RDMA, on generated RoCE and InfiniBand captures of an NCCL ring
+(tests/support/rocegen.py): ring, iterations and bytes per iteration as for TCP, each edge's queue pairs folded
+into one, ACK round trips against the generator's own delays, and `congestion` and `loss` named where they were
+injected and nowhere else.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analyze.api import analyze
+from analyze.confidence.thresholds import CONFIDENT
+from analyze.result import Result
+from tests.support import rocegen as R
+
+
+def _run(tmp_path: Path, spec: R.RoceRing, **kw: object) -> tuple[R.Generated, Result]:
+    gen = R.generate(spec)
+    root = R.write_run(tmp_path / "run", gen)
+    return gen, analyze([root], bin_ns=1_000_000, byte_mode="payload", **kw)  # type: ignore[arg-type]
+
+
+def _edge(result: Result, src: int, dst: int):  # type: ignore[no-untyped-def]
+    assert result.rdma is not None
+    return next(e for e in result.rdma.edges if (e.src, e.dst) == (f"node{src}", f"node{dst}"))
+
+
+@pytest.mark.parametrize("transport", ["v2", "ib"])
+def test_ring_iterations_and_bytes_over_rdma(tmp_path: Path, transport: str) -> None:
+    spec = R.RoceRing(transport=transport)
+    gen, r = _run(tmp_path, spec, gradient_bytes=spec.gradient_bytes)
+    n = spec.hosts
+    assert r.topology is not None and r.topology.kind == "ring" and r.topology.confidence >= CONFIDENT
+    order = r.topology.order
+    start = order.index("node0")
+    assert order[start:] + order[:start] == [spec.host(h) for h in range(n)]
+    its = r.iterations
+    assert its is not None and its.count == spec.iterations and its.confident
+    # each host sends 2(N-1)/N x S of RDMA payload per iteration, plus its clear-to-send writes
+    theory = 2 * (n - 1) / n * spec.gradient_bytes
+    cts = 2 * (n - 1) * (gen.step_bytes // spec.chunk_bytes) * R.CTS_BYTES
+    assert its.bytes_per_iteration_per_host.median == pytest.approx(theory + cts, rel=0.002)
+    assert r.rdma is not None
+    for h in range(n):
+        e = _edge(r, h, (h + 1) % n)
+        assert len(e.qps) == spec.qps_per_edge and e.qp_imbalance == pytest.approx(1.0, abs=0.01)
+        assert e.payload_bytes == spec.iterations * 2 * (n - 1) * gen.step_bytes
+        # request with AckReq -> its ACK, in the sender's capture: there and back plus the responder's turnaround
+        assert e.ack_rtt_median_us == pytest.approx((2 * R.PROPAGATION_NS + R.RESPONSE_NS) / 1e3, abs=0.01)
+        assert e.limiter == "link" and e.resent_packets == 0 and e.cnps == 0
+    assert r.rdma.limiter == "link"
+    for qp in r.rdma.qps:
+        assert qp.reverse_qp is not None, f"{qp.src} -> {qp.dst} QP {qp.qp:#x}: its ACKs' queue pair was learnt"
+
+
+def test_congestion_is_named_on_the_congested_edge(tmp_path: Path) -> None:
+    """Every step of the edge node2 -> node3 crosses a congested port: CE marks, CNPs, and the sender at half rate.
+    The ring's other edges finish each step early and wait for it."""
+    spec = R.RoceRing(congestion=(R.Congestion(2, -1, -1, ce=60, slowdown=2.0),))
+    _, r = _run(tmp_path, spec)
+    hot = _edge(r, 2, 3)
+    assert hot.limiter == "congestion" and hot.confidence >= CONFIDENT
+    assert hot.ce_marks == 60 * spec.iterations * 2 * (spec.hosts - 1) and hot.cnps > 0
+    for h in (0, 1, 3):  # they wait each step for the congested edge: never blamed for congestion or loss
+        assert _edge(r, h, (h + 1) % spec.hosts).limiter in ("link", "sender")
+    assert r.rdma is not None and r.rdma.limiter == "congestion" and r.rdma.confidence >= CONFIDENT
+    assert r.transport is not None and r.transport.limiter == "congestion"
+
+
+def test_timeouts_are_named_loss_and_a_lone_nak_is_not(tmp_path: Path) -> None:
+    """Two losses the requester's timer finds (4 ms of silence each) on node1 -> node2 cost that edge a share of its
+    time: loss. One loss a NAK repairs within microseconds on node0 -> node1 costs nothing that matters: that edge
+    stays link-limited, its resends in the evidence."""
+    spec = R.RoceRing(losses=(R.Loss(1, 1, 2, 5, nak=False), R.Loss(1, 3, 0, 9, nak=False), R.Loss(0, 2, 1, 30)))
+    gen, r = _run(tmp_path, spec)
+    slow = _edge(r, 1, 2)
+    assert slow.limiter == "loss" and slow.confidence >= CONFIDENT and slow.timeouts == gen.timeouts == 2
+    repaired = _edge(r, 0, 1)
+    assert repaired.limiter == "link" and repaired.naks == 1 and repaired.timeouts == 0
+    assert repaired.resent_packets == gen.resent[0, 0]
+    assert any("sent again" in text for text in repaired.evidence)
+    assert r.rdma is not None and r.rdma.limiter == "loss"
+    assert any("node1 -> node2" in text for text in r.rdma.evidence)
