@@ -1,4 +1,6 @@
 """Keep no payload byte: every packet cut at the end of its TCP/UDP header, in the kernel, before it is stored.
+RoCEv2 (UDP 4791) is cut at the end of its InfiniBand transport headers (BTH and the opcode's extension headers),
+which the analysis reads.
 
 Why: a fixed snaplen cannot do it. Headers differ in length (IPv4 options, TCP options, IPv6, VLAN tags), so
 any snaplen long enough for the longest header keeps payload bytes of every shorter one, and a training job's
@@ -26,9 +28,21 @@ from pathlib import Path
 NOTHING = "less 0"  # tcpdump's filter until the program is attached: no packet is that short
 LONGEST_HEADERS = 22 + 60 + 60  # Ethernet with two VLAN tags, IPv4 or IPv6 + extension, TCP with all options
 LINKTYPE_ETHERNET, RAW_LINKTYPES = 1, (12, 14, 101, 228, 229)
+ROCE_UDP_PORT = 4791  # RoCEv2: the UDP payload starts with the InfiniBand BTH (12 bytes) and its extension headers
+# Extension-header bytes after the BTH by opcode (InfiniBand spec vol. 1, 9.2-9.4: RETH 16, AETH 4, ImmDt 4, IETH 4,
+# AtomicETH 28, AtomicAckETH 8, DETH 8; a CNP's 16 reserved bytes); every other opcode has none.
+ROCE_EXTENSION = {
+    4: (0x03, 0x05, 0x09, 0x0D, 0x0F, 0x10, 0x11, 0x16, 0x17, 0x23, 0x25, 0x29),
+    8: (0x64,),
+    12: (0x12, 0x65),
+    16: (0x06, 0x0A, 0x0C, 0x26, 0x2A, 0x81),
+    20: (0x0B, 0x2B),
+    28: (0x13, 0x14),
+}
 
 # classic BPF opcodes (linux/filter.h)
-_LDH_ABS, _LDB_ABS, _LDB_IND, _LDX_MSH, _LD_MEM, _ST = 0x28, 0x30, 0x50, 0xB1, 0x60, 0x02
+_LDH_ABS, _LDB_ABS, _LDH_IND, _LDB_IND, _LDX_MSH, _LD_MEM, _ST = 0x28, 0x30, 0x48, 0x50, 0xB1, 0x60, 0x02
+_LD_IMM, _LDX_IMM = 0x00, 0x01
 _JA, _JEQ, _JSET = 0x05, 0x15, 0x45
 _ADD_K, _ADD_X, _AND_K, _RSH_K, _TXA = 0x04, 0x0C, 0x54, 0x74, 0x87
 _RET_K, _RET_A = 0x06, 0x16
@@ -40,13 +54,14 @@ class _Program:
     """A tiny assembler: instructions with symbolic jump targets, resolved to BPF's relative offsets."""
 
     def __init__(self) -> None:
-        self.code: list[tuple[int, str | int, str | int, int]] = []
+        self.code: list[tuple[int, str | int, str | int, int | str]] = []
         self.labels: dict[str, int] = {}
 
     def label(self, name: str) -> None:
         self.labels[name] = len(self.code)
 
-    def op(self, code: int, k: int = 0, jt: str | int = 0, jf: str | int = 0) -> None:
+    def op(self, code: int, k: int | str = 0, jt: str | int = 0, jf: str | int = 0) -> None:
+        """One instruction; K may name a label for an unconditional jump (BPF_JA's offset is 32 bits)."""
         self.code.append((code, jt, jf, k))
 
     def assemble(self) -> list[tuple[int, int, int, int]]:
@@ -55,7 +70,7 @@ class _Program:
             rel = [self.labels[t] - i - 1 if isinstance(t, str) else t for t in (jt, jf)]
             if not all(0 <= r < 256 for r in rel):
                 raise ValueError("BPF jump out of range")
-            out.append((code, rel[0], rel[1], k))
+            out.append((code, rel[0], rel[1], self.labels[k] - i - 1 if isinstance(k, str) else k))
         return out
 
 
@@ -76,8 +91,15 @@ def _ipv4(p: _Program, at: int, keep: int, tag: str) -> None:
     p.op(_ADD_K, at + keep)
     p.op(_RET_A)
     p.label(f"ip4udp{tag}")
-    p.op(_JEQ, 17, f"ip4eight{tag}", 0)
+    p.op(_JEQ, 17, f"ip4dport{tag}", 0)
     p.op(_JEQ, 1, f"ip4eight{tag}", f"ip4only{tag}")  # ICMP: its 8-byte header
+    p.label(f"ip4dport{tag}")
+    p.op(_LDH_IND, at + 2)
+    p.op(_JEQ, ROCE_UDP_PORT, 0, f"ip4eight{tag}")
+    p.op(_LD_IMM, at + 8 + 12 + keep)  # through the UDP header and the BTH, after X (the IP header's length)
+    p.op(_ST, 1)
+    p.op(_LDB_IND, at + 8)  # the BTH's opcode
+    p.op(_JA, "roce")
     p.label(f"ip4eight{tag}")
     p.op(_TXA)
     p.op(_ADD_K, at + 8 + keep)
@@ -100,16 +122,43 @@ def _ipv6(p: _Program, at: int, keep: int, tag: str) -> None:
     p.op(_ADD_K, at + 40 + keep)
     p.op(_RET_A)
     p.label(f"ip6udp{tag}")
-    p.op(_JEQ, 17, f"ip6eight{tag}", 0)
+    p.op(_JEQ, 17, f"ip6dport{tag}", 0)
     p.op(_JEQ, 58, f"ip6eight{tag}", 0)
     p.op(_RET_K, at + 40 + keep)
+    p.label(f"ip6dport{tag}")
+    p.op(_LDH_ABS, at + 40 + 2)
+    p.op(_JEQ, ROCE_UDP_PORT, 0, f"ip6eight{tag}")
+    p.op(_LDX_IMM, 0)
+    p.op(_LD_IMM, at + 48 + 12 + keep)  # through the UDP header and the BTH
+    p.op(_ST, 1)
+    p.op(_LDB_ABS, at + 48)  # the BTH's opcode
+    p.op(_JA, "roce")
     p.label(f"ip6eight{tag}")
     p.op(_RET_K, at + 48 + keep)
+
+
+def _roce(p: _Program) -> None:
+    """Shared by every IP header's RoCEv2 branch, which sets A to the BTH's opcode, M[1] to the bytes through the
+    BTH and X to what they are counted after: keep through the opcode's extension headers too."""
+    p.label("roce")
+    for ext, opcodes in ROCE_EXTENSION.items():
+        for opcode in opcodes:
+            p.op(_JEQ, opcode, f"roce{ext}", 0)
+    for ext in (0, *ROCE_EXTENSION):
+        p.label(f"roce{ext}")
+        p.op(_LD_MEM, 1)
+        p.op(_ADD_X)
+        p.op(_ADD_K, ext)
+        p.op(_RET_A)
 
 
 def header_program(linktype: int, keep: int = 0) -> list[tuple[int, int, int, int]]:
     """The program returning each packet's header length (+ KEEP payload bytes) for LINKTYPE."""
     p = _Program()
+    # M[1] is written on every path first: the kernel's checker lets a RET fall through to the next instruction,
+    # so the RoCE chain would otherwise read a cell some path (on paper) never wrote
+    p.op(_LD_IMM, 0)
+    p.op(_ST, 1)
     if linktype == LINKTYPE_ETHERNET:
         for depth, at in enumerate((12, 16, 20)):  # the ethertype behind 0, 1 or 2 VLAN tags in the frame
             p.label(f"eth{depth}")
@@ -133,6 +182,7 @@ def header_program(linktype: int, keep: int = 0) -> list[tuple[int, int, int, in
         _ipv6(p, 0, keep, "r")
     else:
         raise ValueError(f"link type {linktype}: no header-length program")
+    _roce(p)
     return p.assemble()
 
 

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from capture import tcpdump
@@ -359,3 +360,45 @@ def test_rotation_keeps_the_last_files(tmp_path):
     assert 2 <= len(meta["files"]) <= 3 and all(name.startswith("lo.pcap") for name in meta["files"])
     for name in meta["files"]:
         assert tcpdump_read_count(tmp_path / "cap" / name) > 0
+
+
+def test_roce_is_cut_after_its_transport_headers(tmp_path):
+    """RoCEv2 datagrams (UDP 4791) keep their InfiniBand headers, which the analysis reads, and no payload byte:
+    each is cut at the end of the BTH and its opcode's extension headers (the lengths the InfiniBand spec gives,
+    written out here), and the stored capture reads back as queue pairs with their RDMA payload."""
+    from analyze.read import layouts as L
+    from analyze.read.fold import merge_host, scan_host
+    from tests.support import rocegen as R
+
+    require_capture()
+    cases = {  # opcode -> extension bytes after the 12-byte BTH
+        R.OP_WRITE_FIRST: 16,
+        R.OP_WRITE_MIDDLE: 0,
+        R.OP_WRITE_LAST_IMM: 4,
+        R.OP_WRITE_ONLY_IMM: 20,
+        R.OP_ACK: 4,
+        R.OP_CNP: 16,
+    }
+    agent = Agent(tmp_path / "cap")
+    for family, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        with socket.socket(family, socket.SOCK_DGRAM) as udp, socket.socket(family, socket.SOCK_DGRAM) as sink:
+            sink.bind((host, R.ROCE_PORT))  # something listens: no ICMP port-unreachable among the packets
+            for i, (op, ext) in enumerate(cases.items()):
+                body = R._bth(op, 0x1234, i, False) + R._extension(op, 1000, 7, R.SYNDROME_ACK, i)
+                udp.sendto(body + bytes(1000 if ext != 4 or op != R.OP_ACK else 0) + b"crc!", (host, R.ROCE_PORT))
+    time.sleep(0.2)
+    agent.proc.send_signal(signal.SIGTERM)
+    agent.finish()
+    path = tmp_path / "cap" / "lo.pcap"
+    data = path.read_bytes()
+    pos, cut = 24, []
+    while pos < len(data):
+        caplen = int.from_bytes(data[pos + 8 : pos + 12], "little")
+        cut.append(caplen)
+        pos += 16 + caplen
+    expected = [14 + ip + 8 + 12 + ext for ip in (20, 40) for ext in cases.values()]
+    assert cut == expected
+    hf = merge_host("lo", [scan_host([path], bin_ns=10**6, byte_mode=L.BYTES_PAYLOAD)])
+    assert ((hf.keys[:, 4] >> np.uint64(8)) & np.uint64(0xFFFFFF)).tolist() == [0x1234] * len(hf.keys)
+    assert int(hf.agg[:, L.AGG_PACKETS].sum()) == 12 and int(hf.agg[:, L.AGG_ROCE_CNPS].sum()) == 2
+    assert int(hf.agg[:, L.AGG_ROCE_WRITE_BYTES].sum()) == 2 * 4 * 1000  # from the IP lengths, not the cut bytes
