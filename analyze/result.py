@@ -116,7 +116,7 @@ class Tables:
     transport: "pd.DataFrame | None" = None  # per TCP data flow, its sender's TCP counters (analyze.wire.transport)
     transport_samples: "pd.DataFrame | None" = None  # (flow_id, t_ns, what, value): round trips, in flight, re-sent
     rdma: "pd.DataFrame | None" = None  # per RDMA queue pair and capture: its counters (analyze.wire.rdma)
-    rdma_events: "pd.DataFrame | None" = None  # (flow_id, t_ns, what, value): ACK round trips, NAKs, CNPs, resends
+    rdma_events: "pd.DataFrame | None" = None  # (flow_id, host, t_ns, what, value): ACK rtts, NAKs, CNPs, resends
 
 
 @dataclass

@@ -294,6 +294,8 @@ def _header_cut(binary: str, iface: str, options: AgentOptions) -> tuple[list | 
     hand is taken as asked."""
     if options.snaplen is not None:
         return None, "--snaplen given"
+    if netinfo.rdma_device(iface):
+        return None, "the RDMA sniffer has no socket to attach a filter to: payload bytes may be kept"
     try:
         linktype, user = headers_only.user_program(binary, iface, options.bpf)
         return headers_only.combined(user, headers_only.header_program(linktype, options.payload_bytes)), None

@@ -36,7 +36,8 @@ def agent(
         "auto",
         "--iface",
         help="auto (the training's interface settings, else the route to MASTER_ADDR or to the other --peers; "
-        "lo only when every peer is this host; else the only non-loopback interface up), NAME or any.",
+        "lo only when every peer is this host; else the only non-loopback interface up), NAME or any; or an "
+        "RDMA device (mlx5_0, mlx5_0:2) for RoCE/InfiniBand through libpcap's RDMA sniffer.",
     ),
     snaplen: Optional[int] = typer.Option(
         None,

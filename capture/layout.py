@@ -80,7 +80,7 @@ def is_run(folder: Path) -> bool:
 def capture_faults(meta: dict[str, Any]) -> list[str]:
     """What a host's meta.json says went wrong with its capture, one line each, for the analyzer to warn:
     an agent that never finished (killed: its counters were never written), packets tcpdump counted but
-    did not write, an agent error."""
+    did not write, an agent error, an RDMA sniffer's capture (no drop counter, software timestamps)."""
     status = meta.get(META_STATUS)
     if status in ("starting", STATUS_CAPTURING):
         return [
@@ -93,6 +93,12 @@ def capture_faults(meta: dict[str, Any]) -> list[str]:
         faults.append(f"{lost}; byte counts are a lower bound")
     elif status == "failed" and meta.get(META_ERROR):
         faults.append(f"the capture failed: {meta[META_ERROR]}")
+    rdma = meta.get("rdma")
+    if isinstance(rdma, dict) and rdma.get("drops_counted") is False:
+        faults.append(
+            "captured by the RDMA sniffer, which counts no drops (its 0 does not mean none) and stamps packets in "
+            "software when its queue is polled: byte counts may be a lower bound, times jitter by microseconds"
+        )
     return faults
 
 

@@ -7,6 +7,7 @@ Everything comes from the kernel of the network namespace we run in: /sys/class/
 from __future__ import annotations
 
 import ctypes
+import ipaddress
 import fcntl
 import json
 import re
@@ -21,6 +22,7 @@ from capture.hints import Hints, matches
 from capture.units import parse_rate
 
 SYS_NET = Path("/sys/class/net")
+SYS_RDMA = Path("/sys/class/infiniband")  # RDMA devices (mlx5_0, ...): libpcap's RDMA sniffer captures on them
 
 
 def _ip_json(*args: str) -> list:
@@ -74,8 +76,12 @@ def choose_interface(
     would capture the wrong network in silence.
     """
     if requested != "auto":
+        if rdma_device(requested):
+            return requested, "--iface (an RDMA device: libpcap's RDMA sniffer)"
         if requested != "any" and not (SYS_NET / requested).exists():
-            raise CaptureError(f"no network interface {requested!r} here (have: {', '.join(list_interfaces())})")
+            rdma = rdma_devices()
+            have = ", ".join(list_interfaces()) + (f"; RDMA devices: {', '.join(rdma)}" if rdma else "")
+            raise CaptureError(f"no network interface {requested!r} here (have: {have})")
         return requested, "--iface"
     hints = hints or Hints()
     up = [name for name in list_interfaces() if _is_up(name)]
@@ -128,6 +134,59 @@ def _loopback(address: str) -> bool:
 
 def list_interfaces() -> list[str]:
     return sorted(p.name for p in SYS_NET.iterdir()) if SYS_NET.exists() else []
+
+
+def rdma_devices() -> list[str]:
+    return sorted(p.name for p in SYS_RDMA.iterdir()) if SYS_RDMA.exists() else []
+
+
+def rdma_device(name: str) -> bool:
+    """NAME (or NAME:PORT, as libpcap's RDMA sniffer takes it) is an RDMA device and no network interface."""
+    return not (SYS_NET / name).exists() and bool(name) and (SYS_RDMA / name.split(":")[0]).is_dir()
+
+
+def _rdma_port(name: str) -> Path:
+    device, _, port = name.partition(":")
+    return SYS_RDMA / device / "ports" / (port or "1")
+
+
+def rdma_info(name: str, link_speed_bps: int | None = None) -> dict:
+    """meta.json's interface fields for an RDMA device: its port's rate (sysfs: "100 Gb/sec (4X EDR)"), link layer,
+    and addresses (RoCE: the IPv4-mapped and other non-link-local GIDs; InfiniBand: the port's LID as lid:N), and what
+    the sniffer cannot give: timestamps are taken in software when its completion queue is polled, and its drop
+    counter is always 0."""
+    port = _rdma_port(name)
+    rate = _read(port / "rate") or ""
+    match = re.match(r"([\d.]+)\s*Gb/sec", rate)
+    sysfs = int(float(match.group(1)) * 1e9) if match else None
+    layer = _read(port / "link_layer")
+    addrs: list[str] = []
+    gids = port / "gids"
+    for gid in sorted(gids.iterdir(), key=lambda p: int(p.name)) if gids.is_dir() else []:
+        text = _read(gid)
+        if not text or set(text) <= {"0", ":"} or text.startswith("fe80:"):
+            continue
+        ip = ipaddress.ip_address(text)
+        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+        addrs.append(str(mapped or ip))
+    lid = _read(port / "lid")
+    if layer == "InfiniBand" and lid and int(lid, 0):
+        addrs.append(f"lid:{int(lid, 0)}")
+    return {
+        "interface": name,
+        "addresses": sorted(set(addrs)),
+        "mtu": None,
+        "link_speed_bps": link_speed_bps or sysfs,
+        "link_speed_source": "cli" if link_speed_bps else ("sysfs" if sysfs else None),
+        "sysfs_speed_bps": sysfs,
+        "tc_rate_bps": None,
+        "offloads": None,
+        "rdma": {
+            "link_layer": layer,
+            "timestamps": "software: taken when the RDMA sniffer's completion queue is polled",
+            "drops_counted": False,
+        },
+    }
 
 
 def _read(path: Path) -> str | None:
@@ -203,6 +262,8 @@ def offloads(iface: str) -> dict | None:
 def interface_info(iface: str, link_speed_bps: int | None = None) -> dict:
     """meta.json's interface fields. Link speed: --link-speed, else a tc shaping rate (it bounds
     the traffic), else /sys speed; link_speed_source says which."""
+    if rdma_device(iface):
+        return rdma_info(iface, link_speed_bps)
     sysfs = sysfs_speed_bps(iface) if iface != "any" else None
     tc = tc_rate_bps(iface) if iface != "any" else None
     if link_speed_bps:

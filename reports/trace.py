@@ -3,7 +3,8 @@
 Why: users read their step times in the profiler's timeline (ui.perfetto.dev, HTA). The same timeline with the
 network's view beside it shows whether a slow step waited on the wire. Each host is a process with tracks for its
 iterations, its communication window in each iteration and its ring steps per edge (runs of busy bins towards
-one peer), counter tracks for its tx and rx utilization, and instant events where its data was re-sent.
+one peer), counter tracks for its tx and rx utilization, and instant events where its data was re-sent (and, for
+RDMA queue pairs, each NAK, CNP and resend).
 
 Times follow Kineto's convention: `baseTimeNanoseconds` (wall clock, ns since the epoch) plus each event's `ts`
 in µs. Every event sits on its host's own capture clock, the clock the profiler on that host reads; what was
@@ -64,6 +65,7 @@ def trace_events(result: Result) -> dict[str, Any]:
             rows = t.host_series[(t.host_series["host"] == host) & (t.host_series["direction"] == direction)]
             events += _counter(pid, f"{direction} utilization %", rows, result.bin_ns, base)
         events += _resent(t, owner, host, result.bin_ns, pid, base)
+        events += _rdma_instants(t, owner, host, pid, base)
         events += _waits(result, host, pid, offset.get(host, 0), base)
     for k, job in enumerate(result.jobs or []):
         events += _job_events(job, PID_BASE + len(names) + k, len(names) + k, offset, base)
@@ -234,6 +236,33 @@ def _counter(pid: int, name: str, rows: pd.DataFrame, bin_ns: int, base: int) ->
         {"ph": "C", "pid": pid, "name": name, "ts": _us(int(t[g]) + bin_ns, base), "args": {"%": 0}} for g in gaps
     ]
     return sorted(events, key=lambda e: e["ts"])
+
+
+RDMA_INSTANTS = {"nak": "NAK", "rnr_nak": "RNR NAK", "nak_error": "NAK (error)", "cnp": "CNP", "resent": "RDMA resend"}
+
+
+def _rdma_instants(t: Tables, owner: dict[str, str], host: str, pid: int, base: int) -> list[dict[str, Any]]:
+    """An instant per NAK, CNP and resend of the queue pairs the host sends on, as its own capture saw them (on its
+    clock): the requester told to go back or to slow down, and when it resent."""
+    ev = t.rdma_events
+    if ev is None or not len(ev):
+        return []
+    ev = ev[(ev["host"] == host) & ev["what"].isin(list(RDMA_INSTANTS))]
+    flows = t.flows.set_index("flow_id")
+    ev = ev[ev["flow_id"].map(flows["src"]).map(owner) == host]
+    qp = ev["flow_id"].map(flows["qp"])
+    return [
+        {
+            "ph": "i",
+            "s": "t",
+            "pid": pid,
+            "tid": TID_COMMUNICATION,
+            "name": RDMA_INSTANTS[what],
+            "ts": _us(int(ns), base),
+            "args": {"qp": int(q), "psn": int(psn)},
+        }
+        for ns, what, q, psn in zip(ev["t_ns"], ev["what"], qp, ev["value"])
+    ]
 
 
 def _resent(t: Tables, owner: dict[str, str], host: str, bin_ns: int, pid: int, base: int) -> list[dict[str, Any]]:

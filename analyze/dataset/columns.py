@@ -38,6 +38,10 @@ PACKET_SCHEMA = pa.schema(
         ("ack", pa.uint32()),
         ("tcp_window", pa.uint16()),  # "window" is a keyword in SQL
         ("fragment", pa.bool_()),
+        # an RDMA packet's BTH (proto 27, "roce"): destination QP, opcode, PSN; null for other packets
+        ("qp", pa.uint32()),
+        ("opcode", pa.uint8()),
+        ("psn", pa.uint32()),
     ]
 )
 
@@ -78,6 +82,9 @@ def packets_table(rows: np.ndarray) -> pa.Table:
         _absent_below_zero(r[:, L.ROW_ACK], pa.uint32()),
         _absent_below_zero(r[:, L.ROW_WINDOW], pa.uint16()),
         pa.array(r[:, L.ROW_FRAGMENT] != 0),
+        _absent_below_zero(r[:, L.ROW_QP], pa.uint32()),
+        _absent_below_zero(r[:, L.ROW_OPCODE], pa.uint8()),
+        _absent_below_zero(r[:, L.ROW_PSN], pa.uint32()),
     ]
     return pa.Table.from_arrays(columns, schema=PACKET_SCHEMA)
 

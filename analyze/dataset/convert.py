@@ -35,7 +35,7 @@ from analyze.read.reading import check_options, common_mtu
 from analyze.read.scan import StreamScan
 
 COMPRESSION = "zstd"  # headers-only packet columns shrink 4-6x; DuckDB, Polars and pandas all read it
-IP_KINDS = [L.KIND_TCP, L.KIND_UDP, L.KIND_ICMP, L.KIND_OTHER_IP, L.KIND_FRAGMENT]  # the kinds that get a row
+ROW_KINDS = [L.KIND_TCP, L.KIND_UDP, L.KIND_ICMP, L.KIND_OTHER_IP, L.KIND_FRAGMENT, L.KIND_ROCE]  # kinds with a row
 
 
 @dataclass
@@ -228,7 +228,7 @@ def _write_host(out: Path, h: HostInput, scan: StreamScan, bin_ns: int) -> dict[
         (out / markers).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(h.markers, out / markers)
     packets = pq.read_metadata(out / partition("packets", h.name) / PART).num_rows
-    ip_records = sum(int(f.kinds[k]) for f in scan.files for k in IP_KINDS)
+    ip_records = sum(int(f.kinds[k]) for f in scan.files for k in ROW_KINDS)
     if packets != ip_records:  # the kernel writes a row for exactly these kinds: anything else is a lost row
         raise DatasetError(f"{out}: offset 0: {h.name}: wrote {packets} packet rows for {ip_records} IP records")
     return {

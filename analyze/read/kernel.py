@@ -148,6 +148,9 @@ from analyze.read.layouts import (
     ROW_ACK,
     ROW_WINDOW,
     ROW_FRAGMENT,
+    ROW_OPCODE,
+    ROW_PSN,
+    ROW_QP,
     STATUS_ROWS_FULL,
     ST_NROWS,
     REORDER_NS,
@@ -756,6 +759,9 @@ def _row(rows, st, ts, a0, a1, a2, a3, sport, dport, proto, wirelen, ip_len, pay
     rows[r, ROW_ACK] = ack
     rows[r, ROW_WINDOW] = win
     rows[r, ROW_FRAGMENT] = 0
+    rows[r, ROW_QP] = -1
+    rows[r, ROW_OPCODE] = -1
+    rows[r, ROW_PSN] = -1
     st[ST_NROWS] = st[ST_NROWS] + 1
 
 
@@ -961,6 +967,11 @@ def _packet(
         _row(rows, st, ts, a0, a1, a2, a3, sport, dport, proto, wirelen, ip_len, payload, flags, seq, ack, win)
         if later_fragment:
             rows[np.uint64(st[ST_NROWS] - 1), ROW_FRAGMENT] = 1
+        if bth >= 0:
+            last = np.uint64(st[ST_NROWS] - 1)
+            rows[last, ROW_QP] = _be32(b, bth + 4) & 0xFFFFFF
+            rows[last, ROW_OPCODE] = op
+            rows[last, ROW_PSN] = _be32(b, bth + 8) & 0xFFFFFF
 
     # ---- flow: later fragments join the flow of their first fragment. One that comes first is held
     # in a ports-0 flow and moved over when its first fragment arrives (frag_pend: ip, wire, payload, flow, first ns).

@@ -197,7 +197,8 @@ STATUS_ROWS_FULL = 8
 # packet's decoded header fields as one int64 row, from the same decode that feeds the flow table, so the
 # dataset's packet table and the flow table cannot disagree. Addresses are 128-bit keys as in the flow table
 # (IPv4 mapped into IPv6), stored bit for bit; seq, ack and window are -1 where the packet has none; FRAGMENT is
-# 1 for an IP fragment after the first (its ports are unknown). Non-IP records are counted in kinds, not listed.
+# 1 for an IP fragment after the first (its ports are unknown); QP, opcode and PSN are an RDMA packet's (its BTH's
+# destination QP, opcode and PSN), -1 for other packets. Non-IP, non-RDMA records are counted in kinds, not listed.
 (
     ROW_NS,
     ROW_SRC_HI,
@@ -215,8 +216,11 @@ STATUS_ROWS_FULL = 8
     ROW_ACK,
     ROW_WINDOW,
     ROW_FRAGMENT,
+    ROW_QP,
+    ROW_OPCODE,
+    ROW_PSN,
     N_ROW,
-) = range(17)
+) = range(20)
 
 # Sequence samples: the same bytes and the same ACKs, recognisable in every capture that saw them, whatever
 # the segmentation (TSO, GRO) on each side. A data sample is the first new segment holding a byte at a multiple

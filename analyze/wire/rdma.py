@@ -140,10 +140,10 @@ def _events(hf: HostFlows, rows: np.ndarray, reverse: np.ndarray, sent: np.ndarr
 
 def flow_rdma(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per RDMA queue pair and capture that saw it: its counters, the answers its reverse queue pair carried, and
-    its events over time (flow_id, t_ns, what, value: what is an ACK round trip in ns, or a NAK, CNP or resend with
-    its PSN). Whole columns per host, like the TCP table."""
+    its events over time (flow_id, host whose capture saw it, t_ns on that host's clock, what, value: what is an
+    ACK round trip in ns, or a NAK, CNP or resend with its PSN). Whole columns per host, like the TCP table."""
     columns: dict[str, list[np.ndarray]] = {c: [] for c in FRAME_COLUMNS}
-    events: dict[str, list[np.ndarray]] = {"flow_id": [], "t_ns": [], "what": [], "value": []}
+    events: dict[str, list[np.ndarray]] = {"flow_id": [], "host": [], "t_ns": [], "what": [], "value": []}
     if not views.empty:
         roce = (views["proto"] == "roce").to_numpy()
         sent_here = views["sent_here"].to_numpy()
@@ -170,6 +170,7 @@ def flow_rdma(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.
                     columns[name].append(np.where(has, a[rr, col], 0))
                 local, t, what, value = _events(hf, rows, reverse, sent)
                 events["flow_id"].append(flow_id[start + local])
+                events["host"].append(np.full(len(local), hf.host, dtype=object))
                 events["t_ns"].append(t)
                 events["what"].append(what)
                 events["value"].append(value)

@@ -402,3 +402,48 @@ def test_roce_is_cut_after_its_transport_headers(tmp_path):
     assert ((hf.keys[:, 4] >> np.uint64(8)) & np.uint64(0xFFFFFF)).tolist() == [0x1234] * len(hf.keys)
     assert int(hf.agg[:, L.AGG_PACKETS].sum()) == 12 and int(hf.agg[:, L.AGG_ROCE_CNPS].sum()) == 2
     assert int(hf.agg[:, L.AGG_ROCE_WRITE_BYTES].sum()) == 2 * 4 * 1000  # from the IP lengths, not the cut bytes
+
+
+def test_an_rdma_device_is_captured_with_the_sniffer_and_says_what_it_cannot_count(tmp_path, monkeypatch):
+    """--iface mlx5_0 names an RDMA device (no network interface of that name): chosen as given, its port's rate,
+    GIDs (IPv4-mapped for RoCE) or LID (InfiniBand) read from sysfs as the InfiniBand driver lays it out, no kernel
+    header cut (the sniffer has no socket), and meta.json saying timestamps are software and drops uncounted, which
+    the analyzer repeats as a warning. tcpdump itself cannot run here: no RDMA device exists on these machines."""
+    from capture import agent as agent_module
+    from capture import layout, netinfo
+
+    sys_rdma = tmp_path / "infiniband"
+    for device, layer, rate, gids, lid in (
+        (
+            "mlx5_0",
+            "Ethernet",
+            "100 Gb/sec (4X EDR)",
+            ["fe80:0000:0000:0000:0000:00ff:fe00:0001", "0000:0000:0000:0000:0000:ffff:0a00:0001"],
+            "0x0",
+        ),
+        ("mlx5_1", "InfiniBand", "200 Gb/sec (4X HDR)", ["fe80:0000:0000:0000:0000:00ff:fe00:0002"], "0x12"),
+    ):
+        port = sys_rdma / device / "ports" / "1"
+        (port / "gids").mkdir(parents=True)
+        (port / "link_layer").write_text(layer + "\n")
+        (port / "rate").write_text(rate + "\n")
+        (port / "lid").write_text(lid + "\n")
+        for i, gid in enumerate(gids):
+            (port / "gids" / str(i)).write_text(gid + "\n")
+    monkeypatch.setattr(netinfo, "SYS_RDMA", sys_rdma)
+    assert netinfo.choose_interface("mlx5_0", [])[0] == "mlx5_0"
+    roce = netinfo.interface_info("mlx5_0")
+    assert roce["addresses"] == ["10.0.0.1"] and roce["link_speed_bps"] == 100e9
+    assert roce["rdma"] == {
+        "link_layer": "Ethernet",
+        "timestamps": "software: taken when the RDMA sniffer's completion queue is polled",
+        "drops_counted": False,
+    }
+    ib = netinfo.interface_info("mlx5_1:1")
+    assert ib["addresses"] == ["lid:18"] and ib["link_speed_bps"] == 200e9 and ib["rdma"]["link_layer"] == "InfiniBand"
+    with pytest.raises(netinfo.CaptureError, match="RDMA devices: mlx5_0, mlx5_1"):
+        netinfo.choose_interface("mlx9_9", [])
+    program, why = agent_module._header_cut("tcpdump", "mlx5_0", agent_module.AgentOptions(out=tmp_path / "x"))
+    assert program is None and "no socket" in why
+    faults = layout.capture_faults({"status": "complete", **roce})
+    assert len(faults) == 1 and "counts no drops" in faults[0]

@@ -6,6 +6,9 @@ injected and nowhere else.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,9 @@ import pytest
 from analyze.api import analyze
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.result import Result
+from reports.trace import trace_events
 from tests.support import rocegen as R
+from tests.support.requirements import require
 
 
 def _run(tmp_path: Path, spec: R.RoceRing, **kw: object) -> tuple[R.Generated, Result]:
@@ -83,3 +88,33 @@ def test_timeouts_are_named_loss_and_a_lone_nak_is_not(tmp_path: Path) -> None:
     assert any("sent again" in text for text in repaired.evidence)
     assert r.rdma is not None and r.rdma.limiter == "loss"
     assert any("node1 -> node2" in text for text in r.rdma.evidence)
+
+
+def test_the_trace_shows_each_nak_and_cnp_where_the_requester_got_it(tmp_path: Path) -> None:
+    """--trace: a NAK instant on node0's track at the time tshark reads for the NAK packet in node0's capture, and
+    one CNP instant on node2's track per CNP packet tshark counts arriving there."""
+    require(shutil.which("tshark") is not None, "needs tshark (apt-get install tshark)")
+    spec = R.RoceRing(hosts=3, iterations=2, losses=(R.Loss(0, 1, 0, 12),), congestion=(R.Congestion(2, 0, 1),))
+    gen, r = _run(tmp_path, spec)
+    trace = trace_events(r)
+    base = trace["baseTimeNanoseconds"]
+    pid = {e["args"]["name"].split(" ")[0]: e["pid"] for e in trace["traceEvents"] if e.get("name") == "process_name"}
+
+    def instants(host: str, name: str) -> list[float]:
+        return [e["ts"] for e in trace["traceEvents"] if e.get("pid") == pid[host] and e.get("name") == name]
+
+    def tshark_times(host: str, where: str) -> list[float]:
+        out = subprocess.run(
+            ["tshark", "-n", "-r", str(tmp_path / "run" / host / "mlx5_0.pcap"), "-Y", where, "-T", "fields"]
+            + ["-e", "frame.time_epoch"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        return [(Decimal(t) * 10**9 - base) / 1000 for t in out]  # type: ignore[misc]
+
+    naks = tshark_times("node0", "infiniband.aeth.syndrome == 0x60")
+    assert len(naks) == 1 and instants("node0", "NAK") == [pytest.approx(float(naks[0]), abs=0.001)]
+    cnps = tshark_times("node2", "infiniband.bth.opcode == 129 && ip.dst == 10.0.0.3")
+    assert len(cnps) >= 2 and len(instants("node2", "CNP")) == len(cnps)
+    assert len(instants("node0", "RDMA resend")) == 1  # one go-back episode

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from tests.support.pcapgen import (
     pcap_bytes,
     udp_fragments,
 )
-from tests.support.requirements import require_module
+from tests.support.requirements import require, require_module
 from tests.support.scenarios import mixed, v4, v6
 
 duckdb = require_module("duckdb")  # a test extra: pip install -e '.[test]'
@@ -288,3 +289,40 @@ def test_frames_padded_or_not_keep_their_own_frame_length(tmp_path: Path) -> Non
     assert _query(f"select frame_bytes, ip_bytes, payload_bytes from '{tmp_path}/ds/packets/*/*.parquet'") == [
         (60, 34, 6)
     ]
+
+
+def test_rdma_packets_carry_their_qp_opcode_and_psn(tmp_path: Path) -> None:
+    """A RoCEv2 run converted: each packet row's QP, opcode and PSN are what tshark's InfiniBand dissector reads in
+    the same file, in the same order; and the dataset analyzes to the same queue pairs and limiter as the pcaps."""
+    from analyze.api import analyze
+    from tests.support import rocegen as R
+
+    require(shutil.which("tshark") is not None, "needs tshark (apt-get install tshark)")
+    gen = R.generate(R.RoceRing(hosts=3, iterations=2, losses=(R.Loss(0, 1, 0, 12),)))
+    run = R.write_run(tmp_path / "run", gen)
+    out = tmp_path / "ds"
+    proc = ringscope("convert", run, "--parquet", out, "--bin", "1ms")
+    assert proc.returncode == 0, proc.stderr
+    rows = _query(
+        f"select qp, opcode, psn from read_parquet('{out}/packets/*/*.parquet', hive_partitioning=true) "
+        f"where host = 'node1' order by time_ns, psn, qp, opcode"
+    )
+    fields = ["-e", "frame.time_epoch", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.opcode"]
+    decoded = subprocess.run(
+        ["tshark", "-n", "-r", str(run / "node1" / "mlx5_0.pcap"), "-T", "fields", *fields, "-e", "infiniband.bth.psn"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    expected = sorted(
+        ((t, int(q, 16), int(o), int(p)) for t, q, o, p in (line.split("\t") for line in decoded)),
+        key=lambda r: (r[0], r[3], r[1], r[2]),
+    )
+    assert rows == [r[1:] for r in expected]
+    direct = analyze([run], bin_ns=1_000_000)
+    again = analyze([out])
+    assert direct.rdma is not None and again.rdma is not None
+    assert [(q.src, q.dst, q.qp, q.packets, q.resent_packets, q.naks) for q in again.rdma.qps] == [
+        (q.src, q.dst, q.qp, q.packets, q.resent_packets, q.naks) for q in direct.rdma.qps
+    ]
+    assert again.rdma.limiter == direct.rdma.limiter

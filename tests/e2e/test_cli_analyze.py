@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from dataclasses import asdict
 from pathlib import Path
 
 import jsonschema
@@ -13,6 +12,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from analyze.jsonform import plain
 from analyze.result import SCHEMA_PATH
 from cli import app
 from tests.support.clirun import one_line_error, ringscope
@@ -36,16 +36,23 @@ def _flow_bytes(doc: dict) -> dict[tuple, int]:
     return {(f["src"], f["dst"], f["sport"], f["dport"], f["proto"]): f["bytes"] for f in doc["flows"]}
 
 
-def test_schema_is_valid_and_documents_every_key_the_result_emits() -> None:
-    """The schema is draft 2020-12, requires the issue's keys, and lists exactly the nested keys to_json writes."""
+def test_schema_is_valid_and_documents_every_key_the_result_emits(tmp_path: Path) -> None:
+    """The schema is draft 2020-12, requires the issue's keys, and lists exactly the nested keys to_json writes:
+    a TCP flow's, and an RDMA queue pair's, which adds its QP; a run over RDMA validates with its `rdma` section."""
+    from tests.support import rocegen as R
+
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     assert {"schema", "hosts", "flows", "captures", "warnings"} <= set(SCHEMA["required"])
     doc = run([EXAMPLE]).to_json()
     defs = SCHEMA["$defs"]
     assert set(doc["hosts"][0]) == set(defs["host"]["properties"])
     assert set(doc["hosts"][0]["tx_utilization"]) == set(defs["utilization"]["properties"])
-    assert set(doc["flows"][0]) == set(defs["flow"]["properties"])
+    assert set(doc["flows"][0]) == set(defs["flow"]["properties"]) - {"qp"}
     assert set(doc["captures"][0]) == set(defs["capture"]["properties"])
+    roce = run([R.write_run(tmp_path / "roce", R.generate(R.RoceRing(hosts=3, iterations=2)))]).to_json()
+    VALIDATOR.validate(roce)
+    assert set(roce["flows"][0]) == set(defs["flow"]["properties"])
+    assert set(roce["rdma"]["edges"][0]) >= set(defs["rdma"]["properties"]["edges"]["items"]["required"])
 
 
 def test_json_file_validates_and_the_summary_goes_to_stdout(tmp_path: Path) -> None:
@@ -207,7 +214,7 @@ def test_console_script_on_the_bundled_example(tmp_path: Path) -> None:
     VALIDATOR.validate(doc)
     assert [h["name"] for h in doc["hosts"]] == EXPECTED["launch_order"]
     result = run([EXAMPLE])
-    assert doc["flows"] == [dict(asdict(f)) for f in result.flows]
+    assert doc["flows"] == [plain(f) for f in result.flows]  # as to_json writes each (a TCP flow has no qp)
     assert flows_by_key(result).keys() == {
         (f["src"], f["dst"], f["sport"], f["dport"], f["proto"]) for f in EXPECTED["flows"]
     }
