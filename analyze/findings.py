@@ -334,6 +334,30 @@ class RdmaQp:
 
 
 @dataclass
+class QpRate:
+    """One queue pair's share of its edge's line rate per bin, thinned for the report."""
+
+    qp: int
+    t_ns: list[int] = field(default_factory=list)
+    utilization: list[float] = field(default_factory=list)
+
+
+@dataclass
+class RdmaSeries:
+    """An RDMA edge over time, from its sender's capture, thinned for the report: the edge's and each queue pair's
+    rate per bin, and the instants of CNPs, NAKs and resends, and ACK round trips."""
+
+    t_ns: list[int] = field(default_factory=list)
+    utilization: list[float] = field(default_factory=list)
+    qp_rates: list[QpRate] = field(default_factory=list)
+    cnp_t_ns: list[int] = field(default_factory=list)
+    nak_t_ns: list[int] = field(default_factory=list)
+    resent_t_ns: list[int] = field(default_factory=list)
+    rtt_t_ns: list[int] = field(default_factory=list)
+    rtt_us: list[float] = field(default_factory=list)
+
+
+@dataclass
 class RdmaEdge:
     """One host pair's RDMA: its queue pairs folded into one edge, its rate, loss and congestion, its limiter."""
 
@@ -359,6 +383,7 @@ class RdmaEdge:
     limiter: str | None  # loss | congestion | link | sender
     confidence: float
     evidence: list[str]
+    series: RdmaSeries = field(default_factory=RdmaSeries)
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analyze.findings import Clock, Iterations, Measured, Straggler, Sweep, Transport, WhatIf
+from analyze.findings import Clock, Iterations, Measured, Rdma, Straggler, Sweep, Transport, WhatIf
 from analyze.result import HostSummary
 from reports.downsample import Line, bucket_mean, bucket_share, sparse_line
 
@@ -614,6 +614,79 @@ def transport_figures(transport: Transport, t0_ns: int, edges: int = TOP_FLOWS) 
     return [
         (
             f"fig-transport-{kind}",
+            {"data": data, "layout": base_layout(300, hovermode="closest", xaxis=axis, yaxis=yaxes[kind])},
+        )
+        for kind, data in parts.items()
+        if data
+    ]
+
+
+RDMA_EVENTS = (("cnp_t_ns", "CNP"), ("nak_t_ns", "NAK"), ("resent_t_ns", "resend"))
+
+
+def rdma_figures(rdma: Rdma, t0_ns: int, edges: int = TOP_FLOWS) -> list[tuple[str, dict[str, Any]]]:
+    """The judged RDMA edges over time, one color per edge: each queue pair's share of line rate per bin (one line
+    per QP, so QPs of one edge carrying unequal bytes show), the instants of CNPs, NAKs and resends the sender saw
+    (one row each), and ACK round trips."""
+    rates: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    trips: list[dict[str, Any]] = []
+    for k, edge in enumerate([x for x in rdma.edges or [] if x.limiter][:edges]):
+        s = edge.series
+        name = esc(f"{edge.src} → {edge.dst} ({edge.limiter})")
+        color = PALETTE[k % len(PALETTE)]
+        for j, q in enumerate(s.qp_rates):
+            if q.t_ns:
+                rates.append(
+                    {
+                        "type": "scattergl",
+                        "mode": "lines",
+                        "name": f"{name} QP {q.qp:#x}",
+                        "legendgroup": name,
+                        "x": arr(_seconds(np.asarray(q.t_ns), t0_ns)),
+                        "y": arr(q.utilization),
+                        "line": {"color": color, "width": 1, "dash": ("solid", "dot", "dash", "dashdot")[j % 4]},
+                        "hovertemplate": "%{y:.0%} of line rate at %{x:.3f} s<extra>%{fullData.name}</extra>",
+                    }
+                )
+        for field_name, label in RDMA_EVENTS:
+            times = getattr(s, field_name)
+            if times:
+                events.append(
+                    {
+                        "type": "scattergl",
+                        "mode": "markers",
+                        "name": f"{name} {label}",
+                        "legendgroup": name,
+                        "x": arr(_seconds(np.asarray(times), t0_ns)),
+                        "y": [label] * len(times),
+                        "marker": {"color": color, "size": 6, "symbol": "line-ns-open"},
+                        "hovertemplate": f"{label} at %{{x:.6f}} s<extra>%{{fullData.name}}</extra>",
+                    }
+                )
+        if s.rtt_t_ns:
+            trips.append(
+                {
+                    "type": "scattergl",
+                    "mode": "markers",
+                    "name": name,
+                    "legendgroup": name,
+                    "x": arr(_seconds(np.asarray(s.rtt_t_ns), t0_ns)),
+                    "y": arr(s.rtt_us),
+                    "marker": {"color": color, "size": 4},
+                    "hovertemplate": "ACK after %{y:.3g} µs at %{x:.3f} s<extra>%{fullData.name}</extra>",
+                }
+            )
+    axis = {"title": {"text": "time since first packet (s)"}, "ticksuffix": " s"}
+    yaxes = {
+        "qp-rate": {"title": {"text": "share of line rate (per QP)"}, "tickformat": ".0%", "rangemode": "tozero"},
+        "events": {"type": "category", "categoryorder": "array", "categoryarray": [x[1] for x in RDMA_EVENTS]},
+        "ack-rtt": {"title": {"text": "ACK round trip (µs)"}, "type": "log"},
+    }
+    parts = {"qp-rate": rates, "events": events, "ack-rtt": trips}
+    return [
+        (
+            f"fig-rdma-{kind}",
             {"data": data, "layout": base_layout(300, hovermode="closest", xaxis=axis, yaxis=yaxes[kind])},
         )
         for kind, data in parts.items()

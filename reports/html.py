@@ -476,7 +476,48 @@ def _flows_html(result: Result, max_points: int) -> str:
 # ---- transport --------------------------------------------------------------------------------------
 
 
+def _rdma_html(result: Result) -> str:
+    """RDMA queue pairs folded into edges: a row per edge and the per-QP rate, CNP/NAK/resend and ACK figures."""
+    r = result.rdma
+    if r is None:
+        return ""
+    rows = []
+    for x in r.edges or []:
+        rows.append(
+            f'<tr data-limiter="{e(x.limiter)}"><td class="mono">{e(x.src)} → {e(x.dst)}</td>'
+            f'<td>{e(x.limiter or "not judged")}</td><td class="n">{float(x.confidence or 0):.2f}</td>'
+            f'<td class="n">{len(x.qps)}</td><td class="n">{e(pct(x.rate_while_busy))}</td>'
+            f'<td class="n">{float(x.resent_fraction or 0):.2%}</td><td class="n">{int(x.naks):,}</td>'
+            f'<td class="n">{int(x.timeouts):,}</td><td class="n">{int(x.cnps):,}</td>'
+            f'<td class="n">{float(x.ce_fraction or 0):.2%}</td><td class="n">{e(_shown(x.ack_rtt_median_us))}</td></tr>'
+        )
+    table = (
+        '<div class="scroll"><table class="sortable rdma"><thead><tr><th>edge</th><th>limiter</th>'
+        '<th class="n">confidence</th><th class="n">QPs</th><th class="n">rate while sending</th>'
+        '<th class="n">re-sent packets</th><th class="n">NAKs</th><th class="n">timeouts</th><th class="n">CNPs</th>'
+        '<th class="n">CE marked</th><th class="n">ACK RTT median (µs)</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+    span = _span(result)
+    figures = "".join(figure_block(i, spec) for i, spec in F.rdma_figures(r, span[0] if span else 0))
+    head = f"<h3>RDMA: {len(r.qps):,} queue pair(s)" + (f", limiter {e(r.limiter)}" if r.limiter else "") + "</h3>"
+    notes = "".join(f"<li>{e(x)}</li>" for x in [*(r.evidence or []), *(r.notes or [])])
+    return (
+        head
+        + f"<ul>{notes}</ul>"
+        + '<p class="note">Each edge folds its queue pairs (NCCL_IB_QPS_PER_CONNECTION): packets sent again after '
+        "NAKs or the requester's timer, CNPs and CE marks from the transport headers, ACK round trips in the "
+        "sender's capture. Whether QPs share a path through the fabric is not visible in a capture.</p>"
+        + table
+        + figures
+    )
+
+
 def _transport_html(result: Result) -> str:
+    return _transport_tcp_html(result) + _rdma_html(result)
+
+
+def _transport_tcp_html(result: Result) -> str:
     t: Transport | None = result.transport
     if t is None:
         return _placeholder("No transport diagnosis in this result.", "transport")
@@ -514,6 +555,8 @@ def _transport_html(result: Result) -> str:
         '<th class="n">RTT min / median / p99 (ms)</th><th>sockets</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
+    if not t.edges:  # judged from the RDMA queue pairs: their table follows
+        return head + f"<ul>{items}</ul>"
     span = _span(result)
     figures = "".join(figure_block(i, spec) for i, spec in F.transport_figures(t, span[0] if span else 0))
     return (

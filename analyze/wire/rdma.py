@@ -32,7 +32,7 @@ from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, sample_fields
 from analyze.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
-from analyze.wire.transport import column_frames, edge_rates
+from analyze.wire.transport import column_frames, edge_rates, thin
 
 LOSS_FRACTION = 0.005  # packets sent again above this share of the edge's: loss shapes the transfer
 LOSS_TIME_SHARE = 0.05  # timer stalls and resends taking this share of the edge's busy time: loss shapes it
@@ -275,6 +275,8 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     weight = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0), minlength=n)
     busy_util = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0) * e_util, minlength=n)
     span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
+    series = tables.flow_series
+    cells_of = dict(tuple(series[series["flow_id"].isin(judged["flow_id"])].groupby("flow_id")))  # one pass
     edges = []
     for i, (s, d) in enumerate(pairs):
         mine = judged[code == i].sort_values("data_bytes", ascending=False)
@@ -314,6 +316,8 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
                 "whether they share a path is not visible in a capture"
             )
         del row["busy_ns"], row["stall_ns"]
+        on_edge = e_code == i
+        row["series"] = _series((e_t[on_edge], e_util[on_edge]), mine, cells_of, ev, float(link[i]), bin_ns, str(s))
         edges.append(row)
     edges.sort(key=lambda e: -e["payload_bytes"])
     heaviest = edges[0]["payload_bytes"]
@@ -323,6 +327,39 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     out["edges"] = edges
     _verdict(out, [e for e in edges if e["limiter"] is not None])
     return from_plain(Rdma, out)
+
+
+def _series(
+    edge: tuple[np.ndarray, np.ndarray],
+    mine: pd.DataFrame,
+    cells_of: dict[Any, pd.DataFrame],
+    ev: Optional[pd.DataFrame],
+    link_bps: float,
+    bin_ns: int,
+    sender: str,
+) -> dict[str, Any]:
+    """The edge's series for the report: its rate and each QP's per bin, and its events in the sender's capture."""
+    t, util = edge
+    keep = thin(t)
+    qp_rates = []
+    for flow_id, qp in zip(mine["flow_id"], mine["qp"]):
+        cells = cells_of.get(flow_id, pd.DataFrame({"t_ns": [], "bytes": []}))
+        q_t, q_b = cells["t_ns"].to_numpy(np.int64), cells["bytes"].to_numpy(np.float64)
+        k = thin(q_t)
+        qp_rates.append(
+            {"qp": int(qp), "t_ns": q_t[k].tolist(), "utilization": (q_b[k] * 8e9 / bin_ns / link_bps).tolist()}
+        )
+    out: dict[str, Any] = {"t_ns": t[keep].tolist(), "utilization": util[keep].tolist(), "qp_rates": qp_rates}
+    mine_ev = pd.DataFrame(columns=["t_ns", "what", "value"]) if ev is None else ev
+    mine_ev = mine_ev[mine_ev["flow_id"].isin(mine["flow_id"]) & (mine_ev["host"] == sender)]
+    for name, kinds in (("cnp", ["cnp"]), ("nak", ["nak", "rnr_nak", "nak_error"]), ("resent", ["resent"])):
+        times = np.sort(mine_ev.loc[mine_ev["what"].isin(kinds), "t_ns"].to_numpy(np.int64))
+        out[f"{name}_t_ns"] = times[thin(times)].tolist()
+    trips = mine_ev[mine_ev["what"] == "ack_rtt_ns"].sort_values("t_ns")
+    k = thin(trips["t_ns"].to_numpy())
+    out["rtt_t_ns"] = trips["t_ns"].to_numpy(np.int64)[k].tolist()
+    out["rtt_us"] = (trips["value"].to_numpy(np.float64)[k] / 1e3).tolist()
+    return out
 
 
 def _median_us(rtt: pd.DataFrame, flow_ids: pd.Series) -> Optional[float]:

@@ -365,7 +365,7 @@ def _lagging(row: dict[str, Any]) -> Optional[tuple[float, str]]:
     )
 
 
-def _thin(x: np.ndarray, n: int = SERIES_POINTS) -> np.ndarray:
+def thin(x: np.ndarray, n: int = SERIES_POINTS) -> np.ndarray:
     """At most N evenly spread indices into x."""
     return np.unique(np.linspace(0, len(x) - 1, n).astype(np.int64)) if len(x) > n else np.arange(len(x))
 
@@ -617,7 +617,7 @@ def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) ->
     round trips, its bytes in flight after marked segments, and its re-sent bytes per bin (the heaviest bins).
     Each part comes in time order (transport_samples is sorted by time)."""
     t, u = rate
-    keep, keep_r, keep_f = _thin(t), _thin(trips[0]), _thin(flight[0])
+    keep, keep_r, keep_f = thin(t), thin(trips[0]), thin(flight[0])
     bins, inverse = np.unique(resent[0] // bin_ns, return_inverse=True)
     per_bin = np.bincount(inverse.ravel(), weights=resent[1], minlength=len(bins))
     keep_b = np.argsort(-per_bin, kind="stable")[:SERIES_POINTS]

@@ -1,7 +1,7 @@
 """On-demand benchmark: ringscope against dpkt, tshark, scapy, pyshark and `cat`, measured in one run.
 
     .venv/bin/python -m tests.benchmarks.run_benchmark --packets 5000000 [--format pcap|pcapng] [--skip-slow]
-        [--parallel 5000000 [--hosts 8]] [--compressed] [--convert]
+        [--parallel 5000000 [--hosts 8]] [--compressed] [--convert] [--roce]
 
 Each tool runs as its own process (whole-process wall time, median of --repeat runs) and its peak RSS
 is read from the kernel's accounting of that child (getrusage RUSAGE_CHILDREN via /usr/bin/time -f %M,
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from analyze.read.engine import TABLE_IMPORT_BYTES
 from analyze.read.engine import workers_beside
-from tests.benchmarks.synth import Truth, ring_capture
+from tests.benchmarks.synth import Truth, ring_capture, roce_capture
 
 PY = sys.executable
 PAIRS = 9  # read-then-scan pairs for the core against cat
@@ -228,6 +228,30 @@ def alternated(cmds: dict[str, list[str]], repeat: int) -> tuple[dict[str, list[
                 walls[name].append(wall)
                 peaks[name] = max(peaks[name], rss)
     return walls, peaks
+
+
+def bench_roce(tcp: Path, packets: int, repeat: int) -> None:
+    """`analyze` of a RoCEv2 capture against the TCP ring capture of the same packet count (runs alternated, the
+    first round not counted; the ratio taken round by round); every queue pair's packets checked against the
+    generator's first."""
+    roce = tcp.with_name(f"roce{packets}.pcap")
+    truth = roce_capture(roce, packets=packets)
+    out = roce.with_suffix(".json")
+    cmds = {f: [RINGSCOPE, "analyze", str(p), "--json", str(out)] for f, p in (("tcp", tcp), ("roce", roce))}
+    walls, peaks = alternated(cmds, repeat)
+    got: dict[int, int] = {}
+    for f in json.loads(out.read_text())["flows"]:
+        got[f["qp"]] = got.get(f["qp"], 0) + f["packets"]
+    if got != truth:
+        raise SystemExit(f"roce: queue pair packets differ from the generator's: {got} != {truth}")
+    ratio = statistics.median(a / b for a, b in zip(walls["roce"], walls["tcp"]))
+    print(
+        f"\nroce: ringscope analyze, {packets:,} RoCEv2 packets ({roce.stat().st_size / 1e6:.0f} MB) "
+        f"{statistics.median(walls['roce']):.3f} s, peak {peaks['roce']:.0f} MB; the TCP ring of as many packets "
+        f"{statistics.median(walls['tcp']):.3f} s: {ratio:.2f}x (paired, {repeat} rounds)"
+    )
+    roce.unlink()
+    out.unlink()
 
 
 def bench_compressed(path: Path, truth: Truth, repeat: int) -> None:
@@ -469,6 +493,9 @@ def main() -> None:
     ap.add_argument(
         "--metrics", action="store_true", help="also time a Prometheus scrape of the live view at 16 and 500 hosts"
     )
+    ap.add_argument(
+        "--roce", action="store_true", help="also time a RoCEv2 capture of each size against the TCP one (paired)"
+    )
     args = ap.parse_args()
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="ringscope-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -485,6 +512,8 @@ def main() -> None:
                 bench_compressed(path, truth, args.repeat)
             if args.convert and fmt == "pcap":
                 bench_convert(path, truth, args.repeat, args.skip_slow)
+            if args.roce and fmt == "pcap":
+                bench_roce(path, n, args.repeat)
             path.unlink()
     if args.parallel:
         bench_parallel(tmp, args.parallel, args.hosts, args.repeat)

@@ -241,3 +241,79 @@ def _pcapng_header() -> bytes:
     body = struct.pack("<HHI", 1, 0, DATA_CAPLEN) + opt
     idb = struct.pack("<II", 1, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
     return shb + idb
+
+
+ROCE_QPS = 32  # queue pairs: 2 per connection of 8 each way, and the ACK queue pairs back
+ETH_IP_UDP_BTH = 14 + 20 + 8 + 12
+
+
+def roce_capture(path: Path, *, packets: int, me: int = 1, iterations: int = 50, seed: int = 0) -> dict[int, int]:
+    """Write a RoCEv2 capture of one host with `packets` records as NCCL's IB transport sends a ring: RDMA WRITE
+    first (RETH) / middle / last with immediate (ImmDt) packets of 4 KiB on 16 queue pairs each way, and ACKs
+    (AETH) on their reverse queue pairs, PSNs in order per queue pair; headers only (the kernel cut). Returns the
+    ground truth: packets per destination QP."""
+    rng = np.random.default_rng(seed)
+    n_ack = packets // 10
+    n_data = packets - n_ack
+    qp = np.concatenate([rng.integers(0, ROCE_QPS // 2, n_data), rng.integers(ROCE_QPS // 2, ROCE_QPS, n_ack)])
+    period_ns = 200_000_000
+    it = rng.integers(0, iterations, packets)
+    ts = 1_763_000_000_000_000_000 + it * period_ns + rng.integers(0, period_ns * 6 // 10, packets)
+    order = np.argsort(ts, kind="stable")
+    qp, ts = qp[order], ts[order]
+    is_ack = qp >= ROCE_QPS // 2
+    position = np.zeros(packets, np.int64)  # each packet's number within its queue pair: its PSN
+    for q in range(ROCE_QPS):
+        rows = np.flatnonzero(qp == q)
+        position[rows] = np.arange(len(rows))
+    kind = position % 32  # messages of 32 packets: first, 30 middles, last with immediate
+    op = np.where(is_ack, 0x11, np.where(kind == 0, 0x06, np.where(kind == 31, 0x09, 0x07)))
+    ext = np.where(op == 0x06, 16, np.where((op == 0x09) | (op == 0x11), 4, 0))
+    payload = np.where(is_ack, 0, 4096)
+    ip_len = 20 + 8 + 12 + ext + payload + 4
+    caplen = ETH_IP_UDP_BTH + ext
+    width = int(caplen.max())
+    h = np.zeros((packets, width), dtype=np.uint8)
+    h[:, 0:6] = [2, 0, 0, 0, 0, 2]
+    h[:, 6:12] = [2, 0, 0, 0, 0, 1]
+    h[:, 12:14] = [8, 0]
+    h[:, 14] = 0x45
+    h[:, 15] = 26 << 2 | 2  # DSCP 26, ECT(0)
+    h[:, 16] = ip_len >> 8
+    h[:, 17] = ip_len & 255
+    h[:, 20] = 0x40
+    h[:, 22] = 64
+    h[:, 23] = 17
+    peer = np.where(is_ack, me % 4 + 1, me % 4 + 1)
+    h[:, 26:29] = [10, 77, 0]
+    h[:, 29] = np.where(is_ack, peer, me)
+    h[:, 30:33] = [10, 77, 0]
+    h[:, 33] = np.where(is_ack, me, peer)
+    h[:, 34] = 0xC0
+    h[:, 35] = qp
+    h[:, 36:38] = [ROCE_UDP_HI, ROCE_UDP_LO]
+    udp_len = ip_len - 20
+    h[:, 38] = udp_len >> 8
+    h[:, 39] = udp_len & 255
+    h[:, 42] = op
+    h[:, 43] = 0x40
+    h[:, 44:46] = 0xFF
+    dest_qp = 0x100 + qp
+    h[:, 47] = dest_qp >> 16
+    h[:, 48] = (dest_qp >> 8) & 255
+    h[:, 49] = dest_qp & 255
+    h[:, 50] = np.where(kind == 31, 0x80, 0)  # AckReq on each message's last packet
+    psn = position & 0xFFFFFF
+    h[:, 51] = psn >> 16
+    h[:, 52] = (psn >> 8) & 255
+    h[:, 53] = psn & 255
+    h[is_ack, 54] = 0x1F  # AETH: ACK
+    with open(path, "wb") as out:
+        out.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, width, 1))
+        for lo in range(0, packets, CHUNK):
+            sl = slice(lo, lo + CHUNK)
+            out.write(_records("pcap", ts[sl], caplen[sl], ip_len[sl] + 14, h[sl]))
+    return {0x100 + q: int(c) for q, c in enumerate(np.bincount(qp, minlength=ROCE_QPS))}
+
+
+ROCE_UDP_HI, ROCE_UDP_LO = 4791 >> 8, 4791 & 255

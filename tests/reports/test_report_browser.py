@@ -299,3 +299,48 @@ def test_transport_section_in_chromium(tmp_path):
             assert figures[fig]["traces"] == len(ring) and all(p > 0 for p in figures[fig]["points"]), figures
         # bytes in flight, and each edge's mean advertised window beside them
         assert figures["fig-transport-inflight"]["traces"] == 2 * len(ring), figures
+
+
+def test_rdma_section_in_chromium(tmp_path):
+    """A RoCEv2 ring with congestion on one edge (tests/support/rocegen.py): the transport section names
+    congestion, its RDMA table lists each ring edge with its QPs and CNPs, and chromium draws one rate line per
+    queue pair, the CNPs and the NAK on the events chart, and the ACK round trips; from the saved JSON too."""
+    from typer.testing import CliRunner
+
+    from analyze.result import Result
+    from cli import app
+    from tests.support import rocegen as R
+
+    require_chromium()
+    spec = R.RoceRing(hosts=3, iterations=3, losses=(R.Loss(0, 1, 0, 12),), congestion=(R.Congestion(1, -1, -1),))
+    run = R.write_run(tmp_path / "run", R.generate(spec))
+    html, saved = tmp_path / "rdma.html", tmp_path / "rdma.json"
+    r = CliRunner().invoke(app, ["analyze", str(run), "--bin", "1ms", "--html", str(html), "--json", str(saved)])
+    assert r.exit_code == 0, r.output
+    from_json = tmp_path / "from-json.html"
+    assert CliRunner().invoke(app, ["report", str(saved), "-o", str(from_json)]).exit_code == 0
+    rdma = Result.from_json(json.loads(saved.read_text())).rdma
+    assert rdma is not None and rdma.limiter == "congestion"
+    ring = [x for x in rdma.edges if x.limiter]
+    assert len(ring) == spec.hosts
+    for path in (html, from_json):
+        with Page() as page:
+            _open(page, path)
+            limiter = page.evaluate("document.querySelector('#transport .verdict-head').dataset.limiter")
+            rows = page.evaluate(
+                "Array.from(document.querySelectorAll('table.rdma tbody tr')).map(function (r) {"
+                " return [r.cells[0].innerText, r.cells[1].innerText, r.cells[3].innerText, r.cells[8].innerText]; })"
+            )
+            figures = {f["id"]: f for f in page.evaluate(FIGURES_JS)}
+            page.evaluate("document.getElementById('transport').scrollIntoView()")
+            page.screenshot(ARTIFACTS / f"report-rdma-{path.stem}.png")
+            errors = page.errors()
+        assert errors == [], errors
+        assert limiter == "congestion"
+        assert [tuple(row) for row in rows[: len(ring)]] == [
+            (f"{x.src} → {x.dst}", x.limiter, str(len(x.qps)), f"{x.cnps:,}") for x in ring
+        ]
+        assert figures["fig-rdma-qp-rate"]["traces"] == spec.hosts * spec.qps_per_edge, figures
+        # CNPs on the congested edge's sender, the NAK and the go-back on node0's: three rows of instants
+        assert figures["fig-rdma-events"]["traces"] == 3 and sum(figures["fig-rdma-events"]["points"]) >= 4
+        assert figures["fig-rdma-ack-rtt"]["traces"] == spec.hosts

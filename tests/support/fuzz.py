@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CORPUS_DIRS = ("formats", "linktypes", "accounting", "bad")
+CORPUS_DIRS = ("formats", "linktypes", "accounting", "bad", "rdma")
 CORPUS_FILES = ("example/h1/eth0.pcap",)
 MEMORY_BOUND_MB = 256  # peak RSS for an input of at most 1 MB (issue 22)
 TIME_LIMIT_S = 30.0

@@ -467,3 +467,23 @@ def write_run(root: Path, gen: Generated) -> Path:
     }
     (root / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     return root
+
+
+def fixture_files() -> dict[str, bytes]:
+    """Small committed captures (fixtures/rdma/), one per framing, each one host's view of a 3-host ring with a NAK,
+    a timer resend and CNPs: seeds of the fuzz corpus."""
+    files = {}
+    for transport in ("v2", "v2-ipv6", "v1", "ib"):
+        spec = RoceRing(
+            hosts=3,
+            iterations=1,
+            gradient_bytes=384 << 10,
+            chunk_bytes=32 << 10,
+            transport=transport,
+            losses=(Loss(0, 0, 0, 3), Loss(1, 0, 1, 2, nak=False)),
+            congestion=(Congestion(0, 0, 2, ce=6),),
+        )
+        gen = generate(spec)
+        linktype = LINKTYPE_INFINIBAND if transport == "ib" else LINKTYPE_ETHERNET
+        files[f"rdma/{transport}.pcap"] = pcap(gen.captures[spec.host(1)].records, linktype, spec.snaplen)
+    return files
