@@ -78,7 +78,10 @@ def matched_delays(
             continue
         flow = inverse[starts[i] + (h.samples[:, L.SAMPLE_KEY] >> L.SAMPLE_FLOW_SHIFT)]
         s, d = src[flow], dst[flow]
-        matchable = (h.samples[:, L.SAMPLE_KEY] & L.SAMPLE_KIND) <= L.SAMPLE_ACK  # byte and ACK positions
+        kind = h.samples[:, L.SAMPLE_KEY] & L.SAMPLE_KIND
+        # byte and ACK positions; an RDMA request's PSN and an ACK's (both kept by the PSN's hash alike everywhere)
+        rdma_ack = (kind == L.SAMPLE_RDMA_EVENT) & (((h.samples[:, L.SAMPLE_KEY] >> 24) & 0xFF) == L.ROCE_EV_ACK)
+        matchable = (kind <= L.SAMPLE_ACK) | (kind == L.SAMPLE_RDMA_REQUEST) | rdma_ack
         inter = matchable & (s >= 0) & (d >= 0) & (s != d) & ((s == i) | (d == i))
         position = h.samples[inter, L.SAMPLE_KEY] & ((1 << L.SAMPLE_FLOW_SHIFT) - 1)
         key = (flow[inter].astype(np.int64) << L.SAMPLE_FLOW_SHIFT) | position  # the flow numbered across hosts

@@ -118,3 +118,15 @@ def test_the_trace_shows_each_nak_and_cnp_where_the_requester_got_it(tmp_path: P
     cnps = tshark_times("node2", "infiniband.bth.opcode == 129 && ip.dst == 10.0.0.3")
     assert len(cnps) >= 2 and len(instants("node2", "CNP")) == len(cnps)
     assert len(instants("node0", "RDMA resend")) == 1  # one go-back episode
+
+
+def test_clocks_come_from_psns_both_ends_captured(tmp_path: Path) -> None:
+    """node1's capture clock runs 3 ms ahead and node2's 1.5 ms behind: the PSNs of requests and ACKs that both ends
+    of a queue pair captured give each offset against node0 within a microsecond (the generator's one-way delay is
+    the same both ways, so the midpoint is exact)."""
+    spec = R.RoceRing(hosts=3, iterations=3, clock_offsets_ns=(0, 3_000_000, -1_500_000))
+    _, r = _run(tmp_path, spec)
+    assert r.clock is not None and r.clock.reference == "node0"
+    offsets = {h.name: h.offset_ns for h in r.clock.hosts}
+    assert offsets["node1"] == pytest.approx(3_000_000, abs=1_000)
+    assert offsets["node2"] == pytest.approx(-1_500_000, abs=1_000)

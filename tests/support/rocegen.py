@@ -83,6 +83,7 @@ class RoceRing:
     congestion: tuple[Congestion, ...] = ()
     timeout_ns: int = 4_194_304  # 4.096 us x 2^10
     seed: int = 7
+    clock_offsets_ns: tuple[int, ...] = ()  # per host: its capture clock ahead of true time by this much
 
     def host(self, h: int) -> str:
         return f"node{h}"
@@ -411,6 +412,9 @@ def generate(spec: RoceRing) -> Generated:
                     timeouts += 1
                 step_end = max(step_end, now)
             t = step_end + 2 * PROPAGATION_NS + RESPONSE_NS
+    for h, offset in enumerate(spec.clock_offsets_ns):
+        cap = captures[spec.host(h)]
+        cap.records = [(ts + offset, data, wire) for ts, data, wire in cap.records]
     for cap in captures.values():
         cap.records.sort(key=lambda r: r[0])
     return Generated(spec, captures, truth, step_bytes, iteration_starts, lost, resent, timeouts)
