@@ -32,7 +32,7 @@ def _edge(result: Result, src: int, dst: int):  # type: ignore[no-untyped-def]
     return next(e for e in result.rdma.edges if (e.src, e.dst) == (f"node{src}", f"node{dst}"))
 
 
-@pytest.mark.parametrize("transport", ["v2", "ib"])
+@pytest.mark.parametrize("transport", ["v2", "ib", "ib-grh"])
 def test_ring_iterations_and_bytes_over_rdma(tmp_path: Path, transport: str) -> None:
     spec = R.RoceRing(transport=transport)
     gen, r = _run(tmp_path, spec, gradient_bytes=spec.gradient_bytes)

@@ -2,7 +2,8 @@
 a sample decoded by scapy's RoCE layer, and the generator's own ground truth (tests/support/rocegen.py).
 
 The files are generated (no RDMA device exists here) in all four framings a capture can hold: RoCEv2 over IPv4 and
-IPv6 (UDP 4791), RoCEv1 (Ethertype 0x8915 with a GRH) and InfiniBand's own link type (LRH, local IDs), each with a
+IPv6 (UDP 4791), RoCEv1 (Ethertype 0x8915 with a GRH) and InfiniBand's own link type (LRH with local IDs, or with a
+GRH and GIDs), each with a
 lost packet answered by a NAK and go-back-N, a lost packet found by the requester's timer, and congestion (CE marks
 and CNPs) at known places.
 """
@@ -22,7 +23,7 @@ from analyze.read.fold import merge_host, scan_host
 from tests.support import rocegen as R
 from tests.support.requirements import require
 
-TRANSPORTS = ["v2", "v2-ipv6", "v1", "ib"]
+TRANSPORTS = ["v2", "v2-ipv6", "v1", "ib", "ib-grh"]
 SPEC = dict(
     hosts=3,
     iterations=2,
@@ -55,7 +56,7 @@ def _tshark(path: Path, transport: str, tmp_path: Path) -> list[list[str]]:
     given to its InfiniBand dissector as a user link type."""
     require(shutil.which("tshark") is not None, "needs tshark (apt-get install tshark)")
     args = ["tshark", "-n", "-r", str(path)]
-    if transport == "ib":
+    if transport.startswith("ib"):
         data = bytearray(path.read_bytes())
         data[20:24] = (147).to_bytes(4, "little")  # LINKTYPE_USER0
         path = tmp_path / "user0.pcap"
@@ -135,15 +136,16 @@ def test_queue_pair_counters_match_tshark(tmp_path: Path, transport: str) -> Non
                 "gaps": a[L.AGG_ROCE_PSN_GAPS],
             }
             assert got == {k: c[k] for k in got}, f"{host} QP {qp:#x}"
-            assert a[L.AGG_ROCE_VERSION] == {"v2": 2, "v2-ipv6": 2, "v1": 1, "ib": 3}[transport]
+            assert a[L.AGG_ROCE_VERSION] == {"v2": 2, "v2-ipv6": 2, "v1": 1, "ib": 3, "ib-grh": 3}[transport]
             checked.update({k: c[k] for k in got})
             # tshark decodes no FECN/BECN bits: they are checked against the generator's marks instead
             checked.update(fecn=a[L.AGG_ROCE_FECN], becn=a[L.AGG_ROCE_BECN])
     # the injected faults, as each side sees them: the NAK and CNPs in both captures, the CE marks (the switch's,
     # after the sender's tap) and the one gap at the receiver; go-back-N's resends in both, the timer's in the
     # sender's only (the receiver gets the lost packet late, but in order)
-    marked = (checked["fecn"], checked["ce"]) if transport == "ib" else (checked["ce"], checked["fecn"])
-    assert marked == (30, 0) and checked["becn"] == (checked["cnps"] if transport == "ib" else 0)
+    ib = transport.startswith("ib")
+    marked = (checked["fecn"], checked["ce"]) if ib else (checked["ce"], checked["fecn"])
+    assert marked == (30, 0) and checked["becn"] == (checked["cnps"] if ib else 0)
     assert checked["naks"] == 2 and checked["cnps"] >= 2 and checked["gaps"] == 1
     assert checked["resent"] == 2 * gen.resent[0, 0] + gen.resent[1, 0]
 

@@ -76,7 +76,8 @@ class RoceRing:
     chunk_bytes: int = 128 << 10
     link_bps: float = 25e9
     compute_ns: int = 12_000_000
-    transport: str = "v2"  # "v2" (IPv4), "v2-ipv6", "v1" (Ethertype 0x8915, GRH) or "ib" (LRH, local IDs)
+    # "v2" (IPv4), "v2-ipv6", "v1" (Ethertype 0x8915, GRH), "ib" (LRH, local IDs) or "ib-grh" (LRH, GRH, GIDs)
+    transport: str = "v2"
     ack_every: int = 16
     snaplen: int = 128
     losses: tuple[Loss, ...] = ()
@@ -93,6 +94,8 @@ class RoceRing:
             return f"fd00::{h + 1}"
         if self.transport == "ib":
             return f"lid:{h + 1}"
+        if self.transport == "ib-grh":
+            return f"fe80::2:c903:0:{h + 1}"  # the subnet prefix and a port GUID
         return f"10.0.0.{h + 1}"  # RoCEv1 GIDs are IPv4-mapped (::ffff:10.0.0.x)
 
 
@@ -177,7 +180,7 @@ class _Framer:
 
     def frame(self, src: int, dst: int, bth: bytes, ext: bytes, payload: int, ecn: int, sport: int) -> bytes:
         t = self.spec.transport
-        if t == "ib":  # no IP header: InfiniBand's switch marks FECN in the BTH, and the receiver's CNP carries BECN
+        if t.startswith("ib"):  # InfiniBand's switch marks FECN in the BTH, and the receiver's CNP carries BECN
             bth = (
                 bth[:4] + bytes([bth[4] | (0x80 if ecn == ECN_CE else 0) | (0x40 if bth[0] == OP_CNP else 0)]) + bth[5:]
             )
@@ -186,6 +189,12 @@ class _Framer:
             words = (8 + len(body)) // 4
             lrh = struct.pack("!BBHHH", 0x00, 0x02, dst + 1, words & 0x7FF, src + 1)  # LNH 2: BTH next
             return lrh + body + b"\x00\x00"  # VCRC
+        if t == "ib-grh":
+            grh = struct.pack("!IHBB", 0x60000000, len(body), 0x1B, 64)
+            gid = lambda h: bytes.fromhex("fe800000000000000002c90300000000")[:15] + bytes([h + 1])  # noqa: E731
+            words = (8 + 40 + len(body)) // 4
+            lrh = struct.pack("!BBHHH", 0x00, 0x03, dst + 1, words & 0x7FF, src + 1)  # LNH 3: a GRH next
+            return lrh + grh + gid(src) + gid(dst) + body + b"\x00\x00"
         if t == "v2":
             udp = struct.pack("!HHHH", sport, ROCE_PORT, 8 + len(body), 0)
             ip = bytearray(
@@ -432,7 +441,7 @@ def pcap(records: list[tuple[int, bytes, int]], linktype: int, snaplen: int) -> 
 def write_run(root: Path, gen: Generated) -> Path:
     """A capture directory (run.json, each host's meta.json and capture) of the generated ring."""
     spec = gen.spec
-    linktype = LINKTYPE_INFINIBAND if spec.transport == "ib" else LINKTYPE_ETHERNET
+    linktype = LINKTYPE_INFINIBAND if spec.transport.startswith("ib") else LINKTYPE_ETHERNET
     iface = "mlx5_0"
     first = min(r[0] for c in gen.captures.values() for r in c.records)
     last = max(r[0] for c in gen.captures.values() for r in c.records)
