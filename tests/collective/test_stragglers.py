@@ -123,16 +123,26 @@ def _slow_link(run: Path, truth: dict, clean: dict) -> bool | str:
 def test_a_slow_rank_beside_a_slow_link_is_named_unsure(tmp_path, netns_cluster):  # noqa: F811
     """Rank 0 computes 150 ms more per step while h3's link runs at a fifth of the others', on 6 hosts (on 4, the
     edges behind the slow link leave too few entries to judge by). The link is named, sure; the late rank unsure,
-    as late as it enters (210 ms on a capture), at least its extra compute. No one else is named."""
+    as late as it enters (210 ms on a capture), at least its extra compute. No one else is named. A capture whose
+    link reads unsure (a CI run loaded beside it left it at 0.0 once) gets a second, which must be sure."""
     job = Job(**{**BASE, "hosts": 6}, slow_rank=0, extra_compute_ms=150, slow_host=3, slow_host_rate="200mbit")
-    run, truth = live_capture(tmp_path, netns_cluster, job)
-    r = analyze([run], workers=1)
-    links = [s for s in r.stragglers if s.kind == "link"]
-    assert [s.host for s in links] == [truth["launch_order"][2]] and links[0].confidence >= 0.8, r.stragglers
-    late = [s for s in r.stragglers if s.kind == "compute"]
-    assert [s.host for s in late] == [truth["launch_order"][0]], r.stragglers
-    assert late[0].confidence <= 0.5 and any("at most what the ring loses" in e for e in late[0].evidence)
-    assert late[0].lost_ns_per_iteration >= 0.8 * _extra_ns(truth, 0), late[0]
+
+    def check(run: Path, truth: dict) -> bool | str:
+        r = analyze([run], workers=1)
+        slow, late_host = truth["launch_order"][2], truth["launch_order"][0]
+        assert all(s.host in (slow, late_host) or s.confidence < 0.8 for s in r.stragglers), r.stragglers
+        links = [s for s in r.stragglers if s.kind == "link"]
+        assert [s.host for s in links] in ([], [slow]), r.stragglers  # never another host's link
+        late = [s for s in r.stragglers if s.kind == "compute"]
+        assert all(s.confidence <= 0.5 for s in late), r.stragglers  # beside a slow link, never stated as fact
+        if not links or links[0].confidence < 0.8:
+            return f"the slow link unsure: {r.stragglers}"
+        assert [s.host for s in late] == [late_host], r.stragglers
+        assert any("at most what the ring loses" in e for e in late[0].evidence)
+        assert late[0].lost_ns_per_iteration >= 0.8 * _extra_ns(truth, 0), late[0]
+        return True
+
+    sure_in_one_of_two(tmp_path, netns_cluster, job, check)
 
 
 def test_the_ranks_profiles_check_the_split(tmp_path, netns_cluster):  # noqa: F811
