@@ -125,3 +125,19 @@ def test_a_read_that_stops_early_takes_its_inflating_process_with_it(tmp_path: P
         assert child > 0
     with pytest.raises(ChildProcessError):
         os.waitpid(child, os.WNOHANG)
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut-mid-frame"])
+def test_zstd_reads_the_same_without_libzstd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: bool) -> None:
+    """Where the system has no libzstd the child decodes with pyzstd's pieces instead of straight into the ring:
+    the same records, the same counters, the same note for a stream cut mid-frame."""
+    plain = (FIXTURES / "example/h1/eth0.pcap").read_bytes()
+    data = pyzstd.compress(plain, 3)
+    packed = write(tmp_path / "eth0.pcap.zst", data[: len(data) * 2 // 3] if cut else data)
+    direct = scan_stream([packed], **OPTS)
+    assert inflate.zstd_library() is not None, "libzstd.so.1 is on this machine: the direct path is the one tested"
+    monkeypatch.setattr(inflate, "zstd_library", lambda: None)
+    pieces = scan_stream([packed], **OPTS)
+    same_scan(pieces, direct)
+    assert direct.files[0].warnings == pieces.files[0].warnings
+    assert ("zstd stream ends early" in " ".join(direct.files[0].warnings)) == cut
