@@ -254,6 +254,20 @@ def bench_roce(tcp: Path, packets: int, repeat: int) -> None:
     out.unlink()
 
 
+def _two_hosts(path: Path, gz: Path, packets: int) -> tuple[Path, Path]:
+    """Two hosts' captures, plain and gzip'd: this one and the ring's next host's (its own draw)."""
+    top = path.with_name(path.name + ".two")
+    plain, packed = top / "plain", top / "gz"
+    for d in (plain / "h1", plain / "h2", packed / "h1", packed / "h2"):
+        d.mkdir(parents=True, exist_ok=True)
+    shutil.copy(path, plain / "h1" / "eth0.pcap")
+    ring_capture(plain / "h2" / "eth0.pcap", packets=packets, me=2, seed=1)
+    shutil.copy(gz, packed / "h1" / "eth0.pcap.gz")
+    with open(packed / "h2" / "eth0.pcap.gz", "wb") as out:
+        subprocess.run(["gzip", "-6", "-c", str(plain / "h2" / "eth0.pcap")], stdout=out, check=True)
+    return plain, packed
+
+
 def bench_compressed(path: Path, truth: Truth, repeat: int) -> None:
     """The file as `gzip -6` and `zstd -3` against the plain file, whole process, runs alternated (one round
     of every command, repeat + 1 times, the first round not counted); ratios are taken round by round."""
@@ -273,8 +287,12 @@ def bench_compressed(path: Path, truth: Truth, repeat: int) -> None:
             out_json = path.with_name(f"{f.name}.{workers}.json")
             cmds[f"{f.suffix} {workers}"] = [RINGSCOPE, "analyze", str(f), "--json", str(out_json), *extra]
     cmds["zcat"] = ["sh", "-c", f"zcat {gz} >/dev/null"]
-    if shutil.which("zstdcat"):
-        cmds["zstdcat"] = ["sh", "-c", f"zstdcat {zst} >/dev/null"]
+    cmds["igzip"] = ["sh", "-c", f"{PY} -m isal.igzip -d -c {gz} >/dev/null"]  # ISA-L, what analyze inflates with
+    if shutil.which("zstd"):
+        cmds["zstd -dc"] = ["sh", "-c", f"zstd -dc {zst} >/dev/null"]
+    two = _two_hosts(path, gz, int(truth.packets.sum()))
+    cmds["2 hosts .pcap"] = [RINGSCOPE, "analyze", str(two[0]), "--json", str(two[0] / "r.json")]
+    cmds["2 hosts .gz"] = [RINGSCOPE, "analyze", str(two[1]), "--json", str(two[1] / "r.json")]
     walls, peaks = alternated(cmds, repeat)
     for json_file in sorted(path.parent.glob(f"{path.name}*.json")):
         result = json.loads(json_file.read_text())
@@ -294,11 +312,26 @@ def bench_compressed(path: Path, truth: Truth, repeat: int) -> None:
                 f"compressed: ringscope analyze {suffix:<5} --workers {workers:<7} {wall:.3f} s"
                 f"  peak {peaks[name]:.0f} MB  {ratio:.2f}x the plain file (paired, {repeat} rounds)"
             )
-    for name in ("zcat", "zstdcat"):
+    for name in ("zcat", "igzip", "zstd -dc"):
         if name in walls:
             print(f"compressed: {name} alone (to /dev/null) {statistics.median(walls[name]):.3f} s")
+    for suffix, tool in ((".gz", "igzip"), (".zst", "zstd -dc")):
+        if tool in walls:
+            mine = walls[f"{suffix} default"]
+            alone = statistics.median(a / b for a, b in zip(mine, walls[tool]))
+            floor = statistics.median(a / max(b, c) for a, b, c in zip(mine, walls[tool], walls[".pcap default"]))
+            print(
+                f"compressed: analyze {suffix} = {alone:.2f}x {tool} alone, {floor:.2f}x the slower of it and the "
+                f"plain file's analyze (paired)"
+            )
+    both = statistics.median(a / b for a, b in zip(walls["2 hosts .gz"], walls["2 hosts .pcap"]))
+    print(
+        f"compressed: 2 hosts' .gz {statistics.median(walls['2 hosts .gz']):.3f} s, peak {peaks['2 hosts .gz']:.0f} MB"
+        f" = {both:.2f}x the 2 hosts' plain files (paired)"
+    )
     gz.unlink()
     zst.unlink()
+    shutil.rmtree(two[0].parent)
 
 
 TSHARK_FIELDS = [
