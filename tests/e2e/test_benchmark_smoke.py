@@ -36,6 +36,7 @@ def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:
             "3",
             "--compressed",
             "--convert",
+            "--roce",
             "--dir",
             str(tmp_path),
         ],
@@ -56,6 +57,10 @@ def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:
         "pyshark (first",
         "convert: ringscope convert --workers 1",
         "convert: ringscope analyze (the dataset)",
+        "compressed: igzip alone",
+        "compressed: analyze .gz = ",
+        "compressed: 2 hosts' .gz",
+        "roce: ringscope analyze, 20,000 RoCEv2 packets",
     ):
         assert row in out, f"no {row!r} row:\n{out}"
     assert "skipped" not in out, out
