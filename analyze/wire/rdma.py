@@ -277,9 +277,11 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
     series = tables.flow_series
     cells_of = dict(tuple(series[series["flow_id"].isin(judged["flow_id"])].groupby("flow_id")))  # one pass
+    events_of = _events_by_edge(ev, code_of_flow)  # one pass too: per-edge filters cost edges x events
+    by_edge = {int(k): g for k, g in judged.groupby(code)}
     edges = []
     for i, (s, d) in enumerate(pairs):
-        mine = judged[code == i].sort_values("data_bytes", ascending=False)
+        mine = by_edge[i].sort_values("data_bytes", ascending=False)
         data = mine["data_bytes"].to_numpy(np.int64)
         packets = int(mine["packets"].sum())
         resent = int(mine["resent_packets"].sum())
@@ -302,7 +304,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
             "cnps_per_s": float(mine["cnps"].sum() / (busy_ns / 1e9)) if busy_ns else None,
             "ce_marks": int(mine["ce_marks"].sum()),
             "ce_fraction": float(mine["ce_marks"].sum() / packets) if packets else 0.0,
-            "ack_rtt_median_us": _median_us(rtt, mine["flow_id"]),
+            "ack_rtt_median_us": _median_us(events_of.get(i)),
             "rate_while_busy": float(busy_util[i] / weight[i]) if weight[i] > 0 else None,
             "busy_share": float(busy_bins[i] / span_bins) if span_bins else None,
             "link_speed_bps": float(link[i]),
@@ -317,7 +319,9 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
             )
         del row["busy_ns"], row["stall_ns"]
         on_edge = e_code == i
-        row["series"] = _series((e_t[on_edge], e_util[on_edge]), mine, cells_of, ev, float(link[i]), bin_ns, str(s))
+        row["series"] = _series(
+            (e_t[on_edge], e_util[on_edge]), mine, cells_of, events_of.get(i), float(link[i]), bin_ns, str(s)
+        )
         edges.append(row)
     edges.sort(key=lambda e: -e["payload_bytes"])
     heaviest = edges[0]["payload_bytes"]
@@ -350,8 +354,8 @@ def _series(
             {"qp": int(qp), "t_ns": q_t[k].tolist(), "utilization": (q_b[k] * 8e9 / bin_ns / link_bps).tolist()}
         )
     out: dict[str, Any] = {"t_ns": t[keep].tolist(), "utilization": util[keep].tolist(), "qp_rates": qp_rates}
-    mine_ev = pd.DataFrame(columns=["t_ns", "what", "value"]) if ev is None else ev
-    mine_ev = mine_ev[mine_ev["flow_id"].isin(mine["flow_id"]) & (mine_ev["host"] == sender)]
+    mine_ev = pd.DataFrame(columns=["t_ns", "what", "value", "host"]) if ev is None else ev
+    mine_ev = mine_ev[mine_ev["host"] == sender]
     for name, kinds in (("cnp", ["cnp"]), ("nak", ["nak", "rnr_nak", "nak_error"]), ("resent", ["resent"])):
         times = np.sort(mine_ev.loc[mine_ev["what"].isin(kinds), "t_ns"].to_numpy(np.int64))
         out[f"{name}_t_ns"] = times[thin(times)].tolist()
@@ -362,8 +366,20 @@ def _series(
     return out
 
 
-def _median_us(rtt: pd.DataFrame, flow_ids: pd.Series) -> Optional[float]:
-    values = rtt.loc[rtt["flow_id"].isin(flow_ids), "value"]
+def _events_by_edge(ev: Optional[pd.DataFrame], code_of_flow: np.ndarray) -> dict[int, pd.DataFrame]:
+    """The events of each judged edge's queue pairs, by edge code."""
+    if ev is None or not len(ev):
+        return {}
+    flows = ev["flow_id"].to_numpy(np.int64)
+    code = np.where(flows < len(code_of_flow), code_of_flow[np.minimum(flows, len(code_of_flow) - 1)], -1)
+    return {int(k): g for k, g in ev[code >= 0].groupby(code[code >= 0])}
+
+
+def _median_us(ev: Optional[pd.DataFrame]) -> Optional[float]:
+    """The median ACK round trip among an edge's events (µs), None without any."""
+    if ev is None:
+        return None
+    values = ev.loc[ev["what"] == "ack_rtt_ns", "value"]
     return round(float(values.median()) / 1e3, 3) if len(values) else None
 
 
