@@ -335,6 +335,7 @@ class ZstdDecoder(Decoder):
         if not done:
             return n, None
         s = self._stream
+        s.close()
         if s.error is not None:
             if s.written > 24:
                 return n, End(f"zstd data is corrupt ({s.error}); analyzed the {s.written} bytes inflated before it")

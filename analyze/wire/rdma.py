@@ -32,11 +32,10 @@ from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, sample_fields
 from analyze.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
-from analyze.wire.transport import column_frames, edge_rates, thin
+from analyze.wire.transport import MIN_EDGE_SHARE, column_frames, edge_rates, thin
 
 LOSS_FRACTION = 0.005  # packets sent again above this share of the edge's: loss shapes the transfer
 LOSS_TIME_SHARE = 0.05  # timer stalls and resends taking this share of the edge's busy time: loss shapes it
-MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
 CNP_SPACING_NS = 50_000  # a notification point sends at most one CNP per queue pair this often (ConnectX default)
 IMBALANCED = 1.5  # an edge's busiest QP carrying this many times its least busy one's bytes is shown as unequal
 VERSIONS = {1: "RoCEv1", 2: "RoCEv2", 3: "InfiniBand"}

@@ -141,3 +141,16 @@ def test_zstd_reads_the_same_without_libzstd(tmp_path: Path, monkeypatch: pytest
     same_scan(pieces, direct)
     assert direct.files[0].warnings == pieces.files[0].warnings
     assert ("zstd stream ends early" in " ".join(direct.files[0].warnings)) == cut
+
+
+def test_real_training_traffic_reads_the_same_plain_gzip_and_zstd(tmp_path: Path) -> None:
+    """A real DDP capture (fixtures/real-training, tcpdump's own gzip): inflated, as zstd (libzstd straight into the
+    ring) and plain, the same flows, counters and series."""
+    import gzip
+
+    packed = FIXTURES / "real-training" / "ddp-100mbit" / "run" / "h1" / "eth0.pcap.gz"
+    plain = write(tmp_path / "plain" / "eth0.pcap", gzip.decompress(packed.read_bytes()))
+    want = scan_stream([plain], **OPTS)
+    assert want.records > 1000
+    for other in (packed, _compressed(tmp_path, plain.read_bytes(), "zstd")):
+        same_scan(_as_plain(scan_stream([other], **OPTS), plain), want)
