@@ -8,11 +8,12 @@ single host's counters: everyone's step grows and every link idles part of it. T
   Per iteration (analyze.wire.transport gives each edge's first busy bin and its last run after a pause, on the
   reference clock), each edge's first send where a pause shows it (_entries), and each host's against the median
   of the edges that do not touch it. A host so late (LATE_SHARE of the period or LATE_BINS bins, whichever is
-  longer) in MOST of the iterations or more is a straggler, each iteration losing its median lag; a host whose
-  every edge leads to a late host waits on it (a sender waits for its receiver) and is not named. Beside a slow
-  link the edges behind it stay busy from one iteration into the next and show no entry; where enough others do
-  (6 hosts, not 4), the lag is how late the host enters, an upper bound of what the ring loses (210 ms for 150 ms
-  of extra compute), and it is left unsure.
+  longer) in MOST of the iterations its entry shows in (MIN_JUDGED at least; unsure where that is under half of
+  the iterations judged) is a straggler, each iteration losing its median lag; a host whose every edge leads to a
+  late host waits on it (a sender waits for its receiver) and is not named. Beside a slow link the edges behind it
+  stay busy from one iteration into the next and show no entry; where enough others do (6 hosts, not 4), the lag
+  is how late the host enters, an upper bound of what the ring loses (210 ms for 150 ms of extra compute), and it
+  is left unsure; there the late host's own edge showed its entry in 6 of 13 iterations once (late in 5).
 * link: edges whose pace (the 90th percentile of their bins' rates) is under SLOW of the usual one (the edges'
   75th percentile: one slow host slows two edges of a ring); where they all touch one host, its link.
 
@@ -39,7 +40,8 @@ __all__ = ["add_stragglers", "find_stragglers", "LATE_SHARE", "SLOW"]
 
 LATE_SHARE = 0.05  # a host entering this share of the period after the others is late ...
 LATE_BINS = 2  # ... and at least this many bins (what the bins resolve)
-MOST = 0.6  # late in this share of the iterations or more: a straggler; fewer is noise
+MOST = 0.6  # late in this share of the iterations its entry shows in, or more: a straggler; fewer is noise
+MIN_JUDGED = 3  # a host whose entry shows in fewer iterations is not judged
 SLOW = 0.6  # an edge whose pace is under this share of the usual pace is slow
 USUAL_PERCENTILE = 75  # the edges' usual pace: one slow host slows two edges of a ring, half of a ring of four
 EDGE_SHARE = 0.1  # an edge carrying under this share of the heaviest edge's bytes is no ring edge
@@ -105,18 +107,20 @@ def _late(
     per = [(e.src, e.dst, _by_iteration(e)) for e in edges]
     lags: dict[str, list[float]] = {}
     waits: dict[str, list[list[int]]] = {}
-    judged = 0
+    judged: dict[str, int] = {}  # host: iterations its entry was seen and judged against the others'
+    rounds = 0  # iterations with enough hosts' edges to judge any
     for k in range(1, its.count):
         seen = {(src, dst): (x[k - 1], x[k]) for src, dst, x in per if k - 1 in x and k in x}
         if len({src for src, _ in seen}) < 3:
             continue
-        judged += 1
+        rounds += 1
         entry = _entries(seen, float(result.bin_ns))
         late: dict[str, tuple[float, float]] = {}  # host: (its lag, the others' entry)
         for host in {a for a, _ in entry}:
             others = [t for (a, b), t in entry.items() if host not in (a, b)]
             if len(others) < 2:
                 continue
+            judged[host] = judged.get(host, 0) + 1
             ref = float(np.median(others))
             first = min(t for (a, _), t in entry.items() if a == host)
             if first - ref >= late_ns:
@@ -129,8 +133,8 @@ def _late(
             waits.setdefault(host, []).append([k, int(ref), int(ref + lag)])
     out = []
     for host, found in sorted(lags.items()):
-        share = len(found) / max(judged, 1)
-        if share < MOST:
+        share = len(found) / judged[host]
+        if share < MOST or judged[host] < MIN_JUDGED:
             continue
         lost = float(np.median(found))
         clock = _clock_uncertainty(result, host)
@@ -140,12 +144,15 @@ def _late(
         confidence = min(sure, float(np.clip((share - MOST) / (1 - MOST) * 0.5 + 0.5, 0.5, 1.0)))
         evidence = [
             f"{host} enters the collective {lost / 1e6:.0f} ms after the others (median) in {len(found)} of "
-            f"{judged} iterations ({quoted} ms ...): its first bytes of the iteration follow theirs, sent while it "
-            f"was still computing (bins of {result.bin_ns / 1e6:g} ms on the reference clock): compute, not the "
-            "network"
+            f"{judged[host]} iterations ({quoted} ms ...): its first bytes of the iteration follow theirs, sent "
+            f"while it was still computing (bins of {result.bin_ns / 1e6:g} ms on the reference clock): compute, "
+            "not the network"
         ]
         if clock is None:
             confidence = min(confidence, 0.5)  # its clock against the others' is not known
+        if judged[host] < 0.5 * rounds:
+            confidence = min(confidence, 0.5)
+            evidence.append(f"its entry shows in {judged[host]} of the {rounds} iterations judged: unsure")
         others_slow = [h for h in beside if h != host]
         if others_slow:
             confidence = min(confidence, 0.5)

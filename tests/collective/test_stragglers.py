@@ -124,7 +124,8 @@ def test_a_slow_rank_beside_a_slow_link_is_named_unsure(tmp_path, netns_cluster)
     """Rank 0 computes 150 ms more per step while h3's link runs at a fifth of the others', on 6 hosts (on 4, the
     edges behind the slow link leave too few entries to judge by). The link is named, sure; the late rank unsure,
     as late as it enters (210 ms on a capture), at least its extra compute. No one else is named. A capture whose
-    link reads unsure (a CI run loaded beside it left it at 0.0 once) gets a second, which must be sure."""
+    link reads unsure (a CI run loaded beside it left it at 0.0 once), or whose late rank is not named (once in
+    CI), gets a second, which must be sure."""
     job = Job(**{**BASE, "hosts": 6}, slow_rank=0, extra_compute_ms=150, slow_host=3, slow_host_rate="200mbit")
 
     def check(run: Path, truth: dict) -> bool | str:
@@ -137,7 +138,9 @@ def test_a_slow_rank_beside_a_slow_link_is_named_unsure(tmp_path, netns_cluster)
         assert all(s.confidence <= 0.5 for s in late), r.stragglers  # beside a slow link, never stated as fact
         if not links or links[0].confidence < 0.8:
             return f"the slow link unsure: {r.stragglers}"
-        assert [s.host for s in late] == [late_host], r.stragglers
+        assert [s.host for s in late] in ([], [late_host]), r.stragglers
+        if not late:  # silent, not wrong: the entries it judges by are few beside the slow link (one CI run)
+            return f"the late rank not named: {r.stragglers}"
         assert any("at most what the ring loses" in e for e in late[0].evidence)
         assert late[0].lost_ns_per_iteration >= 0.8 * _extra_ns(truth, 0), late[0]
         return True
