@@ -375,10 +375,12 @@ def collective_lines(t: Topology, it: Iterations | None) -> list[str]:
             lines.append(f"  pattern: {it.pattern.formula}{doubt}")
         lines.extend(group_lines(t.groups or []))
         if it.implied_gradient_bytes:
+            s_sure = it.implied_gradient_bytes_confidence
             lines.append(
                 f"  implied gradient S = {it.implied_gradient_bytes:,.0f} B "
                 f"(~{it.implied_params_fp32:,.0f} fp32 / {it.implied_params_fp16:,.0f} fp16 params)"
                 + (f"; measured/theory {it.theory_ratio:.4f}" if it.theory_ratio else "")
+                + (f": UNSURE ({s_sure:.2f})" if s_sure is not None and s_sure < CONFIDENT else "")
             )
     return lines
 

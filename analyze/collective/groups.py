@@ -24,6 +24,7 @@ import pandas as pd
 GAP = 2.0  # the heavier class of pairs carries at least this many times the lighter's bytes
 SPREAD = 0.03  # a group's bytes per iteration over the whole capture and over the interior windows may differ so much
 FLOOR = 0.01  # pairs under this share of the heaviest pair's bytes are control traffic (a rank mesh, a store)
+HEAVY_SEND = 0.5  # a connection on a group's edges with this share of its heaviest one's bytes carries its ring
 
 
 def host_sets(pairs: list[tuple[str, str]]) -> list[set[str]]:
@@ -131,17 +132,40 @@ def find_groups(edges: pd.DataFrame) -> Optional[dict[str, Any]]:
     return None
 
 
+def ring_sends(flows: pd.DataFrame, groups: list[dict[str, Any]]) -> dict[tuple[str, ...], int]:
+    """Per data-parallel group (by its hosts), the connections on its edges that carry its ring: one per rank whose
+    ring successor is on another host (FLOWS: src_host, dst_host, sport, dport, bytes, a connection once per view).
+
+    Why counted: only those ring edges are on the wire. Two ranks per host placed host by host send one heavy
+    connection per host, and the group's edges carry 2 x 2(W_g-1)/W_g x S_g for a group of 4 ranks on 2 hosts, not
+    2(W_g-1) x S_g; read as 2 ranks, S_g came out 1.5x (6.0 MB for 4.0)."""
+    out: dict[tuple[str, ...], int] = {}
+    if flows.empty:
+        return out
+    one = flows.drop_duplicates(["src_host", "dst_host", "sport", "dport"])
+    for g in groups:
+        if g["kind"] != "data_parallel":
+            continue
+        edges = {tuple(e) for e in g["edges"]}
+        on = one[[(s, d) in edges for s, d in zip(one["src_host"], one["dst_host"])]]
+        if len(on):
+            out[tuple(g["hosts"])] = int((on["bytes"] >= HEAVY_SEND * on["bytes"].max()).sum())
+    return out
+
+
 def per_iteration_bytes(
     groups: list[dict[str, Any]],
     per_it: list[dict[str, Any]],
     ranks_per_host: Optional[dict[str, int]],
     confidence: float,
     ranks_sure: bool,
+    sends: Optional[dict[tuple[str, ...], int]] = None,
 ) -> None:
     """Fill each group's bytes per iteration and its theory, as sure as CONFIDENCE (a data-parallel group's, which
     counts W_g, half sure at most unless RANKS_SURE): a data-parallel group of W_g ranks all-reduces its stage's
-    S_g, 2(W_g-1) x S_g over its edges (each rank sends 2(W_g-1)/W_g x S_g); a pipeline boundary's bytes per link
-    per direction are its activations (or their gradients) times the micro-batches.
+    S_g, each ring edge carrying 2(W_g-1)/W_g x S_g, and SENDS of those edges cross hosts (ring_sends; every
+    edge where not counted); a pipeline boundary's bytes per link per direction are its activations (or their
+    gradients) times the micro-batches.
 
     Bytes per iteration are the group's bytes over the whole capture over the count. Why not per window: the
     windows are cut at the heaviest group's pauses, and a boundary's bursts fall in those pauses, so a cut splits
@@ -159,8 +183,12 @@ def per_iteration_bytes(
         dp = g["kind"] == "data_parallel"
         if dp:
             w = sum((ranks_per_host or {}).get(h, 1) for h in g["hosts"])
-            g["implied_bytes"] = round(bpi / (2 * (w - 1)), 1) if w > 1 else None
-            g["formula"] = f"the stage's gradients all-reduced over W_g = {w} ranks: 2(W_g-1) x S_g over its edges"
+            crossing = min((sends or {}).get(tuple(g["hosts"]), w), w) or w
+            g["implied_bytes"] = round(bpi * w / (2 * (w - 1) * crossing), 1) if w > 1 else None
+            g["formula"] = (
+                f"the stage's gradients all-reduced over W_g = {w} ranks: 2(W_g-1)/W_g x S_g on each of its "
+                f"{crossing} ring edges between hosts"
+            )
         else:
             g["implied_bytes"] = round(bpi / max(1, len(keys)), 1)
             g["formula"] = "activations forward and their gradients back: bytes per link per direction per iteration"

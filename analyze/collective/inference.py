@@ -29,7 +29,7 @@ from analyze.findings import Group, Iterations, Topology
 from analyze.jsonform import from_plain
 from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
-from analyze.collective.groups import find_groups, per_iteration_bytes
+from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends
 from analyze.collective.pattern import confirmed, name_pattern, pipeline_pattern
 from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
@@ -124,6 +124,14 @@ def add_collective(
     mesh = traffic is not None  # gloo's rank mesh: the framework the bytes theory depends on
     its = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations, found, mesh)
     result.iterations = from_plain(Iterations, its)
+
+
+def _spread(world_size: int, hosts: list[str]) -> Optional[dict[str, int]]:
+    """W ranks spread evenly over HOSTS (as torchrun and horovodrun place them), where W is a multiple of them: W
+    given by the user with the connections not counting ranks per host (a pipeline's subgroups add to the mesh)."""
+    if not hosts or world_size % len(hosts):
+        return None
+    return {h: world_size // len(hosts) for h in hosts}
 
 
 def _traffic_ranks(flows: pd.DataFrame, addr_host: dict[str, str], host_names: list[str]) -> Optional[TrafficRanks]:
@@ -297,7 +305,9 @@ def _iterations(
         groups = [asdict(g) for g in topo.groups]
         # as sure as the groups and the iterations it divides by (S_g also as the ranks W_g counts)
         sure = min(found["confidence"], out["confidence"])
-        per_iteration_bytes(groups, per_it, ranks.per_host, sure, ranks.sure)
+        per_host = ranks.per_host or _spread(ranks.world_size, sorted({h for g in groups for h in g["hosts"]}))
+        sends = ring_sends(flow_hosts(flows, addr_host), groups)
+        per_iteration_bytes(groups, per_it, per_host, sure, ranks.sure and per_host is not None, sends)
         topo.groups = [from_plain(Group, g) for g in groups]
         pattern = pipeline_pattern(found["confidence"], found["evidence"])
     else:
@@ -307,7 +317,9 @@ def _iterations(
         out.update(theory)
         pattern = confirmed(pattern, theory["theory_ratio"] if known else None)
         # S implied by the bytes per iteration is as sure as the iterations it divides by and the pattern it reads
-        sure = min(out["confidence"], pattern.confidence) if ranks.sure else min(out["confidence"], 0.5)
+        sure = (
+            min(out["confidence"], pattern.confidence) if ranks.sure and ranks.placed else min(out["confidence"], 0.5)
+        )
         out["implied_gradient_bytes_confidence"] = sure if theory["implied_gradient_bytes"] else None
         out["notes"].append(
             f"theory: {pattern.formula}; over N={n} ranks {pattern.factor:.4g} x S per host per iteration"

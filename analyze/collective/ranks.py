@@ -12,7 +12,8 @@ The traffic's sign (torch.distributed over gloo, measured on real runs): every r
 host opens one connection to the rendezvous store, and every rank pair one connection, so host h makes r_h store
 connections and hosts a and b share r_a x r_b pair connections. Both counts must agree for the answer to be sure.
 Each rank whose ring successor is on another host sends one heavy connection: their count per host is the
-placement (two per host when ranks are interleaved over hosts).
+placement (two per host when ranks are interleaved over hosts). A mesh with more connections than one (process
+subgroups) counts nothing: W given is used, but where its ranks sit is not known, and S from a ring is unsure.
 """
 
 from __future__ import annotations
@@ -27,6 +28,12 @@ from analyze.tables.flows import connection_ends
 
 # a ring send carries the same bytes from every rank; the broadcast before the first step, a tenth of them or less
 HEAVY_SHARE = 0.5
+SUBGROUPS = (
+    "S unsure: the connections are more than one rank mesh ({evidence}): process subgroups, such as pipeline "
+    "stages each with its own ring over the same hosts, where the hosts' bytes are no one ring's; which ranks "
+    "each host's ring sends come from is not known (a pipeline with two ranks per host placed round-robin read "
+    "as one ring of 8 gave S 1.7x a stage's)"
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class RingRanks:
     note: str = ""
     per_host: Optional[dict[str, int]] = None
     sure: bool = True
+    placed: bool = True  # where the ranks sit (so how many ring sends each host makes) is known or safely assumed
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,8 @@ def ring_ranks(
             )
         if seen is not None:
             return RingRanks(told, seen.sends, f"{source}, as the connections show", per_host=seen.per_host)
+        if traffic is not None:  # a rank mesh, but more connections than one: subgroups (pipeline stages, ...)
+            return RingRanks(told, None, source, SUBGROUPS.format(evidence=traffic.evidence), placed=False)
         return RingRanks(told, None, source)
     if log is not None and log.nranks:
         return RingRanks(int(log.nranks), None, "the NCCL log")

@@ -40,7 +40,7 @@ def doubt(result: Result) -> Optional[Unsure]:
     because = _count_doubts(result)
     s_conf = its.implied_gradient_bytes_confidence if its is not None else None
     if its is not None and its.count and its.confidence >= CONFIDENT and s_conf is not None and s_conf < CONFIDENT:
-        because += [n for n in its.notes if n.startswith("S from the unique bytes")][:1]
+        because += [n for n in its.notes if n.startswith(("S from the unique bytes", "S unsure:"))][:1]
     if its is not None and its.ring_size and its.ring_size_sure is False:
         told = [n for n in its.notes if n.startswith(("DISAGREEMENT: --world-size", "DISAGREEMENT: --ranks-per-host"))]
         because += told or [f"the world size N = {its.ring_size} was not told by the capture ({its.ring_size_source})"]
