@@ -70,6 +70,13 @@ class Group:
     implied_bytes: float | None = optional()
     confidence: float | None = optional()  # of implied_bytes: its groups', its iterations' and its ranks' least
     formula: str | None = optional()
+    # pipeline: its micro-batches per iteration, how many in flight, the schedule (analyze.collective.microbatches)
+    micro_batches: int | None = optional()
+    in_flight: int | None = optional()
+    schedule: str | None = optional()  # one_at_a_time | gpipe | 1f1b
+    bubble_share: float | None = optional()  # the model's, for the job's stages of equal time
+    schedule_confidence: float | None = optional()
+    schedule_evidence: str | None = optional()
 
 
 @dataclass

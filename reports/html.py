@@ -24,7 +24,7 @@ from reports import figures as F
 from reports.key_numbers import duration, key_numbers, num, pct, rate, size
 from reports.page import e, figure_block, page
 from reports.ring_diagram import mismatched_edges, ring_svg
-from reports.text import socket_text
+from reports.text import schedule_text, socket_text
 
 FLOW_TABLE_ROWS = 500
 CAPTURE_TABLE_ROWS = 200
@@ -369,12 +369,13 @@ def _groups_table(groups: list[Group]) -> str:
         rows.append(
             f'<tr data-kind="{e(g.kind)}"><td>{i}</td><td>{e(g.kind.replace("_", " "))}</td>'
             f'<td class="mono">{e(", ".join(pairs))}</td>'
-            f'<td class="n">{e(size(g.bytes_per_iteration))}</td><td class="n">{e(size(g.implied_bytes))}</td></tr>'
+            f'<td class="n">{e(size(g.bytes_per_iteration))}</td><td class="n">{e(size(g.implied_bytes))}</td>'
+            f"<td>{e(schedule_text(g).lstrip('; '))}</td></tr>"
         )
     return (
         '<table class="sortable groups"><thead><tr><th>group</th><th>kind</th><th>hosts</th>'
-        '<th class="n">bytes per iteration</th><th class="n">S_g (data parallel) or per link each way</th></tr>'
-        f"</thead><tbody>{''.join(rows)}</tbody></table>"
+        '<th class="n">bytes per iteration</th><th class="n">S_g (data parallel) or per link each way</th>'
+        f"<th>micro-batches (pipeline)</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 

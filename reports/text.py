@@ -387,7 +387,7 @@ def collective_lines(t: Topology, it: Iterations | None) -> list[str]:
 
 def group_lines(groups: list[Group]) -> list[str]:
     """A pipeline job's groups, one line each (GROUPS_SHOWN at most): a data-parallel group's hosts and its stage's
-    S_g, a boundary's host pairs and its bytes per link per direction, UNSURE below CONFIDENT."""
+    S_g, a boundary's host pairs, its bytes per link per direction and its schedule, UNSURE below CONFIDENT."""
     lines = []
     for g in groups[:GROUPS_SHOWN]:
         per = g.implied_bytes
@@ -399,10 +399,31 @@ def group_lines(groups: list[Group]) -> list[str]:
             pairs = sorted({" <-> ".join(sorted(e)) for e in g.edges})
             text = f"pipeline boundary {', '.join(pairs[:4])}{' ...' if len(pairs) > 4 else ''}"
             text += f": {per:,.0f} B per link each way per iteration{doubt}" if per else ""
+            text += schedule_text(g)
         lines.append(f"  {text}")
     if len(groups) > GROUPS_SHOWN:
         lines.append(f"  ... and {len(groups) - GROUPS_SHOWN} more groups (all in the JSON: topology.groups)")
     return lines
+
+
+SCHEDULE_NAMES = {
+    "one_at_a_time": "one micro-batch at a time through the stages",
+    "gpipe": "GPipe: every forward, then every backward",
+    "1f1b": "1F1B",
+}
+
+
+def schedule_text(g: Group) -> str:
+    """A boundary's micro-batches and schedule, with the model's bubble ('' where not read)."""
+    if not g.micro_batches or not g.schedule:
+        return ""
+    sure = g.schedule_confidence or 0.0
+    doubt = "" if sure >= CONFIDENT else f", UNSURE ({sure:.2f})"
+    return (
+        f"; {g.micro_batches} micro-batches per iteration, {g.in_flight} in flight "
+        f"({SCHEDULE_NAMES.get(g.schedule, g.schedule)}): bubble {g.bubble_share or 0.0:.0%} of the step in the "
+        f"model (stages of equal time){doubt}"
+    )
 
 
 def scaling_lines(scaling: WhatIf) -> list[str]:

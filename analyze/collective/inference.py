@@ -25,11 +25,12 @@ from analyze.collective.iterations import (
 from analyze.collective.nccl_log import compare_rings, read_nccl_log
 from analyze.collective.ranks import RingRanks, TrafficRanks, ranks_from_connections, ring_ranks
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Group, Iterations, Topology
+from analyze.findings import Clock, Group, Iterations, Topology
 from analyze.jsonform import from_plain
 from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
 from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends
+from analyze.collective.microbatches import boundary_schedule
 from analyze.collective.pattern import confirmed, name_pattern, pipeline_pattern
 from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
@@ -124,6 +125,39 @@ def add_collective(
     mesh = traffic is not None  # gloo's rank mesh: the framework the bytes theory depends on
     its = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations, found, mesh)
     result.iterations = from_plain(Iterations, its)
+
+
+def _schedules(
+    groups: list[dict[str, Any]],
+    series: pd.DataFrame,
+    flows: pd.DataFrame,
+    clock: Optional[Clock],
+    bin_ns: int,
+    count: int,
+    sure: float,
+) -> None:
+    """Each pipeline boundary's micro-batches, in flight and schedule (analyze.collective.microbatches), as sure as
+    its reading (and, one micro-batch at a time, the iterations it counts per: SURE)."""
+    stages = sum(g["kind"] == "data_parallel" for g in groups)
+    views = flows.drop_duplicates("flow_id").set_index("flow_id")["view"]
+    offsets = {h.name: int(h.offset_ns or 0) for h in (clock.hosts if clock is not None else [])}
+    for g in groups:
+        if g["kind"] != "pipeline":
+            continue
+        links = sorted({(a, b) for a, b in g["edges"] if a < b})
+        found = boundary_schedule(series, views, offsets, links, bin_ns, count, stages)
+        if found is None:
+            continue
+        g.update(
+            micro_batches=found.micro_batches,
+            in_flight=found.in_flight,
+            schedule=found.kind,
+            bubble_share=found.bubble_share,
+            # F^k (BF)^(m-k) B^k repeats as a whole only once an iteration for k > 1; k = 1 is FB m times over, so m
+            # is the iteration count's
+            schedule_confidence=round(found.confidence if found.in_flight > 1 else min(found.confidence, sure), 3),
+            schedule_evidence=found.evidence,
+        )
 
 
 def _spread(world_size: int, hosts: list[str]) -> Optional[dict[str, int]]:
@@ -308,6 +342,7 @@ def _iterations(
         per_host = ranks.per_host or _spread(ranks.world_size, sorted({h for g in groups for h in g["hosts"]}))
         sends = ring_sends(flow_hosts(flows, addr_host), groups)
         per_iteration_bytes(groups, per_it, per_host, sure, ranks.sure and per_host is not None, sends)
+        _schedules(groups, series, flows, result.clock, bin_ns, len(per_it), out["confidence"])
         topo.groups = [from_plain(Group, g) for g in groups]
         pattern = pipeline_pattern(found["confidence"], found["evidence"])
     else:

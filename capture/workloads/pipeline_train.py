@@ -6,13 +6,16 @@ Megatron orders its groups). Each stage holds its share of the MLP's layers. Per
 micro-batch, stage s sends its activations (micro-batch × width floats) to stage s+1 of its replica and gets
 their gradient back (one micro-batch after another: a burst each way per micro-batch); after the last
 micro-batch each stage all-reduces its gradients, flattened, with the other replicas of that stage (its own
-process group), then steps. Launch like any torch.distributed script (gloo on CPU):
+process group), then steps. `--schedule gpipe` sends every micro-batch forward first, then every one back (GPipe's
+order: the boundaries carry all the activations, then all their gradients); `--schedule 1f1b` keeps stages - s - 1
+micro-batches ahead at stage s, then alternates one forward and one backward (PipeDream-flush, as Megatron runs
+it). Sends are isend, waited at the end of the step. Launch like any torch.distributed script (gloo on CPU):
 
     torchrun --nproc-per-node 4 -m capture.workloads.pipeline_train --stages 2 --micro-batches 4 --params 2000000
 
 Each marker carries what a test needs as truth: stage, replica, the stage's gradient bytes (what its group
-all-reduces: gradient_bytes), activation_bytes per micro-batch and direction, micro_batches, the pipeline peers
-and the data-parallel group's ranks.
+all-reduces: gradient_bytes), activation_bytes per micro-batch and direction, micro_batches, the schedule, the
+pipeline peers and the data-parallel group's ranks.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from typing import Any
 
 from capture import markers
 from capture.workloads import mlp
+
+SCHEDULES = ("sequential", "gpipe", "1f1b")
 
 
 def stage_layers(model: Any, stages: int, stage: int) -> Any:
@@ -44,6 +49,14 @@ def main(argv: list[str] | None = None) -> int:
     mlp.add_arguments(parser)
     parser.add_argument("--stages", type=int, default=2, help="pipeline stages (W must be a multiple)")
     parser.add_argument("--micro-batches", type=int, default=4, help="micro-batches per optimizer step")
+    parser.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        default="sequential",
+        help="sequential: each micro-batch forward and backward through every stage before the next; gpipe: every "
+        "micro-batch forward, then every one backward; 1f1b: stage s sends stages-s-1 micro-batches ahead, then one "
+        "forward, one backward",
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -78,28 +91,55 @@ def main(argv: list[str] | None = None) -> int:
         world_size=world,
         backend=backend,
         pattern="pipeline",
+        schedule=args.schedule,
     )
+
+    pending: list[Any] = []  # this step's sends: isend, so that two stages sending to each other never both block
+
+    def send(tensor: Any, peer: int) -> None:
+        pending.append((dist.isend(tensor, dst=peer), tensor))
+
+    def forward(m: int) -> tuple[Any, Any]:
+        """Micro-batch m through this stage: its input (received, where a stage comes before) and output (sent on,
+        or the loss on the last stage)."""
+        if prev is None:
+            x = inputs[m]
+        else:
+            x = torch.empty(micro, width)
+            dist.recv(x, src=prev)
+            x.requires_grad_()
+        out = part(x)
+        if nxt is None:
+            return x, torch.nn.functional.mse_loss(out, targets[m]).div(args.micro_batches)
+        send(out.detach(), nxt)
+        return x, out
+
+    def backward(x: Any, out: Any) -> None:
+        """Micro-batch m back through this stage: its output's gradient received (or the loss's), its input's sent."""
+        if nxt is None:
+            out.backward()
+        else:
+            grad = torch.empty_like(out)
+            dist.recv(grad, src=nxt)
+            out.backward(grad)
+        if prev is not None:
+            assert x.grad is not None  # x required grad and the loss reached it
+            send(x.grad, prev)
+
     for i in range(args.iters):
         with markers.iteration(i, **truth):
             optimizer.zero_grad(set_to_none=True)
-            for m in range(args.micro_batches):
-                if prev is None:
-                    x = inputs[m]
-                else:
-                    x = torch.empty(micro, width)
-                    dist.recv(x, src=prev)
-                    x.requires_grad_()
-                out = part(x)
-                if nxt is None:
-                    torch.nn.functional.mse_loss(out, targets[m]).div(args.micro_batches).backward()
-                else:
-                    dist.send(out.detach(), dst=nxt)
-                    grad = torch.empty_like(out)
-                    dist.recv(grad, src=nxt)
-                    out.backward(grad)
-                if prev is not None:
-                    assert x.grad is not None  # x required grad and the loss reached it
-                    dist.send(x.grad, dst=prev)
+            m = args.micro_batches
+            # micro-batches sent on before the first gradient comes back: GPipe all, 1F1B the stages after this one
+            ahead = {"gpipe": m, "1f1b": min(m, args.stages - stage - 1), "sequential": 0}[args.schedule]
+            done = [forward(j) for j in range(ahead)]
+            for j in range(m):
+                if ahead + j < m:
+                    done.append(forward(ahead + j))
+                backward(*done[j])
+            for work, _ in pending:
+                work.wait()
+            pending.clear()
             flat = torch.cat([p.grad.reshape(-1) for p in part.parameters()])
             dist.all_reduce(flat, group=mine)
             flat /= replicas

@@ -4,6 +4,10 @@ rank's own record: its stage and replica, its stage's gradient bytes, its activa
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from analyze.api import analyze
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.whatif.link_bound import answer
@@ -12,7 +16,7 @@ from reports.text import summary_text
 from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
-from tests.support.training_capture import Job, live_capture
+from tests.support.training_capture import Job, live_capture, sure_in_one_of_two
 
 
 def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa: F811
@@ -176,3 +180,60 @@ def test_stages_placed_round_robin_leave_s_unsure(tmp_path, netns_cluster):  # n
     assert any(n.startswith("S unsure: the connections are more than one rank mesh") for n in its.notes), its.notes
     assert r.verdict.answer == "unclear", r.verdict
     assert "S unsure: the connections are more than one rank mesh" in summary_text(r)
+
+
+def _pipeline_job(schedule: str) -> Job:
+    """Two stages of two replicas, four micro-batches of 128 a step: a stage computes a micro-batch in tens of
+    milliseconds on these CPUs, and each boundary burst is 0.5 MB."""
+    return Job(
+        workload="pipeline",
+        hosts=4,
+        iters=12,
+        params=4_000_000,
+        batch=512,
+        micro_batches=4,
+        schedule=schedule,
+        order=[2, 4, 1, 3],
+    )
+
+
+def _boundary(run: Path, job: Job, in_flight: int, bin_ns: int | None):
+    """The job's one boundary, asserting it is never read wrongly and sure."""
+    r = analyze([run], workers=1, byte_mode="payload", world_size=job.hosts, bin_ns=bin_ns)
+    (b,) = [g for g in r.topology.groups or [] if g.kind == "pipeline"]
+    right = (b.micro_batches, b.in_flight) == (job.micro_batches, in_flight)
+    assert right or b.micro_batches is None or b.schedule_confidence < CONFIDENT, b
+    return r, b
+
+
+@pytest.mark.parametrize("schedule, in_flight, bubble", [("gpipe", 4, 0.2), ("sequential", 1, 0.5)])
+def test_the_micro_batches_and_the_schedule_are_read(tmp_path, netns_cluster, schedule, in_flight, bubble):  # noqa: F811
+    """Run GPipe's way (every forward, then every backward) or one micro-batch at a time: at the default 10 ms bins
+    nothing is read wrongly (GPipe's bursts merged there: 1 micro-batch at 0.30 on a capture), and at --bin 1ms
+    the count, the micro-batches in flight and the model's bubble ((p-1)/(m+p-1) and (p-1)/p for p = 2, m = 4)
+    are read, sure (GPipe: 0.99, 89 % of the bursts in whole repeats; one at a time: 0.83, 92 %)."""
+    job = _pipeline_job(schedule)
+
+    def check(run: Path, truth: dict) -> bool | str:
+        assert {x["schedule"] for x in truth["stage_of"].values()} == {schedule}
+        _boundary(run, job, in_flight, None)
+        r, fine = _boundary(run, job, in_flight, 1_000_000)
+        if fine.micro_batches is None or fine.schedule_confidence < CONFIDENT:
+            return f"unread or unsure at 1 ms: {fine}"
+        assert fine.bubble_share == bubble, fine
+        assert f"{job.micro_batches} micro-batches per iteration, {in_flight} in flight" in summary_text(r)
+        return True
+
+    sure_in_one_of_two(tmp_path, netns_cluster, job, check)
+
+
+def test_one_forward_one_backward_is_never_read_wrongly(tmp_path, netns_cluster):  # noqa: F811
+    """1F1B: the first stage one micro-batch ahead (F F B F B F B B at the boundary), then a forward sent as each
+    gradient comes back, so the two directions' bursts collide; on two captures made while writing this the first
+    two forwards merged into one burst and the rest shared bins: not read at either bin width. Whatever is read
+    must be right or unsure."""
+    job = _pipeline_job("1f1b")
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    assert {x["schedule"] for x in truth["stage_of"].values()} == {"1f1b"}
+    for bin_ns in (None, 1_000_000):
+        _boundary(run, job, 2, bin_ns)

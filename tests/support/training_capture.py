@@ -75,6 +75,7 @@ class Job:
     compute_ms: float = 100.0  # sockets only: arithmetic before each all-reduce
     stages: int = 2  # pipeline only: ranks are stage r // (W / stages) of replica r % (W / stages)
     micro_batches: int = 4  # pipeline only
+    schedule: str = "sequential"  # pipeline only: or gpipe (capture/workloads/pipeline_train.py)
     extra_compute_ms: float = 0.0  # ddp only: slow_rank computes this much more before each step's forward pass
     slow_host: int = 0  # host i (1-based, in the cluster) gets slow_host_rate both ways instead of `rate`
     slow_host_rate: str = "200mbit"
@@ -306,7 +307,7 @@ def _fsdp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, 
 
 def _pipeline(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
     argv = [PY, "-m", "capture.workloads.pipeline_train", *_train_args(job), "--stages", str(job.stages)]
-    argv += ["--micro-batches", str(job.micro_batches)]
+    argv += ["--micro-batches", str(job.micro_batches), "--schedule", job.schedule]
     return _torch(argv, hosts, truth_dir, port, job.timeout_s)
 
 
@@ -430,7 +431,7 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
         # micro-batches per step
         "stage_of": {
             int(s["rank"]): {
-                k: s[k] for k in ("stage", "replica", "gradient_bytes", "activation_bytes", "micro_batches")
+                k: s[k] for k in ("stage", "replica", "gradient_bytes", "activation_bytes", "micro_batches", "schedule")
             }
             for s in steps
             if "stage" in s
