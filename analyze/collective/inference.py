@@ -31,7 +31,7 @@ from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
 from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends
 from analyze.collective.microbatches import boundary_schedule
-from analyze.collective.pattern import confirmed, name_pattern, pipeline_pattern
+from analyze.collective.pattern import NCCL_SHARDED, confirmed, name_pattern, nccl_sharded, pipeline_pattern
 from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
 from capture import layout
@@ -284,7 +284,7 @@ def _iterations(
                 f"{len(windows)} iterations; the markers are used"
             )
     elif pairs:
-        hint = _bytes_hint(gradient_bytes, n, topo.kind, result.byte_mode)
+        hint = _bytes_hint(gradient_bytes, n, topo.kind, result.byte_mode, mesh)
         edges = _edge_series(result.tables, flows, addr_host, pairs)
         stairs = infer(edges, bin_ns, count_given, hint)
         if count_given or hint:
@@ -348,9 +348,13 @@ def _iterations(
     else:
         pattern = name_pattern(topo.kind, topo.order, per_it, n, mesh)
     if pattern.factor:
-        theory = ring_theory(per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends), n, known, pattern.factor)
-        out.update(theory)
+        per_send = per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends)
+        theory = ring_theory(per_send, n, known, pattern.factor)
         pattern = confirmed(pattern, theory["theory_ratio"] if known else None)
+        sharded = nccl_sharded(pattern, theory["theory_ratio"] if known else None, mesh, n)
+        if sharded is not pattern:  # NCCL's FSDP: its own theory, read again
+            pattern, theory = sharded, ring_theory(per_send, n, known, sharded.factor)
+        out.update(theory)
         # S implied by the bytes per iteration is as sure as the iterations it divides by and the pattern it reads
         sure = (
             min(out["confidence"], pattern.confidence) if ranks.sure and ranks.placed else min(out["confidence"], 0.5)
@@ -400,13 +404,17 @@ def steady_period(starts: np.ndarray) -> Optional[float]:
     return float(np.polyfit(k, (s - s[0]).astype(np.float64), 1)[0])
 
 
-def _bytes_hint(gradient_bytes: Optional[float], n: int, kind: str, byte_mode: str) -> Optional[tuple[float, float]]:
+def _bytes_hint(
+    gradient_bytes: Optional[float], n: int, kind: str, byte_mode: str, mesh: bool = True
+) -> Optional[tuple[float, float]]:
     """Bytes per ring edge per iteration that --gradient-bytes S allows: 2(N-1)/N x S plus headers (ip and
-    wire modes: up to ~5 % on a 1500-byte MTU without segmentation offload) and what a lossy link re-sends."""
+    wire modes: up to ~5 % on a 1500-byte MTU without segmentation offload) and what a lossy link re-sends; without
+    gloo's mesh up to NCCL's FSDP, 3(N-1)/N x S one way round (analyze.collective.pattern.nccl_sharded)."""
     if not gradient_bytes or kind not in RING_KINDS or n < 2:
         return None
     theory = 2 * (n - 1) / n * gradient_bytes
-    return 0.98 * theory, (1.15 if byte_mode == "payload" else 1.25) * theory
+    most = (1.15 if byte_mode == "payload" else 1.25) * theory
+    return 0.98 * theory, most * (NCCL_SHARDED if kind == "ring" and not mesh else 1.0)
 
 
 def _check_anchors(
@@ -432,7 +440,7 @@ def _check_anchors(
         if anchored.count and hint[0] * 0.98 <= anchored.period_bytes <= hint[1] * 1.02:
             notes.append(
                 f"--gradient-bytes {gradient_bytes:,.0f}: the bytes per ring edge per iteration "
-                f"({anchored.period_bytes:,.0f}) fit 2(N-1)/N x S plus headers"
+                f"({anchored.period_bytes:,.0f}) fit the bytes theory's multiple of S plus headers"
             )
         else:
             notes.append(

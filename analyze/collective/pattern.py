@@ -7,7 +7,9 @@ over gloo with 3, 4 and 6 ranks, each rank sends 2(W-1)/W x S to each neighbour 
 x S against 1.333, 1.5 and 1.667: shards are padded to a multiple of W). That is the two all-gathers of the
 parameters, forward and backward, (W-1)/W x S each one way round, and the gradients' reduce-scatter, which gloo runs
 as a whole all-reduce, 2(W-1)/W x S the other way; 4(W-1)/W x S per rank in all, where DDP's theory read S twice
-over. Other shapes have no theory here: S is then unsure and says so.
+over. NCCL runs all three one way round, 3(W-1)/W x S per rank: a one-way ring without gloo's mesh is DDP or that,
+unsure, until S is given, whose ratio to the bytes tells them apart (nccl_sharded). Other shapes have no theory
+here: S is then unsure and says so.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ ALIKE = 0.8  # a sharded ring's lightest edge carries this share of its directio
 UNALIKE = 0.5  # from this share down, its edges differ too much for one sharded collective: not sure at all
 HALF = 0.5  # the reverse share of SHARD_GRAD_OP over gloo: one all-gather of (W-1)/W x S against 2(W-1)/W x S
 HALF_BAND = 0.1  # reverse shares this near HALF read so: sure within half of it, not at all at its edge
+NCCL_SHARDED = 1.5  # NCCL's FSDP over DDP's theory: 3(W-1)/W against 2(W-1)/W x S, both one way round
 
 
 def name_pattern(
@@ -152,6 +155,26 @@ def confirmed(pattern: Pattern, theory_ratio: Optional[float]) -> Pattern:
         return pattern
     evidence = {**pattern.evidence, "theory_ratio": round(theory_ratio, 4)}  # the doubt, settled: said no more
     return Pattern(pattern.kind, pattern.formula.replace(NO_MESH_TEXT, ""), pattern.factor, 1.0, evidence)
+
+
+def nccl_sharded(pattern: Pattern, theory_ratio: Optional[float], mesh: bool, w: int) -> Pattern:
+    """A one-way ring without gloo's rank mesh whose bytes read 3/2 of DDP's theory with S known (the user's or the
+    markers'): NCCL's sharded data parallel (FSDP full shard, ZeRO-3), its two all-gathers of the parameters and the
+    gradients' reduce-scatter all one way round, 3(W-1)/W x S per rank; sure, as S settles it. Else PATTERN."""
+    if (
+        pattern.kind != "ring_allreduce"
+        or mesh
+        or theory_ratio is None
+        or not CONFIRMS[0] <= theory_ratio / NCCL_SHARDED <= CONFIRMS[1]
+    ):
+        return pattern
+    formula = (
+        "sharded data parallel over NCCL (FSDP full shard, ZeRO-3): two all-gathers of (W-1)/W x S and the "
+        "gradients' reduce-scatter of (W-1)/W x S, all one way round; 3(W-1)/W x S per rank per iteration, "
+        "told from DDP's 2(W-1)/W x S by the S given"
+    )
+    evidence = {**pattern.evidence, "ring_allreduce_theory_ratio": round(theory_ratio, 4)}
+    return Pattern("sharded_data_parallel", formula, 3 * (w - 1) / w, 1.0, evidence)
 
 
 def pipeline_pattern(confidence: float, evidence: dict[str, Any]) -> Pattern:

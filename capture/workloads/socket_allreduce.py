@@ -6,10 +6,11 @@ NCCL_NSOCKS_PERTHREAD × NCCL_SOCKET_NTHREADS data sockets plus one control sock
 chunk over the data sockets in pieces of at least 64 KiB, round-robin; the edge finishes a step when its last
 socket does, so one slow socket (its own path through the fabric, a NIC queue, a pacing) paces the whole ring.
 This workload has that shape with the bytes known exactly: W ranks, S gradient bytes, per iteration a compute
-phase (real arithmetic, no sleep) and then 2(W−1) ring steps, each sending S/W bytes to the right neighbour
-while receiving as many from the left, dealt over --sockets connections in --piece-bytes pieces; the control
-socket carries an 8-byte header per step. --slow-socket J paces data socket J (0-based) of --slow-rank's right
-edge (every rank's with -1) to --slow-rate bit/s with SO_MAX_PACING_RATE.
+phase (real arithmetic, no sleep) and then 2(W−1) ring steps (3(W−1) with --collective fsdp, as NCCL runs FSDP's
+full shard), each sending S/W bytes to the right neighbour while receiving as many from the left, dealt over
+--sockets connections in --piece-bytes pieces; the control socket carries an 8-byte header per step. --slow-socket
+J paces data socket J (0-based) of --slow-rank's right edge (every rank's with -1) to --slow-rate bit/s with
+SO_MAX_PACING_RATE.
 
 Each rank records its steps with capture.markers (gradient_bytes = S, bytes_sent = its ring payload), so a test
 knows what the analyzer should find. Ranks run in the order of --hosts (rank r on the r-th):
@@ -33,6 +34,9 @@ from capture.workloads.socket_ring import connect, recv_exactly
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)  # Linux: bytes per second, TCP's own pacing
 HEADER = 8  # the control socket's bytes per step (NCCL's control socket carries small messages)
 MIN_PIECE = 64 * 1024  # NCCL's socket transport never deals pieces smaller than this
+# ring passes of W-1 steps per iteration: an all-reduce is a reduce-scatter and an all-gather; NCCL's FSDP full
+# shard all-gathers the parameters forward and again backward and reduce-scatters the gradients, all one way round
+RING_PASSES = {"allreduce": 2, "fsdp": 3}
 
 
 def deal(step_bytes: int, sockets: int, piece: int) -> list[int]:
@@ -64,6 +68,7 @@ def run(
     compute_s: float,
     slow: tuple[int, int, float] | None = None,
     timeout_s: float = 60.0,
+    collective: str = "allreduce",
 ) -> dict:
     """This rank's part of the ring; returns the payload bytes it sent per socket of its right edge.
     SLOW: (rank or -1, data socket, bit/s)."""
@@ -85,12 +90,14 @@ def run(
     out = [bytes(n) for n in share]
     inbox = [memoryview(bytearray(max(n, HEADER))) for n in share]
     sent = [0] * (sockets + 1)
-    steps = 2 * (world - 1)
+    steps = RING_PASSES[collective] * (world - 1)
     ports = [conn.getsockname()[1] for conn in right]  # control first: which connection is which, for a test
     with ThreadPoolExecutor(max_workers=2 * (sockets + 1)) as pool:
         for i in range(iters):
             sent_now = steps * (step_bytes + HEADER)
-            with markers.iteration(i, gradient_bytes=gradient_bytes, bytes_sent=sent_now, right_ports=ports):
+            with markers.iteration(
+                i, gradient_bytes=gradient_bytes, bytes_sent=sent_now, right_ports=ports, collective=collective
+            ):
                 _compute(compute_s)
                 for _ in range(steps):
                     jobs = [pool.submit(right[0].sendall, bytes(HEADER))]
@@ -126,6 +133,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-socket", type=int, default=None, help="data socket (0-based) to pace")
     parser.add_argument("--slow-rank", type=int, default=-1, help="whose right edge's socket is paced; -1: all")
     parser.add_argument("--slow-rate", type=float, default=50e6, help="bit/s of the paced socket")
+    parser.add_argument(
+        "--collective",
+        choices=sorted(RING_PASSES),
+        default="allreduce",
+        help="allreduce: 2(W-1) ring steps per iteration (DDP); fsdp: 3(W-1), NCCL's FSDP full shard (two "
+        "all-gathers of the parameters and the gradients' reduce-scatter, all one way round)",
+    )
     args = parser.parse_args(argv)
     if args.piece_bytes < MIN_PIECE or args.sockets < 1:
         parser.error(f"--piece-bytes must be at least {MIN_PIECE} and --sockets at least 1")
@@ -141,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         args.iters,
         args.compute_ms / 1000,
         slow,
+        collective=args.collective,
     )
     print(json.dumps(result), flush=True)
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from analyze.api import analyze
-from analyze.collective.pattern import name_pattern
+from analyze.collective.pattern import name_pattern, nccl_sharded
 from analyze.whatif.link_bound import answer
 from reports.text import summary_text
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
@@ -41,6 +41,18 @@ def test_the_pattern_from_the_directions():
     two = name_pattern("ring", ORDER[:2], _iterations(6_000_000, 6_000_000), 2)
     assert two.kind == "ring_allreduce"  # two hosts: no direction to weigh, a ring all-reduce is assumed
     assert name_pattern("star", ORDER, _iterations(1, 1), 4).factor is None
+
+
+def test_nccl_fsdp_is_told_from_ddp_by_the_s_given():
+    """NCCL sends FSDP's two all-gathers and its reduce-scatter one way round: 3(W-1)/W x S, a ring all-reduce's
+    bytes 1.5 times over. Without gloo's mesh a one-way ring is either, unsure; S given settles which."""
+    ring = name_pattern("ring", ORDER, _iterations(6_000_000, 40_000), 4, mesh=False)
+    assert ring.kind == "ring_allreduce" and ring.confidence < 0.8  # DDP or NCCL's FSDP: unsure
+    fsdp = nccl_sharded(ring, 1.502, mesh=False, w=4)  # the bytes 1.5 x DDP's theory with the S given
+    assert fsdp.kind == "sharded_data_parallel" and fsdp.factor == pytest.approx(2.25) and fsdp.confidence == 1.0
+    assert nccl_sharded(ring, 1.0, mesh=False, w=4) is ring  # DDP's bytes: DDP
+    assert nccl_sharded(ring, 1.3, mesh=False, w=4) is ring  # neither: left as it was
+    assert nccl_sharded(ring, 1.5, mesh=True, w=4) is ring  # gloo's FSDP sends both ways: not this
 
 
 def test_a_two_way_ring_of_unlike_edges_is_not_surely_sharded():

@@ -110,3 +110,28 @@ def test_the_socket_an_edge_waits_for_is_named(tmp_path, netns_cluster):  # noqa
         return its.confident or f"{its.count} at {its.confidence}: {its.evidence}"
 
     sure_in_one_of_two(tmp_path, netns_cluster, job, check)
+
+
+def test_nccl_fsdp_over_sockets_is_told_from_ddp_by_the_s_given(tmp_path, netns_cluster):  # noqa: F811
+    """The workload run as NCCL runs FSDP's full shard: two all-gathers and a reduce-scatter per step, all one way
+    round (3(W-1) ring steps), over 2 sockets per edge. Without gloo's mesh a one-way ring is DDP or this: read as
+    a ring all-reduce, S (1.5 x the ranks') is unsure. With the ranks' S given (--gradient-bytes) the bytes read
+    1.5 x DDP's theory: sharded data parallel over NCCL, sure, S within 3 %, and no ring what-if."""
+    job = Job(workload="sockets", hosts=4, iters=10, params=2_000_000, sockets=2, collective="fsdp", order=[2, 4, 1, 3])
+
+    def check(run, truth):
+        s = truth["gradient_bytes"]
+        alone = analyze([run], workers=1, byte_mode="payload", world_size=job.hosts).iterations
+        assert alone.pattern.kind == "ring_allreduce" and alone.pattern.confidence < CONFIDENT, alone.pattern
+        assert (alone.implied_gradient_bytes_confidence or 0.0) < CONFIDENT, alone.notes
+        r = analyze([run], workers=1, byte_mode="payload", world_size=job.hosts, gradient_bytes=s)
+        its = r.iterations
+        assert its.count == job.iters or not its.confident, (its.count, its.confidence, its.notes)
+        assert its.pattern.kind == "sharded_data_parallel" and its.pattern.confidence >= CONFIDENT, its.pattern
+        assert its.pattern.factor == 3 * (job.hosts - 1) / job.hosts
+        assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
+        assert r.scaling is None  # the ring's what-if does not cover it: the link bounds do
+        assert "sharded data parallel over NCCL" in summary_text(r)
+        return its.confident or f"{its.count} at {its.confidence}: {its.notes}"
+
+    sure_in_one_of_two(tmp_path, netns_cluster, job, check)

@@ -73,6 +73,7 @@ class Job:
     slow_rank: int = -1
     slow_rate_bps: float = 50e6
     compute_ms: float = 100.0  # sockets only: arithmetic before each all-reduce
+    collective: str = "allreduce"  # sockets only: or fsdp, NCCL's full shard (3(W-1) ring steps per iteration)
     stages: int = 2  # pipeline only: ranks are stage r // (W / stages) of replica r % (W / stages)
     micro_batches: int = 4  # pipeline only
     schedule: str = "sequential"  # pipeline only: or gpipe (capture/workloads/pipeline_train.py)
@@ -314,6 +315,7 @@ def _pipeline(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[i
 def _sockets(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
     argv = [PY, "-m", "capture.workloads.socket_allreduce", "--hosts", ",".join(hosts), "--port", str(port + 1)]
     argv += ["--gradient-bytes", str(4 * job.params), "--sockets", str(job.sockets), "--iters", str(job.iters)]
+    argv += ["--collective", job.collective]
     argv += ["--compute-ms", str(job.compute_ms)]
     if job.slow_socket is not None:
         argv += ["--slow-socket", str(job.slow_socket), "--slow-rank", str(job.slow_rank)]
