@@ -106,25 +106,26 @@ def check_tshark_frames(conv: str, truth: Truth) -> None:
         raise SystemExit(f"benchmark: tshark's frames per direction disagree with ground truth, e.g. {bad}")
 
 
-def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: int) -> tuple[list[Timing], str]:
-    """The table's rows for one file, and the paired core-against-cat line."""
+def bench_file(
+    path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: int, kernel_cache: Path | None = None
+) -> tuple[list[Timing], str]:
+    """The table's rows for one file, and the paired core-against-cat line. KERNEL_CACHE: reuse it (and numba's
+    own cache) instead of empty ones, so the first run finds the kernel built (the smoke test's way)."""
     packets = int(truth.packets.sum())
     rows = []
     wall, rss, _ = median_run(["cat", str(path)], repeat)
     rows.append(Timing("cat", wall, rss, packets))
 
-    cache = tempfile.mkdtemp(prefix="ringscope-kernel-")  # empty: the first run builds the kernel
-    env = dict(
-        os.environ,
-        RINGSCOPE_CACHE_DIR=cache,
-        NUMBA_CACHE_DIR=str(Path(cache) / "numba"),
-        PYTHONPATH=str(HERE.parent.parent),
-    )  # the helper scripts import tests.benchmarks
+    cache = str(kernel_cache) if kernel_cache else tempfile.mkdtemp(prefix="ringscope-kernel-")
+    env = dict(os.environ, RINGSCOPE_CACHE_DIR=cache, PYTHONPATH=str(HERE.parent.parent))  # helpers import tests
+    if kernel_cache is None:  # empty: the first run builds the kernel, the JIT run compiles
+        env["NUMBA_CACHE_DIR"] = str(Path(cache) / "numba")
     env.pop("RINGSCOPE_KERNEL", None)
-    out_json = Path(cache) / "r.json"
+    out_json = path.with_name(path.name + ".r.json")
     cmd = [RINGSCOPE, "analyze", str(path), "--json", str(out_json), "--link-speed", "25G", "--workers", "1"]
     wall, rss, _ = timed(cmd, env)
-    rows.append(Timing("ringscope analyze, first run (builds kernel)", wall, rss, packets, "once per machine"))
+    first = "first run (kernel already built)" if kernel_cache else "first run (builds kernel)"
+    rows.append(Timing(f"ringscope analyze, {first}", wall, rss, packets, "once per machine"))
     wall, rss, _ = median_run(cmd, repeat, env)
     rows.append(Timing(WARM, wall, rss, packets))
     result = json.loads(out_json.read_text())
@@ -178,7 +179,9 @@ def bench_file(path: Path, truth: Truth, repeat: int, skip_slow: bool, prefix: i
         f"core against cat, paired (the file read like cat, then scanned, {PAIRS} times in one process): "
         f"the core takes {ratio:.2f}x as long (median; {low:.2f}-{high:.2f}x), the read {read:.3f} s"
     )
-    shutil.rmtree(cache, ignore_errors=True)
+    if kernel_cache is None:
+        shutil.rmtree(cache, ignore_errors=True)
+    out_json.unlink(missing_ok=True)
 
     if not skip_slow:
         wall, rss, out = timed([PY, str(HERE / "dpkt_flows.py"), str(path)])
@@ -518,6 +521,13 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=8, help="hosts in the --parallel ring, one file each")
     ap.add_argument("--dir", type=Path, default=None, help="where to write the generated captures")
     ap.add_argument(
+        "--kernel-cache",
+        type=Path,
+        default=None,
+        help="reuse this kernel cache (and numba's own) instead of empty ones: the first run then finds the kernel "
+        "built; for a quick check, not for figures",
+    )
+    ap.add_argument(
         "--compressed", action="store_true", help="also time each pcap size as .gz and .zst, and zcat/zstdcat alone"
     )
     ap.add_argument(
@@ -536,7 +546,7 @@ def main() -> None:
         for fmt in args.format:
             path = tmp / f"ring{n}.{fmt}"
             truth = ring_capture(path, packets=n, fmt=fmt)
-            rows, paired = bench_file(path, truth, args.repeat, args.skip_slow, args.prefix)
+            rows, paired = bench_file(path, truth, args.repeat, args.skip_slow, args.prefix, args.kernel_cache)
             print_table(
                 f"{n:,} packets, {fmt}, {path.stat().st_size / 1e6:.0f} MB, 32 flows", rows, path.stat().st_size
             )

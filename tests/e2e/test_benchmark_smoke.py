@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from analyze.read.compiled import cache_root
 from tests.support.requirements import have, require
 
 
@@ -39,6 +40,8 @@ def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:
             "--roce",
             "--dir",
             str(tmp_path),
+            "--kernel-cache",  # built by the tests before: neither built nor JIT-compiled twice (3 minutes)
+            str(cache_root()),
         ],
         capture_output=True,
         text=True,
