@@ -143,11 +143,11 @@ def ring_sends(flows: pd.DataFrame, groups: list[dict[str, Any]]) -> dict[tuple[
     if flows.empty:
         return out
     one = flows.drop_duplicates(["src_host", "dst_host", "sport", "dport"])
+    pair = one["src_host"].astype(str) + "\0" + one["dst_host"].astype(str)
     for g in groups:
         if g["kind"] != "data_parallel":
             continue
-        edges = {tuple(e) for e in g["edges"]}
-        on = one[[(s, d) in edges for s, d in zip(one["src_host"], one["dst_host"])]]
+        on = one[pair.isin([f"{s}\0{d}" for s, d in g["edges"]]).to_numpy()]
         if len(on):
             out[tuple(g["hosts"])] = int((on["bytes"] >= HEAVY_SEND * on["bytes"].max()).sum())
     return out

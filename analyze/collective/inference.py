@@ -30,7 +30,7 @@ from analyze.jsonform import from_plain
 from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
 from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends
-from analyze.collective.microbatches import boundary_schedule
+from analyze.collective.microbatches import boundary_cells, boundary_schedule
 from analyze.collective.pattern import NCCL_SHARDED, confirmed, name_pattern, nccl_sharded, pipeline_pattern
 from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
@@ -141,11 +141,12 @@ def _schedules(
     stages = sum(g["kind"] == "data_parallel" for g in groups)
     views = flows.drop_duplicates("flow_id").set_index("flow_id")["view"]
     offsets = {h.name: int(h.offset_ns or 0) for h in (clock.hosts if clock is not None else [])}
+    cells = boundary_cells(series, views, offsets)
     for g in groups:
         if g["kind"] != "pipeline":
             continue
         links = sorted({(a, b) for a, b in g["edges"] if a < b})
-        found = boundary_schedule(series, views, offsets, links, bin_ns, count, stages)
+        found = boundary_schedule(cells, links, bin_ns, count, stages)
         if found is None:
             continue
         g.update(

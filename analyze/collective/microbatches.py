@@ -113,40 +113,51 @@ def read_schedule(seq: str, iterations: int, stages: int) -> Optional[Schedule]:
     return Schedule(m, k, kind, round(bubble, 4), round(confidence, 3), evidence)
 
 
-def boundary_sequence(
-    series: pd.DataFrame, views: pd.Series, offsets: dict[str, int], a: str, b: str, bin_ns: int
-) -> str:
-    """The bursts between hosts A and B over the capture, A -> B written F: SERIES are flow cells (flow_id,
-    src_host, dst_host, t_ns, bytes), VIEWS each flow's capturing host by flow id (the sender's, where both ends
-    captured it), OFFSETS each host's clock ahead of the reference's (analyze.wire.clocks), taken off its times."""
-    src, dst = series["src_host"].astype(str).to_numpy(), series["dst_host"].astype(str).to_numpy()
-    view = views.reindex(series["flow_id"]).astype(str).to_numpy()
-    t = series["t_ns"].to_numpy(np.int64) - np.array([offsets.get(v, 0) for v in view], dtype=np.int64)
-    nbytes = series["bytes"].to_numpy(np.float64)
+@dataclass(frozen=True)
+class Cells:
+    """A job's flow cells as arrays, once for all its boundaries: each cell's sender and receiver host, its time on
+    the reference clock, its bytes."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    t_ns: np.ndarray
+    nbytes: np.ndarray
+
+
+def boundary_cells(series: pd.DataFrame, views: pd.Series, offsets: dict[str, int]) -> Cells:
+    """SERIES (flow cells: flow_id, src_host, dst_host, t_ns, bytes) as Cells, VIEWS giving each flow's capturing
+    host by flow id (the sender's, where both ends captured it) and OFFSETS each host's clock ahead of the
+    reference's (analyze.wire.clocks), taken off its cells' times."""
+    view = views.reindex(series["flow_id"]).astype(str)
+    shift = view.map(offsets).fillna(0).to_numpy(np.int64)
+    return Cells(
+        src=series["src_host"].astype(str).to_numpy(),
+        dst=series["dst_host"].astype(str).to_numpy(),
+        t_ns=series["t_ns"].to_numpy(np.int64) - shift,
+        nbytes=series["bytes"].to_numpy(np.float64),
+    )
+
+
+def boundary_sequence(cells: Cells, a: str, b: str, bin_ns: int) -> str:
+    """The bursts between hosts A and B over the capture, A -> B written F."""
     parts = []
     for x, y in ((a, b), (b, a)):
-        way = (src == x) & (dst == y)
+        way = (cells.src == x) & (cells.dst == y)
         if not way.any():
             return ""
-        times, inv = np.unique(t[way] // bin_ns, return_inverse=True)
-        parts.append(burst_bins(times * bin_ns, np.bincount(inv, weights=nbytes[way]), bin_ns))
+        times, inv = np.unique(cells.t_ns[way] // bin_ns, return_inverse=True)
+        parts.append(burst_bins(times * bin_ns, np.bincount(inv, weights=cells.nbytes[way]), bin_ns))
     return sequence(parts[0], parts[1])
 
 
 def boundary_schedule(
-    series: pd.DataFrame,
-    views: pd.Series,
-    offsets: dict[str, int],
-    links: list[tuple[str, str]],
-    bin_ns: int,
-    iterations: int,
-    stages: int,
+    cells: Cells, links: list[tuple[str, str]], bin_ns: int, iterations: int, stages: int
 ) -> Optional[Schedule]:
     """A boundary's schedule from its LINKS (host pairs, one per replica): each read both ways round (which end is
     upstream is whichever reads a schedule surer); the links must agree, else None."""
     found = []
     for a, b in links:
-        seq = boundary_sequence(series, views, offsets, a, b, bin_ns)
+        seq = boundary_sequence(cells, a, b, bin_ns)
         flipped = seq.translate(str.maketrans("FB", "BF"))
         readings = [
             r for r in (read_schedule(seq, iterations, stages), read_schedule(flipped, iterations, stages)) if r
