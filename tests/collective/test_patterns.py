@@ -5,6 +5,8 @@ the ranks' own records as truth, no markers given to the analyzer."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from analyze.api import analyze
@@ -13,7 +15,7 @@ from analyze.whatif.link_bound import answer
 from reports.text import summary_text
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
-from tests.support.training_capture import Job, live_capture, sure_in_one_of_two
+from tests.support.training_capture import Job, sure_in_one_of_two
 
 ORDER = ["a", "b", "c", "d"]
 
@@ -108,13 +110,19 @@ def test_gradient_accumulation_is_one_step_per_synchronisation(tmp_path, netns_c
     """DDP with four micro-batches per optimizer step (no_sync on the first three): the iteration is the optimizer
     step, one all-reduce of S each, the micro-batches' forward and backward passes a silence inside it."""
     job = Job(hosts=4, iters=10, params=1_000_000, batch=32, accumulate=4)
-    run, truth = live_capture(tmp_path, netns_cluster, job)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _accumulated(run, truth, job))
+
+
+def _accumulated(run: Path, truth: dict, job: Job) -> bool | str:
     its = analyze([run], workers=1, byte_mode="payload").iterations
-    assert its.count == job.iters and its.confident, (its.count, its.confidence, its.evidence)
     assert its.pattern.kind == "ring_allreduce"
+    if not its.confident:
+        return f"{its.count} at {its.confidence}"
+    assert its.count == job.iters, (its.count, its.confidence, its.evidence)
     assert abs(its.implied_gradient_bytes / truth["gradient_bytes"] - 1) <= 0.03, its.notes
     worst, pairs = worst_host_bytes_error(run, its)
     assert worst <= 0.02, pairs
+    return True
 
 
 def test_the_parameters_gathered_once_is_half_as_much_back(tmp_path, netns_cluster):  # noqa: F811

@@ -5,6 +5,7 @@ rank's own record: its stage and replica, its stage's gradient bytes, its activa
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -19,9 +20,28 @@ from tests.support.pcap_bytes import worst_host_bytes_error
 from tests.support.training_capture import Job, live_capture, sure_in_one_of_two
 
 
+def _unsure(r: Any, job: Job, want: Callable[[Any], float]) -> str | None:
+    """Never confidently wrong: the count right or unsure, and each group's bytes (WANT(g): a stage's S_g, a
+    boundary's bytes per link and direction) right or unsure. Why the reading is unsure, or None where all of it
+    is sure: an unsure reading gets a second capture (a loaded CI run read a 3-stage job's count at 0.0, the
+    groups' bytes right and so unsure with it)."""
+    its = r.iterations
+    assert its.count == job.iters or not its.confident, (its.count, its.confidence, its.evidence)
+    for g in r.topology.groups or []:
+        right = g.implied_bytes is not None and abs(g.implied_bytes / want(g) - 1) <= 0.03
+        assert right or g.confidence < CONFIDENT, (g, want(g))
+    unsure = [(g.kind, g.hosts, g.confidence) for g in r.topology.groups or [] if g.confidence < CONFIDENT]
+    if unsure or not its.confident:
+        return f"iterations {its.count} at {its.confidence}; unsure groups {unsure}"
+    return None
+
+
 def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa: F811
     job = Job(workload="pipeline", hosts=4, iters=12, params=2_000_000, batch=64, micro_batches=4, order=[2, 4, 1, 3])
-    run, truth = live_capture(tmp_path, netns_cluster, job)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _two_stages(run, truth, job))
+
+
+def _two_stages(run: Path, truth: dict, job: Job) -> bool | str:
     alone = analyze([run], workers=1, byte_mode="payload")
     # gloo's subgroups add connections to the rank mesh, which then counts no ranks: W_g is assumed, S_g unsure
     assert not alone.iterations.ring_size_sure
@@ -40,15 +60,12 @@ def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa:
     its = r.iterations
     assert its.pattern.kind == "pipeline" and its.pattern.confidence >= CONFIDENT, its.pattern
     assert its.implied_gradient_bytes is None  # no one S for the job: each group has its own
-    # the stages' all-reduces pause between steps: sure (1.00 on five captures)
-    assert its.count == job.iters and its.confident, (its.count, its.confidence, its.evidence)
-    for g in groups:
-        assert g.confidence >= CONFIDENT, g
-        if g.kind == "data_parallel":  # the stage's gradient bytes, as its ranks issued them
-            assert abs(g.implied_bytes / truth["gradient_bytes"] - 1) <= 0.03, (g, truth["gradient_bytes"])
-        else:  # activations forward (or their gradients back), per micro-batch, per link and direction
-            sent = truth["stage_of"][0]["activation_bytes"] * job.micro_batches
-            assert abs(g.implied_bytes / sent - 1) <= 0.03, (g, sent)
+    # the stages' all-reduces pause between steps: sure (1.00 on five captures); each group's bytes: the stage's
+    # gradient bytes as its ranks issued them, activations forward (or their gradients back) per micro-batch
+    sent = truth["stage_of"][0]["activation_bytes"] * job.micro_batches
+    unsure = _unsure(r, job, lambda g: truth["gradient_bytes"] if g.kind == "data_parallel" else sent)
+    if unsure:
+        return unsure
     worst, pairs = worst_host_bytes_error(run, its)
     assert worst <= 0.02, pairs
     # no ring what-if: the link bounds, each host's link carrying its stage's all-reduce (S_g: W_g = 2) and its
@@ -66,6 +83,7 @@ def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa:
     assert sum("(pipeline boundary 0-1)" in x for x in tracks) == 2 * len(links), tracks  # each way, each link
     html = render_html(r)  # the report's topology section lists the groups
     assert html.count('<tr data-kind="data_parallel">') == job.stages and html.count('<tr data-kind="pipeline">') == 1
+    return True
 
 
 def test_heavy_activations_are_never_read_as_one_sharded_ring(tmp_path, netns_cluster):  # noqa: F811
@@ -95,7 +113,10 @@ def test_three_stages_of_two_replicas_with_unequal_stages(tmp_path, netns_cluste
     all-reduces twice the others' gradients. Each stage's gloo subgroup opens its mesh once the global one has
     (66 ms after it on a capture, beyond the start-up gap of one mesh): one job, not two over the same hosts."""
     job = Job(workload="pipeline", hosts=6, stages=3, iters=12, params=3_000_000, batch=64, micro_batches=4)
-    run, truth = live_capture(tmp_path, netns_cluster, job)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _three_stages(run, truth, job))
+
+
+def _three_stages(run: Path, truth: dict, job: Job) -> bool | str:
     r = analyze([run], workers=1, byte_mode="payload", world_size=job.hosts)
     assert not r.jobs, [j.hosts for j in r.jobs]
     host = truth["launch_order"]
@@ -105,18 +126,16 @@ def test_three_stages_of_two_replicas_with_unequal_stages(tmp_path, netns_cluste
     dp = {tuple(g.hosts): g for g in groups if g.kind == "data_parallel"}
     want = {tuple(sorted(host[r] for r in of if of[r]["stage"] == s)): s for s in range(job.stages)}
     assert set(dp) == set(want), (list(dp), list(want))
-    for hosts, s in want.items():  # each stage's own gradient bytes, as its ranks issued them
-        issued = next(x["gradient_bytes"] for x in of.values() if x["stage"] == s)
-        assert abs(dp[hosts].implied_bytes / issued - 1) <= 0.03, (s, dp[hosts], issued)
-        assert dp[hosts].confidence >= CONFIDENT
     boundaries = sorted(tuple(g.between) for g in groups if g.kind == "pipeline")
     assert len(boundaries) == job.stages - 1, boundaries
-    sent = of[0]["activation_bytes"] * job.micro_batches
-    for g in groups:
-        if g.kind == "pipeline":
-            assert abs(g.implied_bytes / sent - 1) <= 0.03 and g.confidence >= CONFIDENT, (g, sent)
     its = r.iterations
-    assert its.pattern.kind == "pipeline" and its.count == job.iters and its.confident, (its.count, its.confidence)
+    assert its.pattern.kind == "pipeline", its.pattern
+    # each stage's own gradient bytes, as its ranks issued them; each boundary's activations per micro-batch
+    issued = {hosts: next(x["gradient_bytes"] for x in of.values() if x["stage"] == s) for hosts, s in want.items()}
+    sent = of[0]["activation_bytes"] * job.micro_batches
+    unsure = _unsure(r, job, lambda g: issued[tuple(g.hosts)] if g.kind == "data_parallel" else sent)
+    if unsure:
+        return unsure
     # each host's link: its stage's all-reduce and every boundary it sits on (the middle stage's two)
     bound = r.link_bound
     assert bound is not None and bound.stages == job.stages
@@ -126,6 +145,7 @@ def test_three_stages_of_two_replicas_with_unequal_stages(tmp_path, netns_cluste
         edges = 1 if x["stage"] in (0, job.stages - 1) else 2
         carried = x["gradient_bytes"] + edges * sent
         assert abs(link.bytes_per_iteration / carried - 1) <= 0.03, (link, carried)
+    return True
 
 
 def test_two_ranks_per_host_in_each_stage(tmp_path, netns_cluster):  # noqa: F811
@@ -134,7 +154,10 @@ def test_two_ranks_per_host_in_each_stage(tmp_path, netns_cluster):  # noqa: F81
     came out 1.5x the ranks' own (6.0 MB for 4.0 MB), stated as fact with --world-size 8. Theory in ranks: with
     W given, S_g within 3 % and sure; without it, unsure."""
     job = Job(workload="pipeline", hosts=4, ranks_per_host=2, iters=12, params=2_000_000, batch=64, micro_batches=4)
-    run, truth = live_capture(tmp_path, netns_cluster, job)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _two_per_host(run, truth, job))
+
+
+def _two_per_host(run: Path, truth: dict, job: Job) -> bool | str:
     of = {int(rank): x for rank, x in truth["stage_of"].items()}
     alone = analyze([run], workers=1, byte_mode="payload")
     assert all(g.confidence < CONFIDENT for g in alone.topology.groups if g.kind == "data_parallel"), alone.topology
@@ -145,14 +168,19 @@ def test_two_ranks_per_host_in_each_stage(tmp_path, netns_cluster):  # noqa: F81
     want = sorted(sorted({placed[k] for k in of if of[k]["stage"] == s}) for s in range(job.stages))
     assert sorted(g.hosts for g in dp) == want, [g.hosts for g in dp]
     for g in dp:
-        issued = next(x["gradient_bytes"] for k, x in of.items() if placed[k] in g.hosts)
-        assert abs(g.implied_bytes / issued - 1) <= 0.03 and g.confidence >= CONFIDENT, (g, issued)
         assert "W_g = 4 ranks" in g.formula and "2 ring edges between hosts" in g.formula, g.formula
-    (boundary,) = [g for g in r.topology.groups if g.kind == "pipeline"]
     # each host link carries its two ranks' activations to their next-stage peers
     sent = 2 * of[0]["activation_bytes"] * job.micro_batches
+
+    def right(g: Any) -> float:
+        return next(x["gradient_bytes"] for k, x in of.items() if placed[k] in g.hosts) if g in dp else sent
+
+    unsure = _unsure(r, job, right)
+    if unsure and (not r.iterations.confident or any(g.confidence < CONFIDENT for g in dp)):
+        return unsure
+    (boundary,) = [g for g in r.topology.groups if g.kind == "pipeline"]
     assert abs(boundary.implied_bytes / sent - 1) <= 0.03, (boundary, sent)
-    assert r.iterations.count == job.iters and r.iterations.confident, (r.iterations.count, r.iterations.confidence)
+    return True
 
 
 def test_stages_placed_round_robin_leave_s_unsure(tmp_path, netns_cluster):  # noqa: F811
