@@ -47,6 +47,11 @@ RENDEZVOUS_NS = 1_000_000_000
 # that job, not a job: Horovod opens its rendezvous requests and gloo contexts (global, local, cross) apart in time,
 # 343 HTTP connections and five small meshes beside the ring's on a 3-host run.
 LIGHT_SHARE = 0.01
+# A connection with this share of the heaviest connection's bytes carries a collective (a ring's neighbours).
+HEAVY_CONNECTION = 0.1
+# One collective's connections carry their last bytes within this of each other (its last step, then each rank's
+# exit); a copy, or another job, stops at its own time.
+END_TOGETHER_NS = 1_000_000_000
 # Other traffic under this share of the bytes, beside one job, is not set aside: the job is read whole, as before.
 OTHER_NEGLIGIBLE = 0.01
 # Below this share of inter-host connections opened inside the capture, start-ups cannot be told apart.
@@ -96,6 +101,7 @@ def split_jobs(flows: pd.DataFrame, hosts: pd.DataFrame) -> Split:
         return whole
     pairs = pd.DataFrame({"g": label[conn.flow_conn], "a": src_h[inter], "b": dst_h[inter]})
     label = _subgroups_joined(label, conn.start_ns, members, job_groups, pairs)
+    label = _pieces_joined(label, conn, flows[inter], pairs.assign(g=label[conn.flow_conn]), job_groups)
     job_groups = np.unique(label[np.isin(label, job_groups)])
     flow_group = label[conn.flow_conn]
     members = _members(flow_group, src_h[inter], dst_h[inter])
@@ -172,6 +178,60 @@ def _subgroups_joined(
         home = [h for h in kept if apart and first[g] - last[h] <= RENDEZVOUS_NS and members[g] <= members[h]]
         if home:
             out[label == g] = home[0]
+        else:
+            kept.append(g)
+    return out
+
+
+def _pieces_joined(
+    label: np.ndarray, conn: _Connections, flows: pd.DataFrame, pairs: pd.DataFrame, job_groups: np.ndarray
+) -> np.ndarray:
+    """LABEL with job groups that carry pieces of one collective made one group.
+
+    Horovod over gloo connects each rank to the others as soon as it reaches the rendezvous, without waiting for
+    the rest, in several contexts: 8 ranks on 8 hosts opened 22 of the global mesh's 28 host pairs within 65 ms and
+    the two late ranks' pairs a second later, mixed with other contexts' openings, and the collective's connections
+    fell in three groups: three jobs. One collective's pieces share hosts, carry it over different host pairs, and
+    stop together with it; a second job over those hosts runs its collective over the same pairs (a ring is the
+    shape of both), and one job's copy or another job stops at its own time. So a group whose heavy connections (at
+    least HEAVY_CONNECTION of the heaviest's bytes; PAIRS: group, a, b per flow of FLOWS) join other host pairs than
+    a heavier group's, over hosts it shares, and whose last packets come within END_TOGETHER_NS of that group's, is
+    that group's. Flows without their last packet's time (a synthetic table) join nothing."""
+    if "end_ns" not in flows:
+        return label
+    conns = (
+        pd.DataFrame(
+            {
+                "c": conn.flow_conn,
+                "g": label[conn.flow_conn],
+                "pair": [a + "\0" + b if a < b else b + "\0" + a for a, b in zip(pairs["a"], pairs["b"])],
+                "bytes": flows["bytes"].to_numpy(np.int64),
+                "end": flows["end_ns"].to_numpy(np.int64),
+            }
+        )
+        .groupby("c")
+        .agg(g=("g", "first"), pair=("pair", "first"), bytes=("bytes", "sum"), end=("end", "max"))
+    )
+    heavy = conns[conns["bytes"] >= HEAVY_CONNECTION * conns["bytes"].max()]
+    heavy = heavy[heavy["g"].isin(job_groups)]
+    if heavy["g"].nunique() < 2:
+        return label
+    by = heavy.groupby("g").agg(pairs=("pair", set), end=("end", "median"), bytes=("bytes", "sum"))
+    hosts = {g: {h for p in x for h in p.split("\0")} for g, x in by["pairs"].items()}
+    out = label.copy()
+    kept: list[int] = []
+    for g in by.sort_values("bytes", ascending=False, kind="stable").index:
+        home = [
+            k
+            for k in kept
+            if not by.at[g, "pairs"] & by.at[k, "pairs"]
+            and hosts[g] & hosts[k]
+            and abs(by.at[g, "end"] - by.at[k, "end"]) <= END_TOGETHER_NS
+        ]
+        if home:
+            out[label == g] = home[0]
+            by.at[home[0], "pairs"] = by.at[home[0], "pairs"] | by.at[g, "pairs"]
+            hosts[home[0]] |= hosts[g]
         else:
             kept.append(g)
     return out

@@ -80,6 +80,32 @@ def test_two_jobs_and_a_copy_are_told_apart() -> None:
     assert len(set(job[:first])) == 1 and len(set(job[first:-1])) == 1 and job[0] != job[first]
 
 
+def _pieces(late_end_ns: int) -> list[tuple[str, int, str, int, int, int, bool]]:
+    """A ring over six hosts whose ranks connect as they reach the rendezvous (Horovod over gloo), a listener per
+    pair: the pairs among a-d open at once, those of the late ranks e and f a second later; the ring's heavy
+    pairs fall in both pieces. Each row also carries its last packet's time: the late piece's LATE_END_NS."""
+    hosts, ms, rows = ["a", "b", "c", "d", "e", "f"], 1_000_000, []
+    ring = {frozenset((hosts[i], hosts[(i + 1) % 6])) for i in range(6)}
+    for i, a in enumerate(hosts):
+        for j, b in enumerate(hosts[i + 1 :], i + 1):
+            late = j >= 4
+            t, size = (1000 if late else 0) * ms + (10 * i + j) * ms, 9_000_000 if {a, b} in ring else 300
+            end = late_end_ns if late else 9_000 * ms
+            rows += [(b, 50000 + 10 * i + j, a, 41000 + 10 * i + j, size, t, True, end)]
+            rows += [(a, 41000 + 10 * i + j, b, 50000 + 10 * i + j, size, t, True, end)]
+    return rows
+
+
+def test_a_mesh_opened_in_pieces_is_one_job() -> None:
+    """The pieces share hosts, carry the ring over other pairs and stop together: one job (read as two before:
+    Horovod's 8 ranks on 8 hosts, two late by a second, as three). Pieces that stop seconds apart stay apart."""
+    for end, jobs in ((9_000_000_000, 1), (4_000_000_000, 2)):
+        rows = _pieces(end)
+        flows, frame = _flows([r[:7] for r in rows])
+        flows["end_ns"] = [r[7] for r in rows]
+        assert split_jobs(flows, frame).jobs == jobs, end
+
+
 def test_one_job_without_its_opening_is_read_whole() -> None:
     """A capture that began after the job did saw no connection open: nothing can be split, nothing is set aside."""
     rows = [(s, p, d, q, b, t, False) for s, p, d, q, b, t, _ in _mesh(["a", "b", "c"], 41000, 0, 29500)]
