@@ -128,7 +128,7 @@ class Pattern:
     from (`factor`: the multiple of S each rank sends per iteration per ring send; None where no theory applies),
     how sure, and the evidence."""
 
-    kind: str  # ring_allreduce | sharded_data_parallel | sharded_grad_op | pipeline | unknown
+    kind: str  # ring_allreduce | sharded_data_parallel | sharded_grad_op | pipeline | reduce_scatter | ... | unknown
     formula: str
     factor: float | None
     confidence: float

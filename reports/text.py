@@ -36,6 +36,8 @@ PATTERN_NAMES = {
     "sharded_data_parallel": "sharded data parallel",
     "sharded_grad_op": "sharded data parallel, parameters gathered once a step",
     "pipeline": "pipeline stages with a data-parallel group each",
+    "reduce_scatter": "reduce-scatter by recursive halving",
+    "halving_doubling_allreduce": "all-reduce by halving and doubling",
 }
 GROUPS_SHOWN = 8  # a pipeline job's groups in the summary, at most (all in the JSON and the report)
 HOSTS_SHOWN = 16  # hosts listed one per line; beyond, the extremes and the distribution

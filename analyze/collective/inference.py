@@ -29,6 +29,7 @@ from analyze.findings import Clock, Group, Iterations, Topology
 from analyze.jsonform import from_plain
 from analyze.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer
+from analyze.collective.halving import cube_sends, cube_step, settled
 from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends
 from analyze.collective.microbatches import boundary_cells, boundary_schedule
 from analyze.collective.pattern import NCCL_SHARDED, confirmed, name_pattern, nccl_sharded, pipeline_pattern
@@ -80,7 +81,7 @@ def add_collective(
     elif topo.kind not in RING_KINDS:
         late = _after_setup(flows, tables.flow_series if tables is not None else None)
         again = classify(host_edges(late, addr_host), host_names, addr_host, order_given) if late is not None else None
-        if late is not None and again is not None and again.kind in RING_KINDS:
+        if late is not None and again is not None and again.kind in (*RING_KINDS, "halving_doubling"):
             _whole_run_bytes(again, edges)
             again.notes.append(
                 f"shape judged on the traffic after the first {SETUP_SHARE:.0%} of the job's bytes: the whole run "
@@ -90,7 +91,8 @@ def add_collective(
             )
             topo = again
 
-    found = find_groups(edges) if topo.kind != "ring" else None  # one way round: one collective
+    # one way round, or halving by steps: one collective
+    found = find_groups(edges) if topo.kind not in ("ring", "halving_doubling") else None
     if found is not None:
         topo.groups = [from_plain(Group, g) for g in found["groups"]]
         stages = sum(g.kind == "data_parallel" for g in topo.groups)
@@ -287,9 +289,10 @@ def _iterations(
     elif pairs:
         hint = _bytes_hint(gradient_bytes, n, topo.kind, result.byte_mode, mesh)
         edges = _edge_series(result.tables, flows, addr_host, pairs)
-        stairs = infer(edges, bin_ns, count_given, hint)
+        step = cube_step(topo.order) if topo.kind == "halving_doubling" else None
+        stairs = infer(edges, bin_ns, count_given, hint, step)
         if count_given or hint:
-            stairs = _check_anchors(stairs, infer(edges, bin_ns), count_given, gradient_bytes, hint)
+            stairs = _check_anchors(stairs, infer(edges, bin_ns, step=step), count_given, gradient_bytes, hint)
         out["notes"].extend(stairs.notes)
         if stairs.count < 1:
             out["notes"].append("no repeating iterations found in the collective's traffic")
@@ -349,9 +352,16 @@ def _iterations(
     else:
         pattern = name_pattern(topo.kind, topo.order, per_it, n, mesh)
     if pattern.factor:
-        per_send = per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends)
+        if topo.kind == "halving_doubling":  # what each host sends over its cube's pairs, not the swaps after
+            per_send = cube_sends(per_it, topo.order)
+        else:
+            per_send = per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends)
         theory = ring_theory(per_send, n, known, pattern.factor)
         pattern = confirmed(pattern, theory["theory_ratio"] if known else None)
+        doubled = settled(pattern, theory["theory_ratio"] if known else None, n)
+        if doubled.factor != pattern.factor:  # an all-reduce by halving and doubling: its own theory, read again
+            theory = ring_theory(per_send, n, known, doubled.factor)
+        pattern = doubled
         sharded = nccl_sharded(pattern, theory["theory_ratio"] if known else None, mesh, n)
         if sharded is not pattern:  # NCCL's FSDP: its own theory, read again
             pattern, theory = sharded, ring_theory(per_send, n, known, sharded.factor)

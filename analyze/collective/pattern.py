@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from analyze.collective.halving import halving_pattern
 from analyze.findings import Pattern
 
 BALANCED = 0.95  # the lighter direction of a two-way ring carries at least this share of the heavier: sharded
@@ -44,6 +45,8 @@ def name_pattern(
     connections show gloo's rank mesh (every host pair connected). Without it the framework is unknown (NCCL
     connects ring neighbours only), and NCCL's FSDP sends one way round too, 3(W-1)/W x S: a one-way ring is then
     a ring all-reduce at NO_MESH confidence only, and a two-way ring's gloo theory half sure at most."""
+    if kind == "halving_doubling" and w >= 2:
+        return halving_pattern(w)
     if kind not in ("ring", "bidirectional_ring") or len(order) < 2 or w < 2:
         return Pattern(
             kind="unknown",

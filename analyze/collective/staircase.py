@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field, replace
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -506,6 +506,7 @@ def infer(
     bin_ns: int,
     count_hint: Optional[int] = None,
     bytes_hint: Optional[tuple[float, float]] = None,
+    step: Optional[Callable[[EdgeSeries], int]] = None,
 ) -> Staircase:
     """The iterations of the edges' traffic. count_hint (the user's --iterations) or bytes_hint (a range of
     bytes per edge per iteration, from --gradient-bytes) restrict the periods searched.
@@ -513,16 +514,19 @@ def infer(
     Edges that fall into byte classes (CLASS_GAP apart, two edges or more each: FSDP's SHARD_GRAD_OP sends twice
     the bytes one way round the ring as the other) are also read class by class: one period in bytes cannot fit
     both, and read at the lighter class's the heavier edges count each iteration twice. Where every class finds
-    the same count, the classes' reading stands when it is surer than the whole's."""
+    the same count, the classes' reading stands when it is surer than the whole's. STEP, where the shape knows
+    each edge's share of an iteration (a halving's steps: S/2, S/4, ...), gives the classes instead of the edges'
+    bytes, which a set-up's broadcast on some of them blurs; where they agree theirs is the reading, as one period
+    in bytes cannot fit steps that carry S/2 and S/W alike."""
     whole = _infer(edges, bin_ns, count_hint, bytes_hint)
-    classes = _byte_classes(edges)
+    classes = _byte_classes(edges) if step is None else _step_classes(edges, step)
     if len(classes) < 2:
         return whole
     each = [_infer(c, bin_ns, count_hint) for c in classes]
     if not all(st.count for st in each) or len({st.count for st in each}) != 1:
         return whole
     merged = _merged(each)
-    return merged if merged.confidence > whole.confidence else whole
+    return merged if merged.confidence > whole.confidence or step is not None else whole
 
 
 def _byte_classes(edges: list[EdgeSeries]) -> list[list[EdgeSeries]]:
@@ -532,6 +536,15 @@ def _byte_classes(edges: list[EdgeSeries]) -> list[list[EdgeSeries]]:
     cuts = [k for k in range(1, len(totals)) if totals[k][0] >= CLASS_GAP * max(totals[k - 1][0], 1.0)]
     bounds = [0, *cuts, len(totals)]
     classes = [[edges[i] for _, i in totals[lo:hi]] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return classes if len(classes) > 1 and min(len(c) for c in classes) >= 2 else [edges]
+
+
+def _step_classes(edges: list[EdgeSeries], step: Callable[[EdgeSeries], int]) -> list[list[EdgeSeries]]:
+    """EDGES by their STEP, where every step has two edges or more; else one class."""
+    by: dict[int, list[EdgeSeries]] = {}
+    for e in edges:
+        by.setdefault(step(e), []).append(e)
+    classes = [by[k] for k in sorted(by)]
     return classes if len(classes) > 1 and min(len(c) for c in classes) >= 2 else [edges]
 
 

@@ -15,6 +15,7 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
+from analyze.collective.halving import hypercube
 from analyze.findings import Topology
 from analyze.jsonform import from_plain
 from analyze.tables.hosts import flow_hosts
@@ -200,7 +201,7 @@ def classify(
     start = next((x for x in launch if x in nodes), None) or next((h for h in hosts if h in nodes), sorted(nodes)[0])
     coverage = float(heavy["bytes"].sum()) / total if total else 0.0
 
-    kind, order, used = "unknown", [], heavy
+    kind, order, used, alike = "unknown", [], heavy, 1.0
     if (deg_out == 1).all() and (deg_in == 1).all():
         succ = dict(zip(heavy["src"], heavy["dst"]))
         cyc = _cycle(start, succ)
@@ -231,6 +232,16 @@ def classify(
             notes.append(f"{center} exchanges with every other host and they only with it: a parameter server")
     if kind == "unknown" and n >= 4 and len(und) >= 0.9 * n * (n - 1) / 2:
         kind = "mesh"
+    cube = hypercube(pair, start) if kind == "unknown" else None
+    if cube is not None:  # its classes differ by design: evenness is within each step's pairs
+        kind, order, alike = "halving_doubling", cube["order"], cube["alike"]
+        coverage *= cube["confidence"]
+        notes.append(
+            f"recursive halving over {n} hosts: {len(cube['classes'])} steps, each pairing every host once, each "
+            f"step's pairs carrying {' then '.join(f'1/{r:.2f}' for r in cube['ratios'])} of the step before's "
+            f"(1/2 in theory); {len(cube['swaps'])} pairs then swap blocks into rank order; order: the hosts by "
+            "their number in the hypercube"
+        )
     # trees reduce up and broadcast down: every tree edge carries data both ways
     two_way = all((a, b) in pair and (b, a) in pair for a, b in (tuple(p) for p in und))
     if kind == "unknown" and two_way and len(und) == n - 1 and _connected(und, nodes):
@@ -252,6 +263,7 @@ def classify(
             )
 
     even = float(used["bytes"].min() / used["bytes"].max()) if len(used) else 0.0
+    even = alike if cube is not None else even
     out["kind"] = kind
     volume = min(1.0, float(heavy["bytes"].sum()) / MIN_COLLECTIVE_BYTES)
     if volume < 1:
@@ -285,7 +297,7 @@ def classify(
             )
         position = {h: i for i, h in enumerate(order)}
         used = heavy.assign(_k=[position.get(s, n) for s in heavy["src"]]).sort_values("_k", kind="stable")
-    elif kind == "star":
+    elif kind in ("star", "halving_doubling"):
         out["order"] = order
     out["edges"] = [
         {

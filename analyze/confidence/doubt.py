@@ -27,6 +27,10 @@ UNMODELLED = {  # patterns the what-if's model does not cover, and why
     "reduce-scatter): its overlap is not modelled",
     "sharded_grad_op": "sharded data parallel with the parameters gathered once a step (an all-gather in the "
     "forward pass, a reduce-scatter): its overlap is not modelled",
+    "reduce_scatter": "a reduce-scatter by recursive halving (each rank keeps a shard of the gradients; what "
+    "follows it, an all-gather of the parameters or none, is not seen): not modelled",
+    "halving_doubling_allreduce": "an all-reduce by recursive halving and doubling: its steps over log2(W) "
+    "partners are not the ring the model assumes",
     "pipeline": "pipeline stages with a data-parallel group each (activations point to point per micro-batch, "
     "the pipeline's bubble, an all-reduce per stage): not modelled",
 }

@@ -73,7 +73,8 @@ class Job:
     slow_rank: int = -1
     slow_rate_bps: float = 50e6
     compute_ms: float = 100.0  # sockets only: arithmetic before each all-reduce
-    collective: str = "allreduce"  # sockets only: or fsdp, NCCL's full shard (3(W-1) ring steps per iteration)
+    # sockets: or fsdp, NCCL's full shard (3(W-1) ring steps per iteration); horovod: or reducescatter (by halving)
+    collective: str = "allreduce"
     stages: int = 2  # pipeline only: ranks are stage r // (W / stages) of replica r % (W / stages)
     micro_batches: int = 4  # pipeline only
     schedule: str = "sequential"  # pipeline only: or gpipe (capture/workloads/pipeline_train.py)
@@ -378,17 +379,19 @@ def horovodrun_argv(
     ]
 
 
+def _horovod_args(job: Job) -> list[str]:
+    return ["-m", "capture.workloads.horovod_train", *_train_args(job), "--collective", job.collective]
+
+
 def _horovod_command(job: Job, hosts: list[str]) -> list[str]:
     """The horovodrun line as `capture run` records it (the training command, without the namespace wrapper)."""
-    argv = horovodrun_argv(
-        hosts, ["python", "-m", "capture.workloads.horovod_train", *_train_args(job)], slots=job.ranks_per_host
-    )
+    argv = horovodrun_argv(hosts, ["python", *_horovod_args(job)], slots=job.ranks_per_host)
     return argv[argv.index(str(HOROVODRUN)) :]
 
 
 def _horovod(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, str]:
     env = (f"RINGSCOPE_MARKERS_DIR={truth_dir}/{{host}}", f"PYTHONPATH={ROOT}")
-    command = [PY, "-m", "capture.workloads.horovod_train", *_train_args(job)]
+    command = [PY, *_horovod_args(job)]
     argv = horovodrun_argv(hosts, command, env, port, slots=job.ranks_per_host)
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=job.timeout_s)
     return done.returncode, done.stdout + done.stderr
@@ -427,7 +430,11 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
         "iterations": iterations,
         "profiles": sorted(str(p) for p in (truth_dir / PROFILES).glob("rank*.pt.trace.json")),
         "steps": [
-            {k: s[k] for k in ("host", "rank", "iteration", "start_ns", "end_ns", "extra_compute_ns") if k in s}
+            {
+                k: s[k]
+                for k in ("host", "rank", "iteration", "start_ns", "end_ns", "extra_compute_ns", "collective")
+                if k in s
+            }
             for s in steps
         ],
         # sockets: each rank's connections to its right neighbour by local port, control first
