@@ -437,7 +437,9 @@ def _check_anchors(
 ) -> Staircase:
     """What the user said, checked against the traffic. An anchor the traffic confirms makes the answer sure
     (the search bounded by it found it, with equal bytes per step); one it contradicts is reported, and the
-    traffic's own answer is kept, unsure."""
+    traffic's own answer is kept, unsure. One the traffic agrees with never makes it less sure: the bounded
+    search's checks may read worse than the free one's at the same count (a pipeline at 1 ms bins, 0.77 alone
+    and 0.53 with its count given)."""
     notes = []
     if count_given:
         if anchored.count == count_given:
@@ -471,9 +473,9 @@ def _check_anchors(
         out = free if free.count else anchored
         out.confidence = min(out.confidence, 0.5)
         out.notes.append("the count shown is the traffic's own, unsure while it disagrees with what was given")
-    else:
-        out = anchored
-        if _confirmed(out.evidence, out.count):
+    else:  # the traffic's own reading of the same count, where it is surer, stands: an anchor never lowers it
+        out = free if free.count == anchored.count and free.confidence > anchored.confidence else anchored
+        if _confirmed(anchored.evidence, anchored.count):
             out.confidence = max(out.confidence, 0.95)
     out.notes.extend(notes)
     return out

@@ -19,7 +19,9 @@ from fixtures.collective import collective_synth as synth  # noqa: E402
 
 from analyze.read import groupsum  # noqa: E402
 from analyze.api import analyze  # noqa: E402
+from analyze.collective.inference import _check_anchors  # noqa: E402
 from analyze.collective.iterations import per_iteration, ring_theory, windows_from_markers  # noqa: E402
+from analyze.collective.staircase import Staircase  # noqa: E402
 
 BIN = 10_000_000
 
@@ -224,3 +226,16 @@ def test_steps_too_short_for_the_bins_name_a_finer_bin():
     assert _finer_bin(8.0, 88e6, 10_000_000, 12) == "5ms"  # an unsure count at 8 bins: perhaps two steps in one
     assert _finer_bin(4.0, 8e3, 2_000, 6) is None  # nothing round under a twelfth of 8 µs is coarser than a µs
     assert _finer_bin(None, 44e6, 10_000_000, 6) is None
+
+
+def test_an_anchor_the_traffic_agrees_with_never_lowers_its_confidence():
+    """--iterations N where the traffic alone reads N, surer than the search bounded by N does (a pipeline at 1 ms
+    bins: 0.77 alone, 0.53 given its count): the surer reading stands; a count it contradicts leaves it unsure."""
+    ev = {"bytes_spread": 0.05, "teeth_on_pauses": 1.0, "left_over": 0.0, "edges_agreeing": 1.0}
+    free = Staircase(count=12, confidence=0.77, evidence=ev)
+    anchored = Staircase(count=12, confidence=0.53, evidence=ev)
+    assert _check_anchors(anchored, free, 12, None, None).confidence == 0.77
+    worse = Staircase(count=12, confidence=0.4, evidence=ev)  # the traffic alone less sure: the anchored stands
+    assert _check_anchors(Staircase(count=12, confidence=0.53, evidence=ev), worse, 12, None, None).confidence == 0.53
+    other = _check_anchors(Staircase(count=15, confidence=0.6, evidence=ev), free, 15, None, None)
+    assert other.count == 12 and other.confidence <= 0.5
