@@ -141,9 +141,10 @@ def cube_sends(per_it: list[dict[str, Any]], order: list[str]) -> Optional[float
     """The median over every (iteration, host) of the bytes the host sent over its cube's pairs (ORDER: the hosts
     by their number, so a pair's numbers differ in one bit), (W-1)/W x S each; the swaps after the halving, S/W
     from half the ranks or so, left out."""
-    place = {h: i for i, h in enumerate(order)}
-    cube = [(a, f"{a}->{b}") for a in order for b in order if a != b and (place[a] ^ place[b]).bit_count() == 1]
-    vals = [sum(it["bytes_by_edge"].get(key, 0) for a, key in cube if a == h) for it in per_it for h in order]
+    sends = {  # each host's cube edges: to the hosts whose numbers differ from its own in one bit
+        a: [f"{a}->{order[i ^ (1 << bit)]}" for bit in range(len(order).bit_length() - 1)] for i, a in enumerate(order)
+    }
+    vals = [sum(it["bytes_by_edge"].get(key, 0) for key in keys) for it in per_it for keys in sends.values()]
     return float(median(vals)) if vals else None
 
 

@@ -101,7 +101,7 @@ def split_jobs(flows: pd.DataFrame, hosts: pd.DataFrame) -> Split:
         return whole
     pairs = pd.DataFrame({"g": label[conn.flow_conn], "a": src_h[inter], "b": dst_h[inter]})
     label = _subgroups_joined(label, conn.start_ns, members, job_groups, pairs)
-    label = _pieces_joined(label, conn, flows[inter], pairs.assign(g=label[conn.flow_conn]), job_groups)
+    label = _pieces_joined(label, conn, flows[inter], pairs, job_groups)
     job_groups = np.unique(label[np.isin(label, job_groups)])
     flow_group = label[conn.flow_conn]
     members = _members(flow_group, src_h[inter], dst_h[inter])
@@ -193,18 +193,19 @@ def _pieces_joined(
     the two late ranks' pairs a second later, mixed with other contexts' openings, and the collective's connections
     fell in three groups: three jobs. One collective's pieces share hosts, carry it over different host pairs, and
     stop together with it; a second job over those hosts runs its collective over the same pairs (a ring is the
-    shape of both), and one job's copy or another job stops at its own time. So a group whose heavy connections (at
-    least HEAVY_CONNECTION of the heaviest's bytes; PAIRS: group, a, b per flow of FLOWS) join other host pairs than
-    a heavier group's, over hosts it shares, and whose last packets come within END_TOGETHER_NS of that group's, is
-    that group's. Flows without their last packet's time (a synthetic table) join nothing."""
+    shape of both), and one job's copy or another job stops at its own time. So a group whose heavy connections
+    (at least HEAVY_CONNECTION of the heaviest's bytes; PAIRS: a, b, the hosts of each flow of FLOWS) join other
+    host pairs than a heavier group's, over hosts it shares, and whose last packets come within END_TOGETHER_NS of
+    that group's, is that group's. Flows without their last packet's time (a synthetic table) join nothing."""
     if "end_ns" not in flows:
         return label
+    a, b = pairs["a"].astype(str), pairs["b"].astype(str)
     conns = (
         pd.DataFrame(
             {
                 "c": conn.flow_conn,
                 "g": label[conn.flow_conn],
-                "pair": [a + "\0" + b if a < b else b + "\0" + a for a, b in zip(pairs["a"], pairs["b"])],
+                "pair": np.where(a < b, a + "\0" + b, b + "\0" + a),
                 "bytes": flows["bytes"].to_numpy(np.int64),
                 "end": flows["end_ns"].to_numpy(np.int64),
             }
