@@ -104,5 +104,5 @@ def test_horovod_reduce_scatter_on_eight_hosts(tmp_path, netns_cluster):  # noqa
         assert r.verdict.answer == "unclear" or (its.confident and sure), r.verdict
         assert "reduce-scatter by recursive halving" in summary_text(r)
     if its.confident:  # each host's bytes per iteration against dpkt's count over the windows it is sure of
-        worst, pairs = worst_host_bytes_error(run, its)
-        assert worst <= 0.04, pairs
+        worst, pairs = worst_host_bytes_error(run, its, truth)
+        assert worst <= 0.02, pairs

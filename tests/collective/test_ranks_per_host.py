@@ -19,7 +19,7 @@ from analyze.api import analyze
 from analyze.collective.ranks import TrafficRanks, launch_ranks_per_host, ring_ranks
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
-from tests.support.training_capture import Job, sure_in_one_of_two
+from tests.support.training_capture import Job, sure_in_one_of_three
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,7 @@ def test_the_users_world_size_is_checked_against_the_connections() -> None:
 )
 def test_ddp_ranks_per_host(tmp_path, netns_cluster, hosts, per_host, placement):  # noqa: F811
     job = Job(hosts=hosts, ranks_per_host=per_host, placement=placement, iters=8, params=1_000_000, batch=32)
-    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _check_ranks(run, truth, job))
+    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _check_ranks(run, truth, job))
 
 
 def _check_ranks(run, truth, job: Job):
@@ -90,11 +90,10 @@ def _check_ranks(run, truth, job: Job):
     inferred = analyze([run], workers=1, byte_mode="payload").iterations
     assert inferred is not None and inferred.source == "inferred" and inferred.count == job.iters, inferred.notes
     assert inferred.pattern is not None and inferred.pattern.kind == "ring_allreduce", inferred.pattern
-    # each host's iterations against its own capture (dpkt) over the interior iterations' span on the reference
-    # clock; eight ranks on two cores lag the clock host unevenly at the span's two ends (a CI run: 2.3 % on one
-    # host whose bytes per iteration the analyzer had equal to the others', 7.018 MB; S itself within 2 % below)
-    worst, pairs = worst_host_bytes_error(run, inferred)
-    assert worst <= 0.03, pairs
+    # each host's iterations against what its own capture (dpkt) shows it sending while its ranks ran those steps
+    # (within 1 % on four layouts); S itself within 2 % below
+    worst, pairs = worst_host_bytes_error(run, inferred, truth)
+    assert worst <= 0.02, pairs
     assert inferred.ring_size == world and inferred.ring_size_sure
     assert inferred.ring_size_source.startswith("the connections"), inferred.ring_size_source
     assert inferred.ranks_per_host == {h: per_host for h in truth["launch_order"]}
