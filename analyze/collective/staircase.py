@@ -410,12 +410,14 @@ def _untested_longer(pauses_: list[Pauses], period: float, count: int) -> float:
     then unsure at 0.00 (on one clock; on another, sure), where the synthetic cases this test exists for stand
     out by 6 and 8. With four rounds of m teeth or more, the class must also stand out, the same one and the same
     way, in each half of them: a real longer iteration repeats all through, while noise (the many m and edges
-    tried) can make some class stand out once. Else 0."""
+    tried) can make some class stand out once. A longer period must fit the capture twice, as _longer_repeats asks:
+    at m = count one stall stands out of the run as one class seen once (Horovod, 3 hosts x 2 ranks: a 376-bin
+    pause after the first of 12 steps, 193 spreads, left three of five right captures of 12 at 0.00). Else 0."""
     for p in sorted(pauses_, key=lambda q: -float(q.weight.sum()))[:HARMONIC_EDGES]:
         w = _tooth_weights(_head(p, HARMONIC_TEETH * period), period)
         for m in range(2, MAX_HARMONIC + 1):
-            if count % m or len(w) < m + 1:
-                continue  # m does not divide the count, or no class is seen twice
+            if count % m or count // m < 2 or len(w) < m + 1:
+                continue  # m does not divide the count, the longer period would not repeat, or no class is seen twice
             which, gap = _standing_out(w, m)
             if gap <= (3 if len(w) >= 3 * m else FEW_ROUNDS_GAP):
                 continue
