@@ -236,8 +236,15 @@ def _beside_a_copy(tmp_path, netns_cluster, job):  # noqa: F811
     _valid(r)
     if not mine.iterations.confident:
         return f"{mine.iterations.count} at {mine.iterations.confidence}"
-    per_host = mine.iterations.bytes_per_iteration_per_host
-    assert per_host.p95 <= 1.1 * per_host.median  # the copy is no longer counted in the job's bytes
+    # the copy is not counted in the job's bytes: each host's mean over the interior iterations is what its rank
+    # issued, 2(W-1)/W x S (within 0.3 % on a CI capture; the copy's 300 MB would add some 60 %). Not a spread:
+    # the shared link moves a boundary into a bucket now and then, bytes sliding between neighbours (p5-p95 of
+    # 0.89-1.11 of the mean on that capture), which the mean keeps
+    s, w = truth["gradient_bytes"], truth["world_size"]
+    inner = mine.iterations.per_iteration[1:-1]
+    for host in truth["launch_order"]:
+        mean = sum(it.bytes_by_host.get(host, 0) for it in inner) / len(inner)
+        assert abs(mean / (2 * (w - 1) / w * s) - 1) <= 0.02, (host, mean, s)
     return True
 
 
