@@ -15,7 +15,6 @@ pattern "fsdp" or "fsdp_shard_grad_op" with the collectives issued per step.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from capture.workloads import mlp
 
@@ -62,4 +61,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    mlp.leave(main())

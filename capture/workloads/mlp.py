@@ -7,8 +7,9 @@ import contextlib
 import json
 import math
 import os
+import sys
 import time
-from typing import Any, Iterator
+from typing import Any, Iterator, NoReturn
 
 from capture import markers
 
@@ -132,3 +133,14 @@ def train(workload: str, args: Any, model: Any, optimizer: Any, data: tuple[Any,
     if rank == 0 and loss is not None:
         keys = ("backend", "world_size", "params", "gradient_bytes")
         report(workload, args, elapsed, loss.item(), **{k: run[k] for k in keys})
+
+
+def leave(code: int) -> NoReturn:
+    """End a torch.distributed rank once its steps and its process group's teardown are done, without C++ static
+    destructors: gloo can still hold a joinable pair thread then, and std::terminate aborts the rank ("terminate
+    called without an active exception", exit 250 through the launcher) after a whole run, seen in CI with the
+    barrier and destroy_process_group before it. Markers are already written (os.write, unbuffered); stdout and
+    stderr are flushed here."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -21,7 +21,6 @@ pipeline peers and the data-parallel group's ranks.
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from capture import markers
@@ -156,4 +155,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    mlp.leave(main())
