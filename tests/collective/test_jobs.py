@@ -229,7 +229,7 @@ def test_a_bulk_copy_during_training_is_set_aside(tmp_path, netns_cluster):  # n
 
 def _beside_a_copy(tmp_path, netns_cluster, job):  # noqa: F811
     """The copy set aside whole and named as the shared link's limiter, the job's count right or unsure; True
-    where it is sure (one CI-like capture in a few reads it unsure: sure_in_one_of_three_runs takes a second)."""
+    where it is sure (one CI-like capture in a few reads it unsure: sure_in_one_of_three_runs takes another)."""
     (truth,), copied = _live(tmp_path, netns_cluster, [(job, 0.0)], Copy(src=2, dst=3, nbytes=300_000_000, after_s=6.0))
     assert copied == 300_000_000
     r = analyze([tmp_path / "cap" / "run"], workers=1, byte_mode="payload")

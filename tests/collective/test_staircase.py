@@ -134,7 +134,7 @@ def test_count_anchor_and_bytes_anchor():
 
 
 def test_one_long_stall_is_not_a_period_as_long_as_the_run():
-    """An edge whose set-up added steps (14 teeth of 12 iterations) and one stall 100 times the other pauses
+    """An edge whose set-up added steps (13 teeth where the count is 12) and one stall 100 times the others
     after its second (Horovod on loaded cores: 376 and 506 bins, its first step 8 s long): at m = 12 that tooth
     is a class seen once, standing out by hundreds of spreads. A period as long as the run cannot repeat in it:
     not weighed (it left three of five right readings of 12 at 0.00)."""
