@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from tests.support import tries
 from tests.support.netns import Cluster, build, capturing, destroy, launch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,13 +123,18 @@ def sure_in_one_of_three(tmp_path: Path, netns_cluster: Any, job: Job, check: An
 def sure_in_one_of_three_runs(tmp_path: Path, attempt: Any) -> None:
     """Run attempt(folder), a capture and its checks in a fresh folder, returning True (sure and right) or why it
     was unsure; an unsure attempt gets another, up to three, one of which must be sure (sure_in_one_of_three)."""
-    seen = []
-    for name in ("first", "second", "third"):
-        (tmp_path / name).mkdir()
-        confidence = attempt(tmp_path / name)
-        if confidence is True:
-            return
-        seen.append(confidence)
+    seen: list[str] = []
+    taken = 0  # captures made, the one that failed an assertion included
+    try:
+        for name in ("first", "second", "third"):
+            (tmp_path / name).mkdir()
+            taken += 1
+            confidence = attempt(tmp_path / name)
+            if confidence is True:
+                return
+            seen.append(confidence)
+    finally:
+        tries.record(taken, seen)  # printed at the end of the run (tests/conftest.py)
     raise AssertionError(f"the answer was right but unsure in three captures: {seen}")
 
 
