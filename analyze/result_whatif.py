@@ -15,7 +15,7 @@ from typing import Optional
 
 from analyze.confidence.doubt import UNMODELLED
 from analyze.whatif.backward_profile import stand_in_profile
-from analyze.whatif.calculation import what_if
+from analyze.whatif.calculation import what_if, wire_scaling
 from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
 from analyze.whatif.link_bound import link_bound
 from analyze.whatif.model import RingscopeModel
@@ -70,6 +70,23 @@ def add_whatif(result: Result, single_iteration_time_s: Optional[float] = None) 
         return
     if not measured.link_speed_bps:
         return
+    try:
+        measured.check_link_speed()
+    except ValueError as exc:
+        result.assumptions.append(f"no what-if (scaling) section: {exc}")
+        return
+    if single_iteration_time_s is None and measured.timeline is not None and measured.iteration_time_s:
+        wire = wire_scaling(measured, [measured.workers], [measured.link_speed_bps], [1.0])
+        if wire is not None:
+            if any(h.link_speed_source == "cli" for h in result.hosts):
+                wire.assumptions.insert(0, "link speed as given with --link-speed")
+            result.scaling = wire
+            return
+        measured.assumptions.append(
+            "the wire model cannot replay these iterations (the hosts communicate longer than the measured period "
+            "allows, T would not be positive): "
+            "the ring model instead"
+        )
     notes = list(measured.assumptions)
     if any(h.link_speed_source == "cli" for h in result.hosts):
         notes.append("link speed as given with --link-speed")

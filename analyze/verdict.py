@@ -81,6 +81,12 @@ def _pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:.1f} %"
 
 
+def _straddles(low: float | None, high: float | None) -> bool:
+    """The wire's interval holds scaling factors on both sides of BOTTLENECK_SF: the answer depends on what the
+    capture could not see."""
+    return low is not None and high is not None and low < BOTTLENECK_SF <= high
+
+
 def judge(result: Result) -> Verdict:
     """The answer (yes, no, transport, unclear), its headline, and the paragraph that says why."""
     scaling = result.scaling
@@ -100,6 +106,14 @@ def judge(result: Result) -> Verdict:
                 "unclear",
                 f"Unsure — the what-if rests on an inferred iteration count, ring, world size or gradient size "
                 f"(confidence {scaling.unsure.confidence:.2f}).",
+                scaling.verdict,
+            )
+        wire = scaling.wire
+        if wire is not None and wire.hidden and _straddles(wire.scaling_factor_low, wire.scaling_factor_high):
+            return Verdict(
+                "unclear",
+                f"Unsure — the busy link hid how much communication overlaps backward: with the link fully used the "
+                f"scaling factor lies between {wire.scaling_factor_low:.3f} and {wire.scaling_factor_high:.3f}.",
                 scaling.verdict,
             )
         if sf_full < BOTTLENECK_SF:

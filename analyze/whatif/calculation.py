@@ -20,6 +20,7 @@ Everything is vectorized over points, so the calculation is pure numpy after buc
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, replace
 from itertools import product
 from typing import Any, Optional, Sequence
 
@@ -39,13 +40,14 @@ from analyze.findings import (
     WhatIf,
 )
 from analyze.jsonform import from_plain
-from analyze.whatif.replay import HIDE_TOLERANCE, Replay
+from analyze.whatif.replay import HIDE_TOLERANCE, Counterfactual, Replay
+from analyze.whatif.wire_replay import WireReplays, wire_assumptions, wire_replays
 from analyze.whatif.verdict import verdict_text
 
-__all__ = ["what_if", "TARGETS", "REPLAY_TOLERANCE", "SWEEP_WORKERS"]
+__all__ = ["what_if", "wire_what_if", "wire_scaling", "TARGETS", "REPLAY_TOLERANCE", "SWEEP_WORKERS"]
 
 TARGETS: tuple[float, ...] = (0.90, 0.95, 0.99)
-REPLAY_TOLERANCE = 0.10  # a replay missing the measured iteration by more (either way) is flagged
+REPLAY_TOLERANCE = 0.03  # a replay missing the measured iteration by more (either way) is flagged
 SWEEP_WORKERS: tuple[int, ...] = (8, 16, 32, 64, 128)
 SWEEP_BANDWIDTHS_BPS: np.ndarray = np.unique(
     np.concatenate([np.logspace(np.log10(0.1e9), np.log10(400e9), 37), [1e9, 10e9, 25e9, 40e9, 100e9, 200e9, 400e9]])
@@ -64,7 +66,8 @@ def what_if(
     profile_measured: bool = False,
     assumptions: Sequence[str] = (),
 ) -> WhatIf:
-    """Run the full what-if for every combination asked; see the module docstring for what comes out.
+    """Run the full what-if of a backward PROFILE under MODEL for every combination asked; see the module
+    docstring for what comes out.
 
     ``single_worker_measured`` says T was given by the user (then a measured scaling factor T / period is
     reported when the run's iteration period is known). ``profile_measured`` says the profile was recorded,
@@ -73,20 +76,131 @@ def what_if(
     """
     if single_iteration_time_s <= 0:
         raise ValueError("the single-GPU iteration time must be positive")
-    if not workers or not bandwidths_bps or not compressions:
-        raise ValueError("give at least one value each for workers, bandwidth and compression")
-    if any(int(n) < 1 for n in workers) or any(c < 1 for c in compressions) or any(b <= 0 for b in bandwidths_bps):
-        raise ValueError("workers must be ≥ 1, compression ≥ 1 and bandwidth > 0")
     replay = Replay(model, profile)
-    t = float(single_iteration_time_s)
+    result = _evaluate(
+        replay,
+        float(single_iteration_time_s),
+        Asked(workers, bandwidths_bps, compressions),
+        measured,
+        single_worker_measured,
+    )
+    result.model, result.model_options = model.name, model.describe()
+    result.profile = {
+        "source": profile.source,
+        "tensors": profile.tensors,
+        "gradient_bytes": profile.gradient_bytes,
+        "backward_s": replay.backward_s,
+        "batches": int(profile.wait_s.shape[0]),
+        "buckets": [bk.count for bk in replay.batches],
+    }
+    result.assumptions = [*assumptions, *model.assumptions(), *result.assumptions]
+    if profile_measured and measured is not None:
+        result.replay = _replay_measured(replay, result.single_iteration_time_s, measured, single_worker_measured)
+    result.verdict = verdict_text(result, replay)
+    return result
+
+
+def wire_what_if(
+    replays: WireReplays,
+    workers: Sequence[int],
+    bandwidths_bps: Sequence[float],
+    compressions: Sequence[float] = (1.0,),
+    measured: Optional[WhatIfInputs] = None,
+    assumptions: Sequence[str] = (),
+) -> WhatIf:
+    """The what-if of the capture's own timeline (analyze.whatif.wire_replay): T and the overlap read from the
+    wire, every point with its interval, and the replay of the measured iteration always checked."""
+    replay = replays.point
+    t = replay.single_iteration_time_s
+    result = _evaluate(replay, t, Asked(workers, bandwidths_bps, compressions), measured, False, replays)
+    fit = replays.fit
+    if measured is not None and measured.link_speed_bps:
+        link = measured.link_speed_bps
+        edges = [
+            float(edge.scaling_factor(edge.single_iteration_time_s, replay.workers, link / edge.efficiency)[0])
+            for edge in (replays.fast, replays.slow, replay)
+        ]
+        fit = replace(fit, scaling_factor_low=min(edges), scaling_factor_high=max(edges))
+    result.model, result.model_options = "wire", asdict(fit)
+    del result.model_options["notes"]
+    result.wire = fit
+    result.profile = {
+        "source": "the capture's own iterations (analyze.wire.timeline)",
+        "iterations": fit.iterations,
+        "backward_s": replay.backward_s,
+    }
+    result.assumptions = [*assumptions, *wire_assumptions(fit), *result.assumptions]
+    if measured is not None:
+        result.replay = _replay_measured(replay, t, measured, False)
+    result.verdict = verdict_text(result, replay)
+    return result
+
+
+def wire_scaling(
+    measured: WhatIfInputs, workers: Sequence[int], bandwidths_bps: Sequence[float], compressions: Sequence[float]
+) -> Optional[WhatIf]:
+    """The wire what-if of a measured run whose iterations the wire shows (None where its timeline has no
+    iteration that sent); the efficiency it measured replaces the hosts' utilization in MEASURED's record."""
+    if measured.timeline is None or not measured.iteration_time_s or not measured.workers:
+        return None
+    replays = wire_replays(measured.timeline, measured.workers, measured.iteration_time_s, measured.transport_limited)
+    if replays is None:
+        return None
+    inputs = replace(measured, transport_efficiency=replays.fit.efficiency)
+    notes = [a for a in measured.assumptions if not a.startswith("transport efficiency")]
+    return wire_what_if(replays, workers, bandwidths_bps, compressions, inputs, notes)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """The (workers, bandwidth, compression) values asked, each list checked."""
+
+    workers: Sequence[int]
+    bandwidths_bps: Sequence[float]
+    compressions: Sequence[float]
+
+    def __post_init__(self) -> None:
+        if not self.workers or not self.bandwidths_bps or not self.compressions:
+            raise ValueError("give at least one value each for workers, bandwidth and compression")
+        if (
+            any(int(n) < 1 for n in self.workers)
+            or any(c < 1 for c in self.compressions)
+            or any(b <= 0 for b in self.bandwidths_bps)
+        ):
+            raise ValueError("workers must be ≥ 1, compression ≥ 1 and bandwidth > 0")
+
+
+def _evaluate(
+    replay: Counterfactual,
+    t: float,
+    asked: Asked,
+    measured: Optional[WhatIfInputs],
+    single_worker_measured: bool,
+    bounds: Optional[WireReplays] = None,
+) -> WhatIf:
+    """Every point, the needed compression, the hiding bandwidth and the sweep of one replay (the model-specific
+    fields are left for the caller)."""
+    workers, bandwidths_bps, compressions = asked.workers, asked.bandwidths_bps, asked.compressions
     combos = list(
         product([int(n) for n in workers], [float(b) for b in bandwidths_bps], [float(c) for c in compressions])
     )
     w, b, c = (np.array(x) for x in zip(*combos))
     overhead, comm = replay.overhead_s(w, b, c), replay.comm_s(w, b, c)
+    low, high = bounds.interval_s(w, b, c) if bounds is not None else (t + overhead, t + overhead)
     points = [
-        ScalingPoint(int(n), float(bw), float(cr), replay.backward_s, float(o), float(cm), t / (t + float(o)))
-        for n, bw, cr, o, cm in zip(w, b, c, overhead, comm)
+        ScalingPoint(
+            int(n),
+            float(bw),
+            float(cr),
+            replay.backward_s,
+            float(o),
+            float(cm),
+            t / (t + float(o)),
+            iteration_s=t + float(o),
+            iteration_s_low=float(lo),
+            iteration_s_high=float(hi),
+        )
+        for n, bw, cr, o, cm, lo, hi in zip(w, b, c, overhead, comm, low, high)
     ]
 
     nb = list(product(sorted({int(n) for n in workers}), sorted({float(x) for x in bandwidths_bps}), TARGETS))
@@ -108,18 +222,11 @@ def what_if(
         sf = replay.scaling_factor(t, n, sweep_b, cr)
         curves.append(SweepCurve(n, cr, sf.tolist()))
 
-    result = WhatIf(
-        model=model.name,
-        model_options=model.describe(),
+    return WhatIf(
+        model="",
+        model_options={},
         single_iteration_time_s=t,
-        profile={
-            "source": profile.source,
-            "tensors": profile.tensors,
-            "gradient_bytes": profile.gradient_bytes,
-            "backward_s": replay.backward_s,
-            "batches": int(profile.wait_s.shape[0]),
-            "buckets": [bk.count for bk in replay.batches],
-        },
+        profile={},
         points=points,
         needed_compression=needed_rows,
         hide_bandwidth=hide_rows,
@@ -127,30 +234,27 @@ def what_if(
         sweep=Sweep(sweep_b.tolist(), curves),
         measured=_measured(replay, t, measured, single_worker_measured) if measured is not None else None,
         assumptions=[
-            *assumptions,
-            *model.assumptions(),
             f"hide bandwidth: above it a faster link gains < {HIDE_TOLERANCE:.1%} scaling factor; "
             f"given for N = {asked_n[-1]} (the largest N asked)",
         ],
-        replay=_replay_measured(replay, t, measured, single_worker_measured)
-        if profile_measured and measured is not None
-        else None,
         unsure=measured.unsure if measured is not None else None,
     )
-    result.verdict = verdict_text(result, replay)
-    return result
 
 
-def _measured(replay: Replay, t: float, inputs: WhatIfInputs, single_worker_measured: bool) -> Measured:
+def _measured(replay: Counterfactual, t: float, inputs: WhatIfInputs, single_worker_measured: bool) -> Measured:
     """The run as measured beside the model at full and at measured utilization of its own link."""
     out: dict[str, Any] = inputs.to_dict()
     if inputs.workers and inputs.link_speed_bps:
+        # a replay that sends at its own measured efficiency is asked for line rate as the speed it would
+        # take that efficiency to reach it
         out["full_utilization_scaling_factor"] = float(
-            replay.scaling_factor(t, inputs.workers, inputs.link_speed_bps)[0]
+            replay.scaling_factor(t, inputs.workers, inputs.link_speed_bps / replay.efficiency)[0]
         )
         if inputs.transport_efficiency:
             out["scaling_factor_at_measured_efficiency"] = float(
-                replay.scaling_factor(t, inputs.workers, inputs.link_speed_bps * inputs.transport_efficiency)[0]
+                replay.scaling_factor(
+                    t, inputs.workers, inputs.link_speed_bps * inputs.transport_efficiency / replay.efficiency
+                )[0]
             )
     if single_worker_measured and inputs.iteration_time_s:
         out["measured_scaling_factor"] = t / inputs.iteration_time_s
@@ -158,7 +262,7 @@ def _measured(replay: Replay, t: float, inputs: WhatIfInputs, single_worker_meas
 
 
 def _replay_measured(
-    replay: Replay, t: float, inputs: WhatIfInputs, single_worker_measured: bool
+    replay: Counterfactual, t: float, inputs: WhatIfInputs, single_worker_measured: bool
 ) -> Optional[ReplayCheck]:
     """The measured iteration reproduced: the model at the run's N and rate while communicating (line rate ×
     measured efficiency, as ``scaling_factor_at_measured_efficiency``) gives T + overhead, beside the period.
@@ -171,7 +275,7 @@ def _replay_measured(
     if not (measured_ns > 0 and inputs.workers and inputs.link_speed_bps):
         return None
     rate = inputs.link_speed_bps * (inputs.transport_efficiency or 1.0)
-    modelled_ns = round((t + float(replay.overhead_s(inputs.workers, rate)[0])) * 1e9)
+    modelled_ns = round((t + float(replay.overhead_s(inputs.workers, rate / replay.efficiency)[0])) * 1e9)
     error = modelled_ns / measured_ns - 1.0
     return ReplayCheck(
         measured_iteration_ns=measured_ns,

@@ -13,10 +13,17 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from analyze.confidence.doubt import doubt
-from analyze.findings import Unsure
+from analyze.confidence.thresholds import CONFIDENT
+from analyze.findings import Unsure, WireTimeline
 from analyze.result import Result
 
-__all__ = ["WhatIfInputs", "inputs_from_result"]
+__all__ = ["WhatIfInputs", "inputs_from_result", "PACED_BY_ENDS", "FASTER_THAN_LINK"]
+
+PACED_BY_ENDS = ("sender", "receive_window", "socket")  # limiters under which a faster link sends no faster
+# hosts sending, while busy, faster than this share of the link speed say the speed is wrong, not the hosts: the
+# real captures in fixtures/ read 0.34-0.89 of their shaped links (bins partly busy only lower it); 1.25 leaves
+# room for a clock's skew and a token bucket's burst, and a link given at half its speed reads ~1.7
+FASTER_THAN_LINK = 1.25
 
 
 @dataclass
@@ -31,6 +38,19 @@ class WhatIfInputs:
     transport_efficiency: Optional[float] = None
     assumptions: list[str] = field(default_factory=list)
     unsure: Optional[Unsure] = None  # analyze.confidence.doubt: inferred inputs too unsure to state
+    timeline: Optional[WireTimeline] = None  # the iterations as the wire shows them (analyze.wire.timeline)
+    transport_limited: bool = False  # the transport, not the link, set the pace (its sure limiter)
+    busy_utilization: Optional[float] = None  # mean tx utilization while busy, before it is capped at 1
+
+    def check_link_speed(self) -> None:
+        """A ValueError (one line) where the hosts sent faster than the link speed allows: a what-if scaled
+        from a speed the run beat would predict a faster link slower than the one it ran on."""
+        if self.link_speed_bps and self.busy_utilization and self.busy_utilization > FASTER_THAN_LINK:
+            raise ValueError(
+                f"the link speed {self.link_speed_bps / 1e9:.4g} Gbit/s is below the rate the hosts reached while "
+                f"sending ({self.busy_utilization * self.link_speed_bps / 1e9:.4g} Gbit/s): give the real link "
+                "speed (--link-speed when the capture's meta.json has none)"
+            )
 
     def achieved_rate_bps(self) -> Optional[float]:
         """Ring all-reduce goodput implied by bytes and communication time: 2(N−1)/N·8S / t_comm."""
@@ -87,6 +107,7 @@ def inputs_from_result(result: Result) -> WhatIfInputs:
         ]
         if busy:
             eff = statistics.fmean(busy)
+            out.busy_utilization = eff
             if eff > 1:
                 out.assumptions.append(
                     f"measured utilization while busy {eff:.2f} > 1 (clock/counting skew): taken as 1"
@@ -98,8 +119,11 @@ def inputs_from_result(result: Result) -> WhatIfInputs:
                 f"(range {min(busy):.0%}–{max(busy):.0%})"
             )
     out.unsure = doubt(result)
+    transport = result.transport
+    out.transport_limited = bool(transport and transport.limiter in PACED_BY_ENDS and transport.confidence >= CONFIDENT)
     iterations = result.iterations
     if iterations is not None:
+        out.timeline = iterations.timeline
         period = _number(iterations.period_ns)
         if period is not None:
             out.iteration_time_s = period / 1e9

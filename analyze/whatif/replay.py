@@ -20,37 +20,31 @@ _MAX_COMPRESSION = 1e6
 _INFINITE_BPS = 1e18
 
 
-class Replay:
-    """A model bound to a profile: buckets formed once, then overheads for any array of points."""
+def points(workers: Any, bandwidth_bps: Any, compression: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (workers, bandwidth, compression) points asked, broadcast to three float arrays of one length."""
+    w, b, c = (
+        np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in np.broadcast_arrays(workers, bandwidth_bps, compression)
+    )
+    return w, b, c
 
-    def __init__(self, model: ScalingModel, profile: BackwardProfile) -> None:
-        self.model = model
-        self.profile = profile
-        self.batches = model.buckets(profile)
-        self.backward_s = profile.backward_s
+
+class Counterfactual:
+    """What any replay answers once it gives the exposed communication after backward (`overhead_s`) and the
+    busy time of the queue (`comm_s`) for arrays of (workers, bandwidth, compression) points: the scaling factor,
+    and by bisection the compression or bandwidth that reaches a target and the bandwidth that hides
+    communication. Two replays: a backward profile's buckets under a model (`Replay`) and the wire's own
+    timeline (analyze.whatif.wire_replay)."""
+
+    backward_s: float
+    efficiency: float = 1.0  # the share of the asked bandwidth the replay itself sends at (the model's own is 1)
+    # the interval's two edges, each with its own T (the wire replay's; a profile replay has none)
+    bounds: tuple[tuple["Counterfactual", float], ...] = ()
 
     def overhead_s(self, workers: Any, bandwidth_bps: Any, compression: Any = 1.0) -> np.ndarray:
-        """Exposed communication after backward (seconds), averaged over profiled batches, one per point."""
-        w, b, c = (
-            np.atleast_1d(np.asarray(x, dtype=np.float64))
-            for x in np.broadcast_arrays(workers, bandwidth_bps, compression)
-        )
-        total = np.zeros(w.shape[0])
-        for buckets in self.batches:
-            cost = self.model.cost_s(buckets.size_bytes, w, b, c)
-            total += fifo_finish_s(buckets, cost) - buckets.backward_s
-        return np.maximum(total / max(len(self.batches), 1), 0.0)
+        raise NotImplementedError
 
     def comm_s(self, workers: Any, bandwidth_bps: Any, compression: Any = 1.0) -> np.ndarray:
-        """Total all-reduce time of one iteration (busy time of the queue), averaged over batches."""
-        w, b, c = (
-            np.atleast_1d(np.asarray(x, dtype=np.float64))
-            for x in np.broadcast_arrays(workers, bandwidth_bps, compression)
-        )
-        total = np.zeros(w.shape[0])
-        for buckets in self.batches:
-            total += self.model.cost_s(buckets.size_bytes, w, b, c).sum(axis=0)
-        return total / max(len(self.batches), 1)
+        raise NotImplementedError
 
     def scaling_factor(
         self, single_iteration_time_s: float, workers: Any, bandwidth_bps: Any, compression: Any = 1.0
@@ -101,3 +95,30 @@ class Replay:
             ok = self.overhead_s(w, 10.0**mid, c) <= allowed
             hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
         return 10.0**hi
+
+
+class Replay(Counterfactual):
+    """A model bound to a profile: buckets formed once, then overheads for any array of points."""
+
+    def __init__(self, model: ScalingModel, profile: BackwardProfile) -> None:
+        self.model = model
+        self.profile = profile
+        self.batches = model.buckets(profile)
+        self.backward_s = profile.backward_s
+
+    def overhead_s(self, workers: Any, bandwidth_bps: Any, compression: Any = 1.0) -> np.ndarray:
+        """Exposed communication after backward (seconds), averaged over profiled batches, one per point."""
+        w, b, c = points(workers, bandwidth_bps, compression)
+        total = np.zeros(w.shape[0])
+        for buckets in self.batches:
+            cost = self.model.cost_s(buckets.size_bytes, w, b, c)
+            total += fifo_finish_s(buckets, cost) - buckets.backward_s
+        return np.maximum(total / max(len(self.batches), 1), 0.0)
+
+    def comm_s(self, workers: Any, bandwidth_bps: Any, compression: Any = 1.0) -> np.ndarray:
+        """Total all-reduce time of one iteration (busy time of the queue), averaged over batches."""
+        w, b, c = points(workers, bandwidth_bps, compression)
+        total = np.zeros(w.shape[0])
+        for buckets in self.batches:
+            total += self.model.cost_s(buckets.size_bytes, w, b, c).sum(axis=0)
+        return total / max(len(self.batches), 1)

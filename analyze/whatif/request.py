@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from analyze.findings import WhatIf
-from analyze.whatif.backward_profile import load_profile, load_reduce_cost, stand_in_profile
-from analyze.whatif.calculation import what_if
+from analyze.whatif.backward_profile import ReduceCostTable, load_profile, load_reduce_cost, stand_in_profile
+from analyze.whatif.calculation import what_if, wire_scaling
 from analyze.whatif.inputs import WhatIfInputs
 from analyze.whatif.model import RingscopeModel, RingscopeOptions
 from analyze.whatif.paper import PaperModel
+from analyze.whatif.replay import Replay
 from capture.units import parse_duration, parse_rate
 
 __all__ = ["what_if_request", "what_if_options", "WhatIfOptions", "split_values"]
@@ -50,8 +51,29 @@ def what_if_request(
         raise ValueError("say how many workers: --workers N (or give a run/result that has hosts)")
     if not b_list:
         raise ValueError("say which bandwidth: --bandwidth RATE, e.g. 25G (or give a run/result with link speeds)")
+    if measured is not None:
+        measured.check_link_speed()
+    table = load_reduce_cost(reduce_cost) if reduce_cost is not None else None
+    given = load_profile(profile) if profile is not None else None
+    chosen = _model(model, table, latency_s, gpus_per_server, intra_bandwidth_bps, buckets, fp16, efficiency)
+    if model == "ringscope" and given is None and single_iteration_time_s is None and efficiency is None:
+        # the wire model replays the capture itself: a refinement asked of the ring model (GPUs per server, fp16,
+        # buckets, latency, a reduction table) is not one it has, so asking for one keeps the ring model, and says so
+        if chosen.options == RingscopeOptions() and table is None:
+            wire = wire_scaling(measured, n_list, b_list, c_list) if measured is not None else None
+            if wire is not None:
+                return wire
+        elif measured is not None and measured.timeline is not None:
+            notes.append("the ring model's refinements were asked for: the wire model (the default) was not used")
     if single_iteration_time_s is not None:
         t = single_iteration_time_s
+    elif given is not None and measured and measured.iteration_time_s:
+        t = _reproducing_t(Replay(chosen, given), measured)
+        notes.append(
+            f"single-GPU iteration time not given: T = {t * 1e3:.4g} ms, the measured period less the exposed "
+            "communication the profile's replay gives at the run's own N, link and efficiency (so the replay "
+            "reproduces the measured iteration)"
+        )
     elif measured and measured.iteration_time_s:
         comm = measured.comm_time_s or 0.0
         t = measured.iteration_time_s - comm if 0 < comm < measured.iteration_time_s else measured.iteration_time_s
@@ -61,8 +83,8 @@ def what_if_request(
         )
     else:
         raise ValueError("say the single-GPU iteration time: --single-iteration-time SECONDS (e.g. 0.128 or 128ms)")
-    if profile is not None:
-        prof = load_profile(profile)
+    if given is not None:
+        prof = given
         if measured and measured.gradient_bytes and abs(prof.gradient_bytes / measured.gradient_bytes - 1) > 0.1:
             notes.append(
                 f"the profile has {prof.gradient_bytes / 1e6:.1f} MB of gradients, the capture implies "
@@ -73,23 +95,6 @@ def what_if_request(
         notes.append(note)
     else:
         raise ValueError("give a backward profile: --profile FILE (from `ringscope profile`, .bk.log, JSON or CSV)")
-    table = load_reduce_cost(reduce_cost) if reduce_cost is not None else None
-    if model == "paper":
-        chosen: Any = PaperModel(table)
-    elif model == "ringscope":
-        chosen = RingscopeModel(
-            RingscopeOptions(
-                latency_s=latency_s,
-                gpus_per_server=gpus_per_server,
-                intra_bandwidth_bps=intra_bandwidth_bps,
-                buckets=buckets,
-                fp16=fp16,
-                transport_efficiency=1.0 if efficiency is None else efficiency,
-            ),
-            table,
-        )
-    else:
-        raise ValueError(f"unknown model {model!r}: use 'paper' or 'ringscope'")
     return what_if(
         prof,
         t,
@@ -102,6 +107,52 @@ def what_if_request(
         profile_measured=profile is not None,
         assumptions=notes,
     )
+
+
+def _model(
+    name: str,
+    table: Optional[ReduceCostTable],
+    latency_s: float,
+    gpus_per_server: int,
+    intra_bandwidth_bps: float,
+    buckets: str,
+    fp16: bool,
+    efficiency: Optional[float],
+) -> Any:
+    """The paper's model, exact, or ringscope's with its refinements."""
+    if name == "paper":
+        return PaperModel(table)
+    if name == "ringscope":
+        return RingscopeModel(
+            RingscopeOptions(
+                latency_s=latency_s,
+                gpus_per_server=gpus_per_server,
+                intra_bandwidth_bps=intra_bandwidth_bps,
+                buckets=buckets,
+                fp16=fp16,
+                transport_efficiency=1.0 if efficiency is None else efficiency,
+            ),
+            table,
+        )
+    raise ValueError(f"unknown model {name!r}: use 'paper' or 'ringscope'")
+
+
+def _reproducing_t(replay: Replay, measured: WhatIfInputs) -> float:
+    """T such that T plus the profile's exposed communication at the run's own N and rate while communicating
+    is the measured period; a ValueError where none is (the profile's backward and communication alone outlast
+    the iteration: it is not this job's)."""
+    period = measured.iteration_time_s or 0.0
+    if not (measured.workers and measured.link_speed_bps):
+        return period
+    rate = measured.link_speed_bps * (measured.transport_efficiency or 1.0)
+    exposed = float(replay.overhead_s(measured.workers, rate)[0])
+    if exposed >= period:
+        raise ValueError(
+            f"the profile cannot reproduce the measured iteration: its communication left exposed after backward "
+            f"at the run's own speed ({exposed * 1e3:.4g} ms) is longer than the iteration ({period * 1e3:.4g} ms); "
+            "check it is this job's model, batch and bucket rule (--buckets), or give --single-iteration-time"
+        )
+    return period - exposed
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import FILLS_LINK
-from analyze.findings import Measured
+from analyze.findings import Measured, WireFit
+from analyze.whatif.wire_replay import BACKWARD_PER_IDLE
 from capture.units import format_rate
 
 if TYPE_CHECKING:
     from analyze.findings import WhatIf
-    from analyze.whatif.replay import Replay
+    from analyze.whatif.replay import Counterfactual
 
 __all__ = ["verdict_text", "BOTTLENECK_SF"]
 
@@ -31,17 +32,17 @@ _EXPLAINED = 1.5  # measured time above T up to 1.5× the communication time (10
 _MOSTLY = 0.5  # ... and at least half of it: most of the communication is exposed
 
 
-def _needed(replay: "Replay", t: float, workers: int, bandwidth: float, target: float) -> str:
+def _needed(replay: "Counterfactual", t: float, workers: int, bandwidth: float, target: float) -> str:
     """'3.1× compression' / 'no compression' / 'no compression ratio' needed to reach ``target``."""
     c = float(replay.needed_compression(t, workers, bandwidth, target)[0])
     return "no compression ratio" if c != c else ("no compression" if c <= 1 else f"{c:.2g}× compression")
 
 
-def _speeds(replay: "Replay", t: float, workers: int, best: float) -> str:
+def _speeds(replay: "Counterfactual", t: float, workers: int, best: float) -> str:
     """The link speeds a user could buy: 'a link of 9.6 Gbit/s reaches scaling factor 0.9, of 21 Gbit/s 0.95',
     and any target no speed reaches (the model's best, at infinite bandwidth, is below it)."""
     speeds = [(target, float(replay.needed_bandwidth_bps(t, workers, target)[0])) for target in BUY_TARGETS]
-    reached = [f"{format_rate(b)} {target}" for target, b in speeds if b == b]
+    reached = [f"{_range(replay, workers, target, b)} {target}" for target, b in speeds if b == b]
     missed = [target for target, b in speeds if b != b]
     out = "a link of " + ", of ".join(reached).replace(" 0.", " reaches scaling factor 0.", 1) if reached else ""
     if missed:
@@ -49,7 +50,18 @@ def _speeds(replay: "Replay", t: float, workers: int, best: float) -> str:
     return out
 
 
-def verdict_text(result: "WhatIf", replay: "Replay") -> str:
+def _range(replay: "Counterfactual", workers: int, target: float, point: float) -> str:
+    """The link speed reaching TARGET, with the interval the capture leaves where the replay has one: '5.6 Gbit/s
+    (5.1-6.4 Gbit/s)' (the point alone where no bound reaches the target, or the bounds agree with it)."""
+    found = [float(edge.needed_bandwidth_bps(t, workers, target)[0]) for edge, t in replay.bounds]
+    found = [b for b in found if b == b]
+    lo, hi = min([point, *found]), max([point, *found])
+    if not found or hi <= lo * 1.05:
+        return format_rate(point)
+    return f"{format_rate(point)} ({format_rate(lo)}-{format_rate(hi)})"
+
+
+def verdict_text(result: "WhatIf", replay: "Counterfactual") -> str:
     """One paragraph: is the network the bottleneck, and would a faster link or a better transport help.
     When the measured inputs are unsure (analyze.confidence.doubt) it says so first and states the rest as
     conditional."""
@@ -62,7 +74,7 @@ def verdict_text(result: "WhatIf", replay: "Replay") -> str:
     return text
 
 
-def _verdict(result: "WhatIf", replay: "Replay") -> str:
+def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
     t = result.single_iteration_time_s
     n = max(p.workers for p in result.points)
     hide = result.hide_bandwidth_bps or float("nan")
@@ -72,7 +84,7 @@ def _verdict(result: "WhatIf", replay: "Replay") -> str:
     link = m.link_speed_bps if m.workers == n else None
     parts: list[str] = []
     if link:
-        sf = float(replay.scaling_factor(t, n, link)[0])
+        sf = float(replay.scaling_factor(t, n, link / replay.efficiency)[0])  # the link fully used
         parts.append(
             f"With {n} workers and the {format_rate(link)} link fully used, the model ({result.model}) gives "
             f"scaling factor {sf:.3f}."
@@ -150,12 +162,24 @@ def _verdict(result: "WhatIf", replay: "Replay") -> str:
                 )
         else:
             parts.append(f"Communication hides behind backward from about {format_rate(hide)} for {n} workers.")
+    if result.wire is not None and result.wire.hidden and result.wire.scaling_factor_low is not None and link:
+        parts.append(_hidden(result.wire))
     if sf_inf < BOTTLENECK_SF:
         parts.append(
             f"Even an infinitely fast link leaves scaling factor {sf_inf:.3f}: what remains is per-step latency, "
             f"reduction and the last bucket after backward, not bandwidth."
         )
     return " ".join(parts)
+
+
+def _hidden(fit: WireFit) -> str:
+    """Where the busy link hid when backward ended: how far the scaling factor at this link can move, and why."""
+    return (
+        f"The link was busy all through backward, which hid when the last bucket became ready: the numbers above "
+        f"take backward as {BACKWARD_PER_IDLE:g}× the link's idle time; as the wire allows, the scaling factor "
+        f"with this link fully used lies between {fit.scaling_factor_low:.3f} and {fit.scaling_factor_high:.3f}, "
+        f"and a backward profile (--profile) narrows it."
+    )
 
 
 def _measured_gap(msf: float, t: float, m: Measured) -> str:

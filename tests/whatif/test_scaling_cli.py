@@ -121,6 +121,8 @@ def test_ringscope_model_switches_from_the_cli(paper_files: dict[str, Path], tmp
     "args, message",
     [
         (["--bandwidth", "10Q"], "bad bandwidth '10Q'"),
+        (["--bandwidth", "0"], "bad bandwidth '0'"),
+        (["--bandwidth=-1G"], "bad bandwidth '-1G'"),
         (["--workers", "0"], "bad worker count '0'"),
         (["--compression", "0.5"], "bad compression ratio '0.5'"),
         (["--model", "magic"], "unknown model 'magic'"),

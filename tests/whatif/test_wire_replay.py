@@ -1,0 +1,131 @@
+"""The wire what-if on timelines whose answer is known by construction (analyze.whatif.wire_replay).
+
+One host on a 1 Gbit/s link in 1 ms bins (125,000 bytes a full bin). Each iteration: the link idles 60 ms
+(compute), then sends 20 full bins, idles 10 bins (it waited for the last bucket: backward had not ended) and
+sends 10 full bins; 100 ms in all. So the wire shows: V = 3.75 MB at line rate (efficiency 1), backward ended no
+earlier than 30 ms into the 40 ms window, and at any speed B the queue replay is exact arithmetic.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from analyze.findings import TimelineIteration, WireTimeline
+from analyze.whatif.calculation import wire_what_if
+from analyze.whatif.inputs import WhatIfInputs
+from analyze.whatif.wire_replay import EFFICIENCY_BAND, wire_replays
+
+FULL = 125_000  # bytes in a 1 ms bin at 1 Gbit/s
+MS = 1e-3
+
+
+def timeline(
+    bins: list[int], idle: list[int], period_ms: int = 100, count: int = 4, peak_bps: float = 1e9
+) -> WireTimeline:
+    rows = [
+        TimelineIteration(
+            index=i,
+            host="h1",
+            period_ns=period_ms * 1_000_000,
+            comm_start_ns=60_000_000,
+            bytes_per_bin=bins,
+            idle_bins=idle,
+        )
+        for i in range(count)
+    ]
+    return WireTimeline(bin_ns=1_000_000, hosts=1, link_speed_bps=1e9, peak_rate_bps=peak_bps, iterations=rows)
+
+
+GAPPED = timeline([FULL] * 20 + [0] * 10 + [FULL] * 10, list(range(20, 30)))
+SATURATED = timeline([FULL] * 40, [])
+
+
+def test_what_the_wire_shows_is_read_exactly() -> None:
+    r = wire_replays(GAPPED, 2, 0.100)
+    assert r is not None
+    fit = r.fit
+    assert fit.efficiency == pytest.approx(1.0) and fit.window_s == pytest.approx(40 * MS)
+    assert fit.idle_s == pytest.approx(60 * MS)
+    assert fit.backward_end_s_low == pytest.approx(30 * MS) and fit.backward_end_s_high == pytest.approx(40 * MS)
+    assert fit.hidden is False  # 10 ms of 100: the last bucket's wait shows when backward ended
+
+
+def test_the_replay_reproduces_the_measured_iteration() -> None:
+    r = wire_replays(GAPPED, 2, 0.100)
+    assert r is not None
+    assert float(r.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.100, abs=1e-9)
+    assert float(r.fast.iteration_s(2, 1e9)[0]) == pytest.approx(0.100, abs=1e-9)
+
+
+def test_a_window_sent_at_half_rate_is_read_as_half_efficiency() -> None:
+    # 80 bins at half of line rate (a ring's host waiting half of each bin for its predecessor's chunk): the
+    # replay takes the 80 ms it took only at half of line rate, and at a 500 Mbit/s link, sending at half of it,
+    # twice as long (the efficiency is carried to every speed)
+    half = timeline([FULL // 2] * 80, [], period_ms=150, peak_bps=0.5e9)
+    r = wire_replays(half, 2, 0.150)
+    assert r is not None
+    assert r.fit.efficiency == pytest.approx(0.5, rel=1e-6)
+    assert float(r.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.150, abs=1e-6)
+    assert float(r.point.iteration_s(2, 0.5e9)[0]) == pytest.approx(0.150 + 0.080, abs=1e-6)
+
+
+def test_a_slower_link_queues_the_bytes_behind_each_other() -> None:
+    # at 500 Mbit/s: the first 2.5 MB take 40 ms (to 40 ms), the last 1.25 MB, ready at 30 ms, follow at once
+    # (20 ms): the window ends at 60 ms, so the iteration is 60 + 60 = 120 ms whenever backward ended
+    r = wire_replays(GAPPED, 2, 0.100)
+    assert r is not None
+    assert float(r.point.iteration_s(2, 0.5e9)[0]) == pytest.approx(0.120, abs=1e-9)
+    # the interval's slow edge sends at (1 − band) of the efficiency: 3.75 MB at 440 Mbit/s from the window's start
+    low, high = r.interval_s(2, 0.5e9)
+    assert float(low[0]) == pytest.approx(0.120, abs=1e-9)
+    assert float(high[0]) == pytest.approx(0.060 + 3.75e6 * 8 / (0.5e9 * (1 - EFFICIENCY_BAND)), abs=1e-9)
+
+
+def test_a_faster_link_waits_for_the_last_bucket() -> None:
+    # at 2 Gbit/s: the last bucket, ready at 30 ms at the earliest, takes 5 ms: 60 + 35 = 95 ms; at the latest its
+    # bytes became ready as they left, up to the window's end: then no speed ends it sooner, 100 ms
+    r = wire_replays(GAPPED, 2, 0.100)
+    assert r is not None
+    low, high = r.interval_s(2, 2e9)
+    assert float(low[0]) == pytest.approx(0.095, abs=1e-9)
+    assert float(high[0]) == pytest.approx(0.100, abs=1e-9)
+    point = float(r.point.iteration_s(2, 2e9)[0])
+    assert float(low[0]) <= point <= float(high[0])
+
+
+def test_more_workers_send_more_per_byte_of_gradient() -> None:
+    # 2 workers send 2(2−1)/2 = 1 × S; 4 send 1.5 × S: at 500 Mbit/s the 3.75 MB become 5.625 MB, 90 ms of sending
+    r = wire_replays(GAPPED, 2, 0.100)
+    assert r is not None
+    assert float(r.point.iteration_s(4, 0.5e9)[0]) == pytest.approx(0.060 + 5.625e6 * 8 / 0.5e9, abs=1e-9)
+
+
+def test_a_link_busy_all_through_backward_is_a_range_and_the_verdict_says_so() -> None:
+    r = wire_replays(SATURATED, 2, 0.100)
+    assert r is not None and r.fit.hidden
+    assert r.fit.backward_end_s_low == 0.0 and r.fit.backward_end_s_high == pytest.approx(40 * MS)
+    inputs = WhatIfInputs(workers=2, link_speed_bps=1e9, iteration_time_s=0.100, gradient_bytes=5e6)
+    w = wire_what_if(r, [2], [1e9, 10e9], measured=inputs)
+    assert w.replay is not None and abs(w.replay.error) < 1e-6
+    at_10g = [p for p in w.points if p.bandwidth_bps == 10e9][0]
+    # as fast as 60 + 4 ms (every byte ready at once) or no faster than the 100 ms measured
+    assert at_10g.iteration_s_low == pytest.approx(0.064, abs=1e-9)
+    assert at_10g.iteration_s_high == pytest.approx(0.100, abs=1e-9)
+    assert w.wire is not None and w.wire.scaling_factor_low is not None
+    assert "busy all through backward" in w.verdict
+
+
+def test_windows_longer_than_the_period_are_not_replayed() -> None:
+    """A count read wrong (2 iterations for 80 on a CI run) cut 1.08 s windows for a 1.04 s period: no T is
+    positive, and nothing is replayed. A 40 ms window cut alone (no idle bin) is replayed for a period of 41 ms
+    and refused for 40 or 39 ms. A link-bound job whose windows fill the period (a DDP capture at 100 Mbit/s:
+    windows 1.448 s, period 1.443 s, cut periods 1.467 s) is replayed: T is at least the link's idle time, 1 ms
+    here, and the point reproduces the period."""
+    alone = timeline([FULL] * 40, [], period_ms=40)
+    assert wire_replays(alone, 2, 0.041) is not None
+    assert wire_replays(alone, 2, 0.040) is None and wire_replays(alone, 2, 0.039) is None
+    filled = wire_replays(timeline([FULL] * 40, [], period_ms=41), 2, 0.0395)
+    assert filled is not None
+    assert filled.fast.single_iteration_time_s == pytest.approx(1 * MS)
+    assert min(filled.point.single_iteration_time_s, filled.slow.single_iteration_time_s) > 0
+    assert filled.point.iteration_s(2, 1e9)[0] == pytest.approx(0.0395)
