@@ -98,6 +98,13 @@ def _capture_directory(root: Path) -> RunInput:
     if not hosts:
         raise FileError(f"{root}: offset 0: capture directory holds no host folder with capture files")
     rank = {name: i for i, name in enumerate(layout.launch_order(run))}
+    captured = {h.name for h in hosts}
+    absent = [name for name in rank if name not in captured]
+    if absent:  # their traffic is still in their peers' captures (analyze.collective.topology: not captured)
+        warnings.append(
+            f"{root / layout.RUN_FILE}: {len(absent)} of {len(rank)} launched host(s) have no capture: "
+            f"{', '.join(absent[:5])}{', ...' if len(absent) > 5 else ''}; their traffic is read from their peers'"
+        )
     hosts.sort(key=lambda h: (rank.get(h.name, len(rank)), h.name))
     return RunInput(hosts=hosts, run=run, root=root, warnings=warnings)
 

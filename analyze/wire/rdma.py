@@ -32,7 +32,7 @@ from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, sample_fields
 from analyze.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
-from analyze.wire.transport import MIN_EDGE_SHARE, column_frames, edge_rates, thin
+from analyze.wire.transport import MIN_EDGE_SHARE, column_frames, edge_rates, line_rate_unknown, thin
 
 LOSS_FRACTION = 0.005  # packets sent again above this share of the edge's: loss shapes the transfer
 LOSS_TIME_SHARE = 0.05  # timer stalls and resends taking this share of the edge's busy time: loss shapes it
@@ -265,6 +265,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     code, pairs = pd.factorize(pd.MultiIndex.from_arrays([judged["src_host"], judged["dst_host"]]))
     n = len(pairs)
     speeds = {h.name: float(h.link_speed_bps) for h in result.hosts}
+    assumed = {h.name for h in result.hosts if h.link_speed_source == "assumed"}
     link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
     code_of_flow = np.full(int(tables.flows["flow_id"].max()) + 1, -1, dtype=np.int64)
     code_of_flow[judged["flow_id"].to_numpy(np.int64)] = code
@@ -311,6 +312,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
         }
         row["limiter"], confidence, row["evidence"] = _judge(row)
         row["confidence"] = round(float(confidence), 3)
+        line_rate_unknown(row, row["src"] in assumed)
         if row["qp_imbalance"] is not None and row["qp_imbalance"] >= IMBALANCED:
             row["evidence"].append(
                 f"its {len(carrying)} QPs carry unequal bytes (the busiest {row['qp_imbalance']:.1f}x the least): "

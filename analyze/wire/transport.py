@@ -46,6 +46,9 @@ ZERO_WINDOW_SHARE = 0.05  # time at a zero window above this share of the edge's
 LATENCY_STEP_BDPS = 4.0  # ring steps smaller than this many bandwidth-delay products wait on round trips
 NONE_BUSY_SHARE = 0.1  # edges busy less than this share of the job: communication is not what limits it
 MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest edge's bytes is not judged
+# the limiters judged against the sender's line rate, and their most confidence where that rate is assumed
+LINE_RATE_LIMITERS = ("link", "latency", "sender", "congestion")
+UNKNOWN_LINE_RATE_CONFIDENCE = 0.5
 SOCKET_LAG = 0.5  # a data socket sending below this share of its edge's others' pace (median) lags
 CONTROL_SHARE = 0.25  # an edge's socket carrying under this share of its busiest socket's bytes: control, not paced
 RUN_GAP = 2  # bins between two runs of an edge's busy bins: a pause, not a bin the sends straddled
@@ -222,6 +225,26 @@ def edge_rates(
     total = np.bincount(inverse.ravel(), weights=b, minlength=len(cells))
     utilization = total * 8e9 / bin_ns / link[cells[:, 0]]
     return cells[:, 0], cells[:, 1], utilization, utilization >= busy_threshold
+
+
+def edge_pace(code: np.ndarray, utilization: np.ndarray, n: int) -> np.ndarray:
+    """Each edge's pace as a share of its link: the PACE_PERCENTILE of its bins' rates where it sent (0 where it
+    never did). Computed once for all edges: the row's pace_bps and the sending bins both read it."""
+    pace = np.zeros(n)
+    if len(code):
+        frame = pd.DataFrame({"code": code, "u": utilization})
+        p = frame[frame["u"] > 0].groupby("code")["u"].quantile(PACE_PERCENTILE / 100)
+        pace[p.index.to_numpy(np.int64)] = p.to_numpy(np.float64)
+    return pace
+
+
+def sending_bins(code: np.ndarray, utilization: np.ndarray, pace: np.ndarray, busy_threshold: float) -> np.ndarray:
+    """The bins an edge sends in, per iteration (when it entered and left the collective): at least
+    BUSY_THRESHOLD of the lesser of its link and its own PACE (edge_pace), never of the link alone.
+    Why: a line rate assumed at 10 Gbit/s made the threshold ten times the one at the 1 Gbit/s given, and a late
+    rank's entry moved a bin (155 against 145 ms lost in a CI run) or vanished with --link-speed. The lesser of the
+    two is the same either way wherever the edge's pace is under the line rate it is told."""
+    return utilization >= busy_threshold * np.minimum(pace[code], 1.0)
 
 
 def _iteration_of(t: np.ndarray, windows: np.ndarray) -> np.ndarray:
@@ -431,15 +454,17 @@ def _ms(ns: Any) -> Optional[float]:
     return None if ns is None or not np.isfinite(ns) else round(float(ns) / 1e6, 4)
 
 
-# Other traffic's share of a host's link, while the job's edge from it was busy, from which the edge is called
-# `shared` rather than limited by its sender or its link: a 300 MB copy beside a DDP job took 40-60 % of it.
+# Others' share of a host's link (other traffic, another job), while the job's edge from it was busy, from which
+# the edge is called `shared` rather than limited by its sender or its link: a 300 MB copy beside a DDP job took
+# 40-60 % of it.
 SHARED_SHARE = 0.2
 
 
-def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = None) -> Optional[Transport]:
-    """The transport finding from the result's tables (None when it has no tables). SHARED: per sending host,
-    other traffic's share of its link and rate (bit/s) while the job's edges from it were busy
-    (analyze.each_job); an edge whose sender's link other traffic took SHARED_SHARE of or more is `shared`."""
+def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]]] = None) -> Optional[Transport]:
+    """The transport finding from the result's tables (None when it has no tables). SHARED: per sending host, the
+    share of its link others took while the job's edges from it were busy, their rate (bit/s) and who (other
+    traffic, another job: analyze.each_job); an edge whose sender's link others took SHARED_SHARE of or more is
+    `shared`, naming them."""
     tables = result.tables
     if tables is None:
         return None
@@ -472,6 +497,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
     trips = (s_code >= 0) & (s_what == ROUND_TRIP)
     stats = _per_edge_rtt(s_code[trips], s_value[trips], n)
     speeds = {h.name: float(h.link_speed_bps) for h in result.hosts}
+    assumed = {h.name for h in result.hosts if h.link_speed_source == "assumed"}
     link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
     bin_ns = int(result.bin_ns)
     e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
@@ -491,13 +517,14 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
         )
     if not iterations.confident:
         out["notes"].append("iterations are not known for sure: ring steps, and so latency, are not judged")
-    shift = _shift(result, [src for src, _ in pairs])  # each edge's sender clock against the reference
+    shift = clock_shift(result, [src for src, _ in pairs])  # each edge's sender clock against the reference
     resent = (s_code >= 0) & (s_what == RESENT)
+    pace = edge_pace(e_code, e_util, n)
     per_it = _per_iteration(
-        (e_code, e_t - shift[e_code], e_util, e_busy),
+        (e_code, e_t - shift[e_code], e_util, sending_bins(e_code, e_util, pace, result.busy_threshold)),
         (s_code[trips], s_t[trips] - shift[s_code[trips]], s_value[trips]),
         (s_code[resent], s_t[resent] - shift[s_code[resent]], s_value[resent]),
-        _windows(result, iterations),
+        iteration_windows(result, iterations),
         n,
         bin_ns,
     )
@@ -550,18 +577,18 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
         if lagging is not None and row["limiter"] not in ("loss", "receive_window"):
             confidence, text = lagging
             row["limiter"], row["evidence"] = "socket", [text, *row["evidence"]]
-        share, rate = (shared or {}).get(row["src"], (0.0, 0.0))
+        share, rate, by = (shared or {}).get(row["src"], (0.0, 0.0, ""))
         if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window", "socket"):
             row["evidence"] = [
-                f"other traffic took {share:.0%} of {row['src']}'s link while this edge was busy "
+                f"{by} took {share:.0%} of {row['src']}'s link while this edge was busy "
                 f"({rate / 1e6:,.0f} Mbit/s on average); its own evidence reads {row['limiter']}-limited",
                 *row["evidence"],
             ]
             row["limiter"], confidence = "shared", min(1.0, share / SHARED_SHARE / 2 + 0.5)
         row["confidence"] = round(confidence, 3)
         b = bins_of[i]
-        sending = e_util[b][e_util[b] > 0]
-        row["pace_bps"] = float(np.percentile(sending, PACE_PERCENTILE) * link[i]) if len(sending) else None
+        row["pace_bps"] = float(pace[i] * link[i]) if pace[i] > 0 else None
+        line_rate_unknown(row, row["src"] in assumed)
         row["series"] = _series(
             (e_t[b], e_util[b]),
             (s_t[trips_of[i]], s_value[trips_of[i]]),
@@ -584,20 +611,37 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float]]] = 
     return from_plain(Transport, out)
 
 
-def _shift(result: Result, hosts: Sequence[str]) -> np.ndarray:
+def line_rate_unknown(row: dict[str, Any], assumed: bool) -> None:
+    """Where the sender's link speed is ASSUMED (no --link-speed, none in its meta.json), a limiter read against
+    line rate (LINE_RATE_LIMITERS) is unsure: the same DDP capture at 1 Gbit/s read "sender, 1.00, 9 % of line
+    rate" against the 10 Gbit/s assumed and "link" when told 1 Gbit/s. The other limiters rest on the packets
+    alone (re-sent bytes, the receiver's window, one socket against its siblings) and keep their confidence."""
+    if not assumed or row["limiter"] not in LINE_RATE_LIMITERS:
+        return
+    row["confidence"] = min(row["confidence"], UNKNOWN_LINE_RATE_CONFIDENCE)
+    pace = row.get("pace_bps")
+    row["evidence"].append(
+        f"{row['src']}'s link speed is not known (assumed {row['link_speed_bps'] / 1e9:g} Gbit/s): "
+        f"{row['limiter']} is judged against a line rate no one measured"
+        + (f"; the edge sends at up to {pace / 1e6:,.0f} Mbit/s" if pace else "")
+        + ": give --link-speed"
+    )
+
+
+def clock_shift(result: Result, hosts: Sequence[str]) -> np.ndarray:
     """Each named host's clock offset from the reference (analyze.wire.clocks; 0 where unknown), to subtract from its
     times so they sit on the reference's clock beside the iterations."""
     offsets = {h.name: h.offset_ns or 0 for h in (result.clock.hosts if result.clock else [])}
     return np.array([offsets.get(h, 0) for h in hosts], dtype=np.int64)
 
 
-def _windows(result: Result, iterations: Iterations) -> np.ndarray:
+def iteration_windows(result: Result, iterations: Iterations) -> np.ndarray:
     """The iterations' [start, end) on the reference clock: inferred windows are on iterations.clock's host
     clock, marker windows on the ranks' own (taken as the reference's)."""
     rows = [(int(w.start_ns), int(w.end_ns)) for w in iterations.per_iteration]
     windows = np.array(rows, dtype=np.int64).reshape(-1, 2)
     if iterations.clock:
-        windows -= _shift(result, [iterations.clock])[0]
+        windows -= clock_shift(result, [iterations.clock])[0]
     return windows[np.argsort(windows[:, 0], kind="stable")]
 
 
