@@ -33,6 +33,7 @@ from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.rank_profiles import check_with_profiles
 from analyze.wire.rdma import diagnose_rdma, rdma_transport
 from analyze.wire.stragglers import add_stragglers
+from analyze.wire.timeline import wire_timeline
 from analyze.wire.transport import diagnose
 
 TOP_OTHER = 20  # other connections listed by name; the rest are counted
@@ -74,7 +75,12 @@ def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None
     shares = [_shared_links(result, fh, split.flow_job == j, other, f"job {j + 1}") for j in range(split.jobs)]
     for j, job in enumerate(jobs):
         mine = given if j == 0 else Given()
-        _analyze(job, metas, mine, {s.host: (s.share, s.other_rate_bps) for s in shares[j] if s.direction == "tx"})
+        beside = {
+            f"job {k + 1}": _shared_links(result, fh, split.flow_job == j, split.flow_job == k, f"job {j + 1}")
+            for k in range(split.jobs)
+            if k != j
+        }
+        _analyze(job, metas, mine, _sharers({"other traffic": shares[j], **beside}))
         result.assumptions.extend(f"job {j + 1}: {a}" for a in job.assumptions)
         result.warnings.extend(f"job {j + 1}: {w}" for w in job.warnings)
     top = jobs[0]
@@ -85,7 +91,9 @@ def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None
     result.other_traffic = _other(tables.flows, fh, other, [s for links in shares for s in links], split.note)
 
 
-def _analyze(result: Result, metas: Mapping[str, Any], given: Given, shared: Optional[dict[str, Any]]) -> None:
+def _analyze(
+    result: Result, metas: Mapping[str, Any], given: Given, shared: Optional[dict[str, tuple[float, float, str]]]
+) -> None:
     add_collective(
         result,
         launch_order=given.launch_order,
@@ -103,6 +111,8 @@ def _analyze(result: Result, metas: Mapping[str, Any], given: Given, shared: Opt
     if result.rdma is not None and result.rdma.limiter and (result.transport is None or not result.transport.edges):
         result.transport = rdma_transport(result.rdma)
     leave_out_resent(result)  # S from the unique bytes, before the what-if divides by it
+    if result.iterations is not None:
+        result.iterations.timeline = wire_timeline(result)
     add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
     add_stragglers(result)
     check_with_profiles(result, given.profiles)
@@ -196,6 +206,25 @@ def _record(name: str, job: Result) -> Job:
         capture_problems=job.capture_problems,
         confidence=round(min(sure), 3) if sure else 0.0,
     )
+
+
+def _sharers(by: dict[str, list[SharedLink]]) -> dict[str, tuple[float, float, str]]:
+    """Per sending host of a job: the share of its link that others took while the job's edges from it were busy,
+    their rate (bit/s) and who, the largest first (analyze.wire.transport calls such an edge `shared`). BY: each
+    sharer's links (other traffic, every other job), all measured over the same bins (those the job sent in)."""
+    rows: dict[str, list[tuple[str, SharedLink]]] = {}
+    for who, links in by.items():
+        for link in links:
+            if link.direction == "tx":
+                rows.setdefault(link.host, []).append((who, link))
+    out = {}
+    for host, found in rows.items():
+        mine = found[0][1].job_bytes
+        others = sum(link.other_bytes for _, link in found)
+        found.sort(key=lambda x: -x[1].other_bytes)
+        who = " and ".join(f"{w} ({link.other_bytes / (mine + others):.0%})" for w, link in found)
+        out[host] = (others / (mine + others), sum(link.other_rate_bps for _, link in found), who)
+    return out
 
 
 def _shared_links(result: Result, fh: pd.DataFrame, job: np.ndarray, other: np.ndarray, name: str) -> list[SharedLink]:

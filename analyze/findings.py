@@ -83,7 +83,8 @@ class Group:
 class Topology:
     """The collective's shape: `order` is the direction data flows (ring kinds), `confidence` how sure."""
 
-    kind: str  # ring | bidirectional_ring | tree | star | mesh | unknown
+    # ring | bidirectional_ring | tree | double_binary_tree | star | mesh | halving_doubling | pipeline_groups | unknown
+    kind: str
     order: list[str] = field(default_factory=list)
     direction: str | None = None  # with_launch_order | against_launch_order | both
     edges: list[TopologyEdge] = field(default_factory=list)
@@ -114,12 +115,38 @@ class IterationRecord:
 
 
 @dataclass
+class TimelineIteration:
+    """One iteration as one host sent it (analyze.wire.timeline): the time from the cut before it to the cut
+    after it, and the bytes of each bin from its first busy bin to its last."""
+
+    index: int
+    host: str
+    period_ns: int
+    comm_start_ns: int  # the first busy bin's start, from the cut before the iteration
+    bytes_per_bin: list[int]  # the host's bytes to the job's other hosts, bin by bin
+    idle_bins: list[int] = field(default_factory=list)  # bins it neither sent nor received in: it computed
+
+
+@dataclass
+class WireTimeline:
+    """When each sampled iteration's bytes left (analyze.wire.timeline): the what-if reads compute, the
+    communication window and what overlapped from it (analyze.whatif.wire_replay)."""
+
+    bin_ns: int
+    hosts: int  # the hosts sampled
+    link_speed_bps: float  # the slowest of the job's links
+    peak_rate_bps: float  # the sampled hosts' 99th-percentile bin rate: the fastest the job was seen to send
+    iterations: list[TimelineIteration] = field(default_factory=list)
+
+
+@dataclass
 class Percentiles:
     """A per-host quantity over the iterations (None without iterations)."""
 
     median: float | None = None
     p5: float | None = None
     p95: float | None = None
+    by_host: dict[str, float] = field(default_factory=dict)  # each host's median over the iterations
 
 
 @dataclass
@@ -184,6 +211,8 @@ class Iterations:
     period_bytes_per_edge: float | None = optional()  # inferred: the bytes an edge carries per iteration
     pattern: Pattern | None = optional()  # the parallelism its bytes theory comes from
     clock: str | None = optional()  # inferred: the host whose capture the iterations are timed on
+    # each sampled iteration as the wire shows it, for the what-if (analyze.wire.timeline)
+    timeline: WireTimeline | None = optional()
 
 
 # ---- clocks (analyze.wire.clocks) ----------------------------------------------------------------------------
@@ -490,6 +519,10 @@ class ScalingPoint:
     overhead_s: float
     comm_s: float
     scaling_factor: float
+    # the iteration predicted (T + overhead) and the interval the capture cannot narrow (analyze.whatif.wire_replay)
+    iteration_s: float | None = optional()
+    iteration_s_low: float | None = optional()
+    iteration_s_high: float | None = optional()
 
 
 @dataclass
@@ -528,6 +561,32 @@ class Sweep:
 
 
 @dataclass
+class WireFit:
+    """What the what-if read from the wire (analyze.whatif.wire_replay), medians over the sampled iterations:
+    the link idle (forward, optimizer, backward before the first bucket), the communication window, the
+    backward's end inside it (a range where the link was busy all through and hid when buckets became ready),
+    and the transport's efficiency while communicating."""
+
+    iterations: int  # host-iterations sampled (analyze.wire.timeline)
+    period_s: float
+    idle_s: float  # the link idle per iteration: compute nothing overlapped
+    window_s: float  # first to last busy bin of the iteration
+    backward_end_s: float  # from the window's start: the point estimate
+    backward_end_s_low: float  # the last busy run's start: no bucket of it was ready before
+    backward_end_s_high: float  # the window's end: every byte ready only as it was sent
+    hidden: bool  # the range is wide (over HIDDEN_SHARE of the period): the capture cannot tell when backward ended
+    efficiency: float  # bytes per busy time of the window, against line rate
+    efficiency_low: float
+    efficiency_high: float
+    hidden_comm_s: float  # communication already overlapped with compute at the capture's speed (point)
+    rate_ceiling_bps: float | None = None  # where the transport, not the link, set the pace: no faster elsewhere
+    # the scaling factor with the capture's link fully used, at the interval's two edges
+    scaling_factor_low: float | None = None
+    scaling_factor_high: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
 class WhatIf:
     """The full-utilization what-if (JSON key `scaling`): the scaling factor at any N, link and compression,
     the verdict, and whether it is sure. `model_options` and `profile` are the model's own and vary with it."""
@@ -548,6 +607,7 @@ class WhatIf:
     unsure: Unsure | None = optional()
     # each host's link at the other edges' pace, the largest saving first (analyze.wire.stragglers)
     per_edge: list[LinkFix] | None = optional()
+    wire: WireFit | None = optional()  # what the wire model read from the capture (analyze.whatif.wire_replay)
 
     @property
     def scaling_factor(self) -> float | None:

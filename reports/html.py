@@ -24,7 +24,7 @@ from reports import figures as F
 from reports.key_numbers import duration, key_numbers, num, pct, rate, size
 from reports.page import e, figure_block, page
 from reports.ring_diagram import mismatched_edges, ring_svg
-from reports.text import schedule_text, socket_text
+from reports.text import schedule_text, socket_text, topology_name
 
 FLOW_TABLE_ROWS = 500
 CAPTURE_TABLE_ROWS = 200
@@ -304,7 +304,7 @@ def _topology_html(topo: Topology | None) -> str:
     launch = list(topo.launch_order or [])
     bad = mismatched_edges(topo)
     conf = num(topo.confidence)
-    facts = [("kind", e(topo.kind) + (f" (confidence {conf:.0%})" if conf is not None else ""))]
+    facts = [("kind", e(topology_name(topo)) + (f" (confidence {conf:.0%})" if conf is not None else ""))]
     if order:
         facts.append(
             (
@@ -633,12 +633,38 @@ def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
             factor = num(value)
             if factor is not None:
                 facts.append((label, f"{factor:.3f}"))
+    check = sc.replay
+    if check is not None:
+        facts.append(
+            (
+                "replay of the measured iteration",
+                e(
+                    f"{check.modelled_iteration_ns / 1e6:.4g} ms against {check.measured_iteration_ns / 1e6:.4g} ms "
+                    f"measured (error {check.error:+.1%}"
+                    f"{', flagged: the model does not reproduce the job' if check.flagged else ''})"
+                ),
+            )
+        )
+    w = sc.wire
+    if w is not None:
+        facts += [
+            ("link idle per iteration (compute not overlapped)", e(duration(w.idle_s * 1e9))),
+            ("communication window", e(f"{duration(w.window_s * 1e9)} at {w.efficiency:.0%} of line rate")),
+            (
+                "backward ends in the window",
+                e(
+                    f"{duration(w.backward_end_s * 1e9)} (the wire allows {duration(w.backward_end_s_low * 1e9)}-"
+                    f"{duration(w.backward_end_s_high * 1e9)}{'; hidden by the busy link' if w.hidden else ''})"
+                ),
+            ),
+        ]
     out = [
         f'<p class="verdict-text">{e(sc.verdict)}</p>',
         '<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>",
     ]
     for fig_id, spec in F.whatif_figures(sc):
         out.append(figure_block(fig_id, spec))
+    out.append(_predictions_html(sc))
     rows = sc.needed_compression or []
     if rows:
         targets = sorted({t for t in (num(r.target) for r in rows) if t is not None})
@@ -659,6 +685,25 @@ def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
         )
     out.append(_assumed_html(sc.assumptions))
     return "".join(out)
+
+
+def _predictions_html(sc: WhatIf) -> str:
+    """The iteration predicted at each point asked, with the interval the capture cannot narrow."""
+    rows = [p for p in sc.points or [] if p.iteration_s is not None]
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr><td class="n">{e(p.workers)}</td><td class="n">{e(rate(p.bandwidth_bps))}</td>'
+        f'<td class="n">{e(f"{p.compression:g}")}</td><td class="n">{e(duration((p.iteration_s or 0) * 1e9))}</td>'
+        f'<td class="n">{e(duration((p.iteration_s_low or 0) * 1e9))}-{e(duration((p.iteration_s_high or 0) * 1e9))}'
+        f'</td><td class="n">{p.scaling_factor:.3f}</td></tr>'
+        for p in rows
+    )
+    return (
+        '<h3>Predicted iteration</h3><table><thead><tr><th class="n">workers</th><th class="n">bandwidth</th>'
+        '<th class="n">compression</th><th class="n">iteration</th><th class="n">interval</th>'
+        f'<th class="n">scaling factor</th></tr></thead><tbody>{body}</tbody></table>'
+    )
 
 
 def _assumed_html(assumptions: list[str] | None) -> str:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import fields
 
-from analyze.collective.topology import RING_KINDS
+from analyze.collective.topology import PIPELINE_GROUPS, RING_KINDS
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.findings import (
@@ -22,6 +22,7 @@ from analyze.findings import (
     LinkFix,
     OtherTraffic,
     Rdma,
+    ScalingPoint,
     Socket,
     Straggler,
     Topology,
@@ -320,9 +321,19 @@ def transport_lines(transport: Transport) -> list[str]:
     return lines + [f"  note: {n}" for n in transport.notes]
 
 
+def topology_name(t: Topology) -> str:
+    """The shape in words: a pipeline job's groups counted (2 data-parallel groups joined by a pipeline
+    boundary), else the kind as the JSON writes it."""
+    if t.kind != PIPELINE_GROUPS:
+        return t.kind
+    stages = sum(g.kind == "data_parallel" for g in t.groups or [])
+    links = sum(g.kind == "pipeline" for g in t.groups or [])
+    return f"{stages} data-parallel groups joined by {links} pipeline {'boundary' if links == 1 else 'boundaries'}"
+
+
 def collective_lines(t: Topology, it: Iterations | None) -> list[str]:
     """The summary's topology and iterations section (a few human lines)."""
-    lines = ["", f"topology: {t.kind} (confidence {t.confidence:.2f})"]
+    lines = ["", f"topology: {topology_name(t)} (confidence {t.confidence:.2f})"]
     if t.order:
         arrow = " -> " if t.kind == "ring" else " <-> " if t.kind == "bidirectional_ring" else ", "
         lines.append(
@@ -455,8 +466,31 @@ def scaling_lines(scaling: WhatIf) -> list[str]:
     return [
         "",
         f"what-if ({scaling.model} model): " + ", ".join(numbers),
+        *_wire_lines(scaling),
         *(f"  {s}" for s in (sentences[1:4] if len(sentences) > 1 else sentences)),
     ]
+
+
+def _wire_lines(scaling: WhatIf) -> list[str]:
+    """What the wire model read and whether it reproduces the measured iteration (the summary's second and third
+    what-if lines)."""
+    fit, r = scaling.wire, scaling.replay
+    out = []
+    if r is not None:
+        out.append(
+            f"  replay of the measured iteration: {r.modelled_iteration_ns / 1e6:.4g} ms against "
+            f"{r.measured_iteration_ns / 1e6:.4g} ms (error {r.error:+.1%})"
+            + (": it does not reproduce the job, do not act on the numbers below" if r.flagged else "")
+        )
+    if fit is not None:
+        ms = 1e3
+        out.append(
+            f"  from the wire: link idle {fit.idle_s * ms:.4g} ms, communicating {fit.window_s * ms:.4g} ms at "
+            f"{fit.efficiency:.0%} of line rate, backward ends {fit.backward_end_s * ms:.4g} ms in "
+            f"({fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g})"
+            + ("; the busy link hid when buckets were ready: predictions are ranges" if fit.hidden else "")
+        )
+    return out
 
 
 def bound_lines(bound: LinkBound) -> list[str]:
@@ -517,12 +551,23 @@ def _replay_lines(result: WhatIf) -> list[str]:
         f"{r.modelled_iteration_ns / 1e6:.4g} ms per iteration against {r.measured_iteration_ns / 1e6:.4g} ms "
         f"measured (error {r.error:+.1%})"
     ]
-    if not r.single_iteration_time_given:
+    if result.wire is not None:
         lines.append(
-            "  T was taken from the measured period, so this checks only the communication the model leaves "
-            "exposed; give --single-iteration-time to check the whole iteration."
+            "  T and the overlap were read from the wire (the link's idle time, each window's sends), so this "
+            "checks the replay of the capture's own iterations; a faster or slower link moves only the sends."
         )
-    if r.flagged:
+    elif not r.single_iteration_time_given:
+        lines.append(
+            "  T was solved from the measured period so that the replay reproduces it; give "
+            "--single-iteration-time to check the whole iteration."
+        )
+    if r.flagged and result.wire is not None:
+        lines.append(
+            f"  The replay misses the measured iteration by more than {REPLAY_TOLERANCE:.0%}: the iterations it "
+            f"sampled differ from the median one (a stall, a changing pace); the what-if below should not be "
+            f"trusted until a capture of steadier iterations reproduces it."
+        )
+    elif r.flagged:
         grad = m.gradient_bytes if m is not None else None
         lines.append(
             f"  The replay misses the measured iteration by more than {REPLAY_TOLERANCE:.0%}: the what-if below "
@@ -539,10 +584,14 @@ def _replay_lines(result: WhatIf) -> list[str]:
 
 def render_whatif(result: WhatIf) -> str:
     """Plain-text summary for the terminal."""
+    source = (
+        f"{result.profile['gradient_bytes'] / 1e6:.1f} MB of gradients in {result.profile['tensors']} tensors"
+        if result.wire is None
+        else f"read from {result.wire.iterations} sampled host-iterations of the capture"
+    )
     lines = [
         f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
-        f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {result.profile['gradient_bytes'] / 1e6:.1f} MB "
-        f"of gradients in {result.profile['tensors']} tensors",
+        f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {source}",
         *(
             [headline(result.unsure) + " (the verdict at the end says what would make it sure)"]
             if result.unsure
@@ -550,12 +599,12 @@ def render_whatif(result: WhatIf) -> str:
         ),
         *_replay_lines(result),
         "",
-        f"{'workers':>7}  {'bandwidth':>12}  {'compr.':>6}  {'overhead':>10}  {'scaling':>7}",
+        f"{'workers':>7}  {'bandwidth':>12}  {'compr.':>6}  {'overhead':>10}  {'scaling':>7}  iteration",
     ]
     for p in result.points:
         lines.append(
             f"{p.workers:>7}  {format_rate(p.bandwidth_bps):>12}  {p.compression:>6g}  "
-            f"{p.overhead_s * 1e3:>7.3f} ms  {p.scaling_factor:>7.4f}"
+            f"{p.overhead_s * 1e3:>7.3f} ms  {p.scaling_factor:>7.4f}  {_iteration_cell(p)}"
         )
     lines += [
         "",
@@ -582,6 +631,17 @@ def render_whatif(result: WhatIf) -> str:
         ]
     lines += ["", "assumed: " + "; ".join(result.assumptions), "", result.verdict]
     return "\n".join(lines)
+
+
+def _iteration_cell(p: ScalingPoint) -> str:
+    """'146 ms (135-162)': the predicted iteration and the interval the capture cannot narrow, where it has one."""
+    if p.iteration_s is None:
+        return ""
+    cell = f"{p.iteration_s * 1e3:.4g} ms"
+    lo, hi = p.iteration_s_low, p.iteration_s_high
+    if lo is not None and hi is not None and hi - lo > 1e-3 * p.iteration_s:
+        cell += f" ({lo * 1e3:.4g}-{hi * 1e3:.4g})"
+    return cell
 
 
 def _rate_or_infinite(bps: float | None) -> str:

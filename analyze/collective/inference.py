@@ -33,7 +33,7 @@ from analyze.collective.halving import cube_sends, cube_step, settled
 from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends
 from analyze.collective.microbatches import boundary_cells, boundary_schedule
 from analyze.collective.pattern import NCCL_SHARDED, confirmed, name_pattern, nccl_sharded, pipeline_pattern
-from analyze.collective.topology import RING_KINDS, classify, host_edges, ring_pairs
+from analyze.collective.topology import PIPELINE_GROUPS, RING_KINDS, classify, host_edges, ring_pairs
 from analyze.tables.hosts import address_hosts, flow_hosts
 from capture import layout
 
@@ -100,14 +100,19 @@ def add_collective(
             f"{stages} data-parallel groups joined by pipeline links, confidence {found['confidence']:.2f}: the host "
             f"pairs' bytes drop {found['evidence']['drop_to_pipeline_links']:.3g}x from the groups' to the links', "
             f"and the links match the groups host to host"
+            + ("" if topo.kind == "unknown" else f" (read as one collective: a {topo.kind.replace('_', ' ')})")
         )
+        # the structure read is the groups: the headline says so, as sure as they are (it read "unknown, 0.00"
+        # above groups named at 1.00)
+        topo.kind, topo.confidence = PIPELINE_GROUPS, float(found["confidence"])
     log = read_nccl_log(Path(nccl_log)) if nccl_log else None
     if log is not None:
         topo.nccl = compare_rings(log, topo.order if topo.kind in RING_KINDS else [], addr_host)
         if topo.nccl.matches is False:
             topo.notes.append("the NCCL log's ring differs from the ring the packets took")
     in_ring = len(topo.order) or len({e.src for e in topo.edges})
-    traffic = _traffic_ranks(flows, addr_host, host_names)
+    peers = sorted({x for e in topo.edges for x in (e.src, e.dst)} - set(host_names))  # in the shape, not captured
+    traffic = _traffic_ranks(flows, addr_host, host_names, peers)
     ranks = ring_ranks(
         markers,
         log,
@@ -171,13 +176,16 @@ def _spread(world_size: int, hosts: list[str]) -> Optional[dict[str, int]]:
     return {h: world_size // len(hosts) for h in hosts}
 
 
-def _traffic_ranks(flows: pd.DataFrame, addr_host: dict[str, str], host_names: list[str]) -> Optional[TrafficRanks]:
-    """Ranks per host as the job's connections count them (analyze.collective.ranks), over the hosts it joins."""
+def _traffic_ranks(
+    flows: pd.DataFrame, addr_host: dict[str, str], host_names: list[str], peers: list[str]
+) -> Optional[TrafficRanks]:
+    """Ranks per host as the job's connections count them (analyze.collective.ranks), over the hosts it joins
+    and PEERS, the uncaptured hosts in its shape: seen from the captured side, they are ranks too."""
     if flows.empty:
         return None
     fh = flow_hosts(flows, addr_host)
     joined = set(fh["src_host"]) | set(fh["dst_host"])
-    return ranks_from_connections(fh, [h for h in host_names if h in joined])
+    return ranks_from_connections(fh, [h for h in host_names if h in joined] + [p for p in peers if p in joined], peers)
 
 
 def _whole_run_bytes(topo: Topology, edges: pd.DataFrame) -> None:

@@ -191,15 +191,17 @@ def _active_spans(
     return dict(zip(p_it[cuts].tolist(), zip(lo.tolist(), span.tolist())))
 
 
-def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -> dict[str, Optional[float]]:
-    """Median, p5 and p95 over every (iteration, host) value of a per-iteration byte map."""
-    vals = np.array([it[key].get(h, 0) for it in per_it for h in hosts], dtype=np.float64)
-    if not len(vals):
-        return {"median": None, "p5": None, "p95": None}
+def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -> dict[str, Any]:
+    """Median, p5 and p95 over every (iteration, host) value of a per-iteration byte map, and each host's own
+    median (a pipeline's stages send unlike bytes: one median over all hosts hides which)."""
+    if not per_it or not hosts:
+        return {"median": None, "p5": None, "p95": None, "by_host": {}}
+    vals = np.array([[it[key].get(h, 0) for h in hosts] for it in per_it], dtype=np.float64)
     return {
         "median": float(np.median(vals)),
         "p5": float(np.percentile(vals, 5)),
         "p95": float(np.percentile(vals, 95)),
+        "by_host": {h: float(x) for h, x in zip(hosts, np.median(vals, axis=0))},
     }
 
 

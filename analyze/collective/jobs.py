@@ -77,8 +77,10 @@ def split_jobs(flows: pd.DataFrame, hosts: pd.DataFrame) -> Split:
         return whole
     src_h = hosts["src_host"].to_numpy(object)
     dst_h = hosts["dst_host"].to_numpy(object)
-    inter = ((flows["proto"] == "tcp").to_numpy() & ~hosts["inferred"].to_numpy(bool)) & (src_h != dst_h)
-    if not inter.any():
+    # connections to a peer without a capture are the job's too (seen from the captured end); a capture whose
+    # every connection leads out of it (one host's) has no jobs to tell apart
+    inter = (flows["proto"] == "tcp").to_numpy() & (src_h != dst_h)
+    if not (inter & ~hosts["inferred"].to_numpy(bool)).any():
         return whole
     conn = _connections(flows, inter)
     opened = pd.Series(hosts["opened"].to_numpy(bool)[inter]).groupby(conn.flow_conn).any().to_numpy()
@@ -91,11 +93,13 @@ def split_jobs(flows: pd.DataFrame, hosts: pd.DataFrame) -> Split:
             "too few to tell jobs apart by their start-up",
         )
     label = _groups(conn, opened)
-    # a job: two or more connections over two or more hosts
+    # a job: two or more connections over two or more hosts, one of them between two captured hosts (a group all
+    # of whose connections lead to uncaptured addresses, a storage or log server's, is other traffic)
     members = _members(label[conn.flow_conn], src_h[inter], dst_h[inter])
     conns = pd.Series(label).value_counts()
     spans = members.map(len)
-    is_job = (conns.reindex(spans.index).fillna(0) >= 2) & (spans >= 2)
+    seen = pd.Series(~hosts["inferred"].to_numpy(bool)[inter]).groupby(label[conn.flow_conn]).any()
+    is_job = (conns.reindex(spans.index).fillna(0) >= 2) & (spans >= 2) & seen.reindex(spans.index, fill_value=False)
     job_groups = spans.index[is_job.to_numpy()]
     if not len(job_groups):
         return whole

@@ -19,7 +19,7 @@ subgroups) counts nothing: W given is used, but where its ranks sit is not known
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,9 +61,12 @@ class TrafficRanks:
     evidence: str
 
 
-def ranks_from_connections(flows: pd.DataFrame, hosts: list[str]) -> Optional[TrafficRanks]:
+def ranks_from_connections(
+    flows: pd.DataFrame, hosts: list[str], uncaptured: Sequence[str] = ()
+) -> Optional[TrafficRanks]:
     """Ranks per host from a job's TCP connections between HOSTS (flows with src_host, dst_host, sport, dport,
-    start_ns, payload_bytes, bytes); None where the traffic has no full mesh to count."""
+    start_ns, payload_bytes, bytes); None where the traffic has no full mesh to count. A pair of two UNCAPTURED
+    hosts is in no capture: the mesh is full without it."""
     f = flows[(flows["proto"] == "tcp") & (flows["src_host"] != flows["dst_host"])]
     f = f[f["src_host"].isin(hosts) & f["dst_host"].isin(hosts)]
     if len(hosts) < 2 or f.empty:
@@ -93,8 +96,9 @@ def ranks_from_connections(flows: pd.DataFrame, hosts: list[str]) -> Optional[Tr
     store_count = pd.Series(other_end[at_store.to_numpy()]).str.rsplit(":", n=1).str[0].value_counts()
     pairs = conn[~at_store.to_numpy()]
     pair_count = pd.Series([tuple(sorted(p)) for p in zip(pairs["src"], pairs["dst"])], dtype=object).value_counts()
+    unseen = set(uncaptured)
     if any(
-        (x, y) not in pair_count.index and (y, x) not in pair_count.index
+        (x, y) not in pair_count.index and (y, x) not in pair_count.index and not {x, y} <= unseen
         for i, x in enumerate(hosts)
         for y in hosts[i + 1 :]
     ):

@@ -21,6 +21,9 @@ from analyze.jsonform import from_plain
 from analyze.tables.hosts import flow_hosts
 
 RING_KINDS = ("ring", "bidirectional_ring")  # the shapes whose order is a cycle
+# a job read as data-parallel groups joined by pipeline links (analyze.collective.groups), not one collective
+PIPELINE_GROUPS = "pipeline_groups"
+UNSEEN_EDGE = 0.9  # a ring closed over an edge between two uncaptured peers: its confidence times this
 HEAVY_FRACTION = 0.1  # an edge is heavy at >= 10% of the reference edge; ACK streams are ~0.1-2%
 MIN_COLLECTIVE_BYTES = 1e6  # below this much traffic a "shape" is as likely a rendezvous store as a collective
 EDGE_COLUMNS = ["src", "dst", "bytes", "payload_bytes", "flows", "start_ns", "end_ns", "inferred"]
@@ -138,17 +141,42 @@ def align_launch_order(
     return names
 
 
+def _closing_edge(deg_out: pd.Series, deg_in: pd.Series, uncaptured: set[str]) -> Optional[tuple[str, str]]:
+    """The one edge a ring's heavy edges lack where it joins two uncaptured peers (no capture holds it): every host
+    sends to one and hears from one, but for an uncaptured host that sends to none and another that hears from
+    none. None where the edges are not such a path."""
+    if len(deg_out) < 3 or (deg_out > 1).any() or (deg_in > 1).any():
+        return None
+    tail, head = list(deg_out.index[deg_out == 0]), list(deg_in.index[deg_in == 0])
+    if len(tail) == 1 and len(head) == 1 and tail[0] != head[0] and {tail[0], head[0]} <= uncaptured:
+        return tail[0], head[0]
+    return None
+
+
 def _ring_direction(order: list[str], launch: list[str]) -> Optional[str]:
     """'with_launch_order' (rank r sends to r+1), 'against_launch_order' (r to r-1) or None (no match)."""
-    lo = [x for x in launch if x in order]
-    if len(lo) != len(order) or len(set(lo)) != len(lo):
+    fit = _launch_fit(order, launch)
+    return fit[0] if fit is not None else None
+
+
+def _launch_fit(order: list[str], launch: list[str]) -> Optional[tuple[str, dict[str, str]]]:
+    """How the ring ORDER follows the LAUNCH order, and which launched host each uncaptured peer is (None where it
+    does not follow it). Hosts of the launch order that were not captured match the ring's uncaptured peers, as
+    many as there are of each: a ring with 2 of 8 hosts uncaptured still follows its launch order where the 6
+    captured ones sit in it so. Only the rotations that put a possible host first are tried: linear in hosts."""
+    missing = [x for x in launch if x not in order]
+    spare = {x for x in order if x not in launch}
+    lo = [x for x in launch if x in order] if len(missing) != len(spare) else list(launch)
+    if not order or len(lo) != len(order) or len(set(lo)) != len(lo):
         return None
-    k = lo.index(order[0])
-    rot = lo[k:] + lo[:k]
-    if order == rot:
-        return "with_launch_order"
-    if order == [rot[0]] + rot[:0:-1]:
-        return "against_launch_order"
+    wild = set(missing) if spare else set()
+    starts = [lo.index(order[0])] if order[0] in lo else [i for i, x in enumerate(lo) if x in wild]
+    for k in starts:
+        rot = lo[k:] + lo[:k]
+        for direction, want in (("with_launch_order", rot), ("against_launch_order", [rot[0]] + rot[:0:-1])):
+            pairs = list(zip(order, want))
+            if all(a == b or (a in spare and b in wild) for a, b in pairs):
+                return direction, {a: b for a, b in pairs if a != b}
     return None
 
 
@@ -202,11 +230,20 @@ def classify(
     coverage = float(heavy["bytes"].sum()) / total if total else 0.0
 
     kind, order, used, alike = "unknown", [], heavy, 1.0
-    if (deg_out == 1).all() and (deg_in == 1).all():
+    closing = _closing_edge(deg_out, deg_in, set(uncaptured))
+    if ((deg_out == 1).all() and (deg_in == 1).all()) or closing is not None:
         succ = dict(zip(heavy["src"], heavy["dst"]))
+        if closing is not None:
+            succ[closing[0]] = closing[1]
         cyc = _cycle(start, succ)
         if len(cyc) == n:
             kind, order = "ring", cyc
+            if closing is not None:
+                coverage *= UNSEEN_EDGE
+                notes.append(
+                    f"the edge {closing[0]} -> {closing[1]} is between two uncaptured peers, so no capture saw it: "
+                    "the ring is closed there by inference"
+                )
     if (
         kind == "unknown"
         and n >= 3
@@ -276,10 +313,17 @@ def classify(
         notes.append(f"{n} hosts, {len(und)} heavy host pairs: no ring, tree, star or mesh fits")
     if kind in ("ring", "bidirectional_ring"):
         out["order"] = order
-        direction = _ring_direction(order, launch) if launch else None
+        fit = _launch_fit(order, launch) if launch else None
+        direction = fit[0] if fit is not None else None
         out["direction"] = "both" if kind == "bidirectional_ring" else direction
         if launch:
             out["matches_launch_order"] = direction is not None
+            placed = fit[1] if fit is not None else {}
+            if placed:
+                notes.append(
+                    "uncaptured peers in the launch order's places: "
+                    + ", ".join(f"{address} is {name}" for address, name in placed.items())
+                )
             if direction is None:
                 notes.append(
                     "the ring does not follow the launch order: Horovod builds its ring in the order "

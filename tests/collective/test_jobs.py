@@ -17,10 +17,13 @@ import jsonschema
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from analyze.api import analyze
 from analyze.collective.jobs import split_jobs
 from analyze.collective.ranks import ranks_from_connections
+from analyze.each_job import _sharers
+from analyze.findings import SharedLink
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.result import Result
 from capture.units import parse_bin
@@ -78,6 +81,37 @@ def test_two_jobs_and_a_copy_are_told_apart() -> None:
     first = len(_mesh(hosts, 41000, 0, 29500))
     assert split.flow_job[0] == split.flow_job[first - 1]  # job a's store and its mesh
     assert len(set(job[:first])) == 1 and len(set(job[first:-1])) == 1 and job[0] != job[first]
+
+
+def test_the_link_a_job_shares_names_who_took_it() -> None:
+    """Job 1's sends from h1 in bins where it moved 600 bytes, job 2 300 and a copy 100 over the same bins: others
+    took 40 % of the link, job 2 the most of it; what h1 only received (rx) is not the sender's link."""
+
+    def link(direction: str, other: int, rate: float) -> SharedLink:
+        return SharedLink("job 1", "h1", direction, 600, other, round(other / (600 + other), 4), rate)
+
+    found = _sharers({"other traffic": [link("tx", 100, 1e6)], "job 2": [link("tx", 300, 3e6), link("rx", 5000, 9e9)]})
+    assert list(found) == ["h1"]
+    share, rate, who = found["h1"]
+    assert share == pytest.approx(0.4) and rate == pytest.approx(4e6)
+    assert who == "job 2 (30%) and other traffic (10%)"
+
+
+def test_an_uncaptured_rank_is_the_jobs_and_an_uncaptured_server_is_not() -> None:
+    """Issue 45: host d's capture is lost, so its connections are seen from a, b and c only (inferred), and they are
+    the job's (they were other traffic, and the ring of four lost a host). Each host's reads from an uncaptured
+    storage server, heavier than the job and opened together, are other traffic still: no connection of theirs
+    has both ends captured, so they are no job."""
+    hosts = ["a", "b", "c", "d"]
+    ms = 1_000_000
+    rows = _mesh(hosts, 41000, 0, 29500)
+    rows += [(h, 36000 + i, "nfs", 2049, 2_000_000_000, 5_000 * ms + i * ms, True) for i, h in enumerate(hosts[:3])]
+    flows, frame = _flows(rows)
+    frame["inferred"] = (frame["src_host"].isin(["d", "nfs"]) | frame["dst_host"].isin(["d", "nfs"])).to_numpy()
+    split = split_jobs(flows, frame)
+    job, mesh = split.flow_job, len(_mesh(hosts, 41000, 0, 29500))
+    assert split.jobs == 1 and len(set(job[:mesh])) == 1 and job[0] >= 0, (split.jobs, job)
+    assert (job[mesh:] == -1).all(), job[mesh:]
 
 
 def _pieces(late_end_ns: int) -> list[tuple[str, int, str, int, int, int, bool]]:
@@ -142,10 +176,10 @@ def _live(tmp_path, netns_cluster, jobs, copy=None):  # noqa: F811
     return record_together(jobs, tmp_path / "cap", cluster, port=29800 + int(time.time()) % 150, copy=copy)
 
 
-def _match(result, truth, taken=None):
+def _match(result, truth, taken=None, w_unknown_ok=False):
     """The job whose implied S is the truth's within 3 % (each job's S differs), checked whole; where none is, the
     one job not `taken`, whose S must then say it is unsure (a count off at coarse bins divides the bytes wrongly:
-    never confidently)."""
+    never confidently). W_UNKNOWN_OK: its W may be unknown (None, and then not called sure) rather than right."""
     s = truth["gradient_bytes"]
     found = [
         j
@@ -157,7 +191,10 @@ def _match(result, truth, taken=None):
         assert (found[0].iterations.implied_gradient_bytes_confidence or 0.0) < CONFIDENT, found[0].iterations
     assert len(found) == 1, [(j.name, j.iterations.implied_gradient_bytes, s) for j in result.jobs]
     job = found[0]
-    assert job.world_size == truth["world_size"] and job.iterations.ring_size_sure
+    if w_unknown_ok and job.world_size is None:  # unknown, not wrong (the caller recaptures)
+        assert not job.iterations.ring_size_sure, job.iterations
+    else:
+        assert job.world_size == truth["world_size"] and job.iterations.ring_size_sure
     if job.iterations.confident:  # never confidently wrong; an unsure count is checked where it is made sure (_sure)
         assert job.iterations.count == len(truth["iterations"]), (job.iterations.count, job.iterations.notes)
     assert job.topology.kind == "ring" and len(job.hosts) == len(truth["launch_order"])
@@ -193,9 +230,12 @@ def _two_jobs(tmp_path, netns_cluster) -> bool | str:  # noqa: F811
     (ta, tb), _ = _live(tmp_path, netns_cluster, [(a, 0.0), (b, 2.0)])
     r = analyze([tmp_path / "cap" / "run"], workers=1, byte_mode="payload")
     assert r.jobs is not None and len(r.jobs) == 2, r.other_traffic
-    first = _match(r, ta)  # the heavier job: sure at 10 ms bins
-    second = _match(r, tb, taken=first)
+    first = _match(r, ta, w_unknown_ok=True)  # the heavier job: sure at 10 ms bins
+    second = _match(r, tb, taken=first, w_unknown_ok=True)
     assert first is not second
+    if first.world_size is None or second.world_size is None:
+        # a CI run's lighter job kept 11 of its 12 mesh connections (one read as the other job's): W unknown
+        return f"W unknown: {first.name} {first.connections} connections, {second.name} {second.connections}"
     sure = [_sure(tmp_path / "cap" / "run", r, ta), _sure(tmp_path / "cap" / "run", r, tb, taken=first)]
     assert r.topology is r.jobs[0].topology  # the top level is the heaviest job's
     # their own edges: job b's ring follows its own launch order, not job a's

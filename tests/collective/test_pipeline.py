@@ -57,6 +57,10 @@ def _two_stages(run: Path, truth: dict, job: Job) -> bool | str:
     assert sorted(g.hosts for g in groups if g.kind == "data_parallel") == dp
     (boundary,) = [g for g in groups if g.kind == "pipeline"]
     assert sorted({tuple(sorted(e)) for e in boundary.edges}) == links and len(boundary.edges) == 2 * len(links)
+    # the headline names the structure, as sure as the groups (it read "unknown (confidence 0.00)" above them)
+    assert r.topology.kind == "pipeline_groups" and r.topology.confidence >= CONFIDENT, r.topology
+    boundaries = "1 pipeline boundary" if job.stages == 2 else f"{job.stages - 1} pipeline boundaries"
+    assert f"topology: {job.stages} data-parallel groups joined by {boundaries}" in summary_text(r)
     its = r.iterations
     assert its.pattern.kind == "pipeline" and its.pattern.confidence >= CONFIDENT, its.pattern
     assert its.implied_gradient_bytes is None  # no one S for the job: each group has its own
@@ -145,6 +149,9 @@ def _three_stages(run: Path, truth: dict, job: Job) -> bool | str:
         edges = 1 if x["stage"] in (0, job.stages - 1) else 2
         carried = x["gradient_bytes"] + edges * sent
         assert abs(link.bytes_per_iteration / carried - 1) <= 0.03, (link, carried)
+        # and each host's own figure in the iterations (one median over all hosts hid the stages' differences)
+        own = its.bytes_per_iteration_per_host.by_host[link.host]
+        assert abs(own / carried - 1) <= 0.03, (link.host, own, carried)
     return True
 
 
