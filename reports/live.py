@@ -6,6 +6,7 @@ by " | ", bytes exact.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional, TextIO
 
 from analyze.live.now import HostNow, JobNow, Now
@@ -32,7 +33,7 @@ def _job(j: JobNow) -> str:
     if j.iterations is None:
         found = "-"
     else:
-        how = f"traffic, confidence {j.confidence:.2f}"
+        how = f"traffic, confidence {_confidence(j.confidence)}"
         found = f"{j.iterations} ({how})" if j.sure else f"~{j.iterations} (unsure: {how})"
     return f"{j.name} ({j.hosts} hosts) iterations={found}"
 
@@ -44,8 +45,13 @@ def iterations(now: Now) -> str:
         return "-"
     if now.iterations_source == "markers":
         return f"{now.iterations} (markers)"
-    how = f"{now.iterations_source}, confidence {now.iterations_confidence:.2f}"
+    how = f"{now.iterations_source}, confidence {_confidence(now.iterations_confidence)}"
     return f"{now.iterations} ({how})" if now.iterations_sure else f"~{now.iterations} (unsure: {how})"
+
+
+def _confidence(value: float | None) -> str:
+    """Two decimals, rounded down: an unsure 0.7996 reads 0.79, never the 0.80 a sure count starts at."""
+    return "-" if value is None else f"{math.floor(value * 100) / 100:.2f}"
 
 
 def _rate(bps: float | None) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
+from analyze.confidence.thresholds import CONFIDENT
 from analyze.live.now import HEAVY_EDGE, Now
 
 if TYPE_CHECKING:
@@ -137,9 +138,17 @@ def live_families(now: Now, job: str = JOB) -> list[Family]:
         f["confidence"].add(j.confidence, comm_name=j.name, n_nodes=str(j.hosts))
     limiter, sure = _limiter_families()
     if now.limiter is not None:
-        limiter.add(1, comm_name=job, n_nodes=n_nodes, limiter=now.limiter[0])
+        limiter.add(1, comm_name=job, n_nodes=n_nodes, **limiter_labels(*now.limiter))
         sure.add(now.limiter[1], comm_name=job, n_nodes=n_nodes)
     return [*f.values(), capturing, limiter, sure]
+
+
+def limiter_labels(limiter: str, confidence: float) -> dict[str, str]:
+    """The limiter's labels, live and offline alike: `limiter` is what the diagnosis states as fact, or "unsure"
+    below CONFIDENT (a partial capture that cannot yet tell says so instead of another answer); `reading` is what
+    it reads either way. Why: an alert on limiter="link" must not fire on a guess, and the live view's analysis of
+    a half-written capture once read "sender" where the whole run's read "link" at 0.73, itself unsure."""
+    return {"limiter": limiter if confidence >= CONFIDENT else "unsure", "reading": limiter}
 
 
 def _limiter_families() -> tuple[Family, Family]:
@@ -245,7 +254,7 @@ def _job_families(
             per_host.add(total / len(windows), comm_name=name, node=host)
     transport = job.get("transport") or {}
     if transport.get("limiter"):
-        limiter[0].add(1, limiter=transport["limiter"], **labels)
+        limiter[0].add(1, **limiter_labels(transport["limiter"], float(transport.get("confidence") or 0.0)), **labels)
         limiter[1].add(transport.get("confidence"), **labels)
     what = job.get("scaling") or {}
     if not what.get("unsure"):  # an unsure what-if is not a number to put on a dashboard

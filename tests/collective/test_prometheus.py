@@ -103,9 +103,14 @@ def test_prometheus_scrapes_the_live_view_and_the_analysis(tmp_path, netns_clust
         sent = prom.values('last_over_time(ringscope_host_transmit_bytes_total{job="ringscope-live"}[5m])', "node")
         for host in result.hosts:
             assert abs(sent[host.name] / host.tx_bytes - 1) <= 0.05, (host.name, sent[host.name], host.tx_bytes)
-        # the live limiter, from analyses of the capture so far, named what the whole run's analysis names
+        # the live limiter, from analyses of the capture so far: what it stated as fact is what the whole run's
+        # analysis reads, and where it could not tell it said unsure (issue 45: a fresh 2-core machine read
+        # "sender" live against "link" at 0.73-0.74 offline); the whole run's reading is among its readings
         limiters = prom.values('last_over_time(ringscope_limiter_info{job="ringscope-live"}[5m])', "limiter")
-        assert result.transport.limiter in limiters, (limiters, result.transport.limiter)
+        print("live limiters", limiters, "offline", result.transport.limiter, result.transport.confidence)
+        assert set(limiters) - {"unsure"} <= {result.transport.limiter}, (limiters, result.transport)
+        readings = prom.values('last_over_time(ringscope_limiter_info{job="ringscope-live"}[5m])', "reading")
+        assert result.transport.limiter in readings, (readings, result.transport.limiter)
         # the finished analysis through node_exporter's textfile collector
         with textfile_collector(tmp_path / "textfile", files_port) as folder:
             analyzed = subprocess.run(

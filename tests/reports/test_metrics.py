@@ -211,4 +211,8 @@ def test_each_job_of_a_capture_gets_its_own_series():
     assert _value(samples, "ringscope_iterations", comm_name="job 1", n_nodes="4", nranks="4") == 10
     assert _value(samples, "ringscope_iterations", comm_name="job 2", n_nodes="2", nranks="2") == 7
     assert _value(samples, "ringscope_limiter_info", comm_name="job 2", limiter="loss") == 1
+    # below CONFIDENT the limiter is "unsure" (an alert on limiter="loss" must not fire on a guess), its reading kept
+    second["transport"]["confidence"] = 0.5
+    unsure = _samples(render(analysis_families(doc)))
+    assert _value(unsure, "ringscope_limiter_info", comm_name="job 2", limiter="unsure", reading="loss") == 1
     assert len([1 for (n, _) in samples if n == "ringscope_host_transmit_bytes_total"]) == 4
