@@ -168,7 +168,7 @@ def test_analyzing_the_dataset_gives_what_analyzing_the_pcaps_gives(tmp_path: Pa
     its = doc["iterations"]
     assert its["count"] == len(truth["iterations"]) and doc["topology"]["launch_order"] == truth["launch_order"]
     n = truth["world_size"]
-    for host, sent in its["bytes_per_iteration_per_host"].items():
+    for host, sent in its["bytes_per_iteration_per_host"]["by_host"].items():
         assert abs(sent / (2 * (n - 1) / n * truth["gradient_bytes"]) - 1) < 0.01, host
     # the packet table sums to each host's sent bytes, counted from its own address
     addresses = {

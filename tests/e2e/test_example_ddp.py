@@ -32,7 +32,9 @@ def test_the_readme_command_on_the_real_example_agrees_with_the_job(tmp_path: Pa
     got = [(i["start_ns"], i["end_ns"]) for i in its["per_iteration"]]
     assert got == [(i["start_ns"], i["end_ns"]) for i in truth["iterations"]]
     n = truth["world_size"]  # a ring all-reduce sends 2(N-1)/N x S per host and iteration
-    for host, sent in its["bytes_per_iteration_per_host"].items():
+    spread = its["bytes_per_iteration_per_host"]
+    assert sorted(spread["by_host"]) == sorted(truth["launch_order"])  # every host's own figure
+    for host, sent in [*spread["by_host"].items(), *((k, spread[k]) for k in ("median", "p5", "p95"))]:
         assert abs(sent / (2 * (n - 1) / n * truth["gradient_bytes"]) - 1) < 0.01, host
     assert abs(its["implied_gradient_bytes"] / truth["gradient_bytes"] - 1) < 0.01
 
