@@ -309,7 +309,7 @@ class TransportEdge:
     rtt_min_ms: float | None
     rtt_median_ms: float | None
     rtt_p99_ms: float | None
-    rate_while_busy: float | None  # share of line rate while sending
+    rate_while_busy: float | None  # share of line rate, byte-weighted over the bins it sent in
     busy_share: float | None
     link_speed_bps: float
     idle_in_communication: float | None
@@ -320,6 +320,8 @@ class TransportEdge:
     series: EdgeSeries
     sockets: list[Socket] = field(default_factory=list)  # where the edge runs over several connections
     pace_bps: float | None = optional()  # its rate while sending: the 90th percentile of its bins with bytes
+    # share of line rate its bursts left at, from packet times: the same at any bin (analyze.wire.send_rate)
+    burst_rate: float | None = optional()
 
 
 @dataclass
@@ -413,13 +415,15 @@ class RdmaEdge:
     ce_marks: int
     ce_fraction: float
     ack_rtt_median_us: float | None
-    rate_while_busy: float | None  # share of line rate while sending
+    rate_while_busy: float | None  # share of line rate, byte-weighted over the bins it sent in
     busy_share: float | None
     link_speed_bps: float
     limiter: str | None  # loss | congestion | link | sender
     confidence: float
     evidence: list[str]
     series: RdmaSeries = field(default_factory=RdmaSeries)
+    # share of line rate its bursts left at, from packet times: the same at any bin (analyze.wire.send_rate)
+    burst_rate: float | None = optional()
 
 
 @dataclass

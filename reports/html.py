@@ -487,14 +487,14 @@ def _rdma_html(result: Result) -> str:
         rows.append(
             f'<tr data-limiter="{e(x.limiter)}"><td class="mono">{e(x.src)} → {e(x.dst)}</td>'
             f'<td>{e(x.limiter or "not judged")}</td><td class="n">{float(x.confidence or 0):.2f}</td>'
-            f'<td class="n">{len(x.qps)}</td><td class="n">{e(pct(x.rate_while_busy))}</td>'
+            f'<td class="n">{len(x.qps)}</td><td class="n">{e(pct(x.burst_rate))} / {e(pct(x.rate_while_busy))}</td>'
             f'<td class="n">{float(x.resent_fraction or 0):.2%}</td><td class="n">{int(x.naks):,}</td>'
             f'<td class="n">{int(x.timeouts):,}</td><td class="n">{int(x.cnps):,}</td>'
             f'<td class="n">{float(x.ce_fraction or 0):.2%}</td><td class="n">{e(_shown(x.ack_rtt_median_us))}</td></tr>'
         )
     table = (
         '<div class="scroll"><table class="sortable rdma"><thead><tr><th>edge</th><th>limiter</th>'
-        '<th class="n">confidence</th><th class="n">QPs</th><th class="n">rate while sending</th>'
+        '<th class="n">confidence</th><th class="n">QPs</th><th class="n">line rate in bursts / busy bins</th>'
         '<th class="n">re-sent packets</th><th class="n">NAKs</th><th class="n">timeouts</th><th class="n">CNPs</th>'
         '<th class="n">CE marked</th><th class="n">ACK RTT median (µs)</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table></div>"
@@ -540,7 +540,7 @@ def _transport_tcp_html(result: Result) -> str:
         rows.append(
             f'<tr data-limiter="{e(x.limiter)}"><td class="mono">{e(x.src)} → {e(x.dst)}</td>'
             f'<td>{e(x.limiter or "not judged")}</td><td class="n">{float(x.confidence or 0):.2f}</td>'
-            f'<td class="n">{e(pct(x.rate_while_busy))}</td>'
+            f'<td class="n">{e(pct(x.burst_rate))} / {e(pct(x.rate_while_busy))}</td>'
             f'<td class="n">{float(x.retransmitted_fraction or 0):.2%}</td>'
             f'<td class="n">{int(x.dup_acks or 0):,}</td><td class="n">{int(x.sack_acks or 0):,}</td>'
             f'<td class="n">{int(x.zero_windows or 0):,}</td><td class="n">{e(window)}</td>'
@@ -550,7 +550,7 @@ def _transport_tcp_html(result: Result) -> str:
         )
     table = (
         '<div class="scroll"><table class="sortable transport"><thead><tr><th>edge</th><th>limiter</th>'
-        '<th class="n">confidence</th><th class="n">rate while sending</th><th class="n">re-sent</th>'
+        '<th class="n">confidence</th><th class="n">line rate in bursts / busy bins</th><th class="n">re-sent</th>'
         '<th class="n">dup ACKs</th><th class="n">SACK ACKs</th><th class="n">zero windows</th>'
         '<th class="n">in flight / window (mean)</th><th class="n">window full</th>'
         '<th class="n">RTT min / median / p99 (ms)</th><th>sockets</th></tr></thead>'

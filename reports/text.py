@@ -283,17 +283,24 @@ def socket_text(sockets: list[Socket]) -> str:
     return f"{len(data)} data sockets" + (f", lagging {', '.join(slow)}" if slow else ", none lags")
 
 
+def sending_rate(in_bursts: float | None, in_bins: float | None) -> str:
+    """An edge's rate while sending in words: its bursts' (packet times, the same at any bin) and its busy bins'."""
+    bursts = f"{in_bursts:.0%} of line rate in bursts" if in_bursts is not None else "bursts not timed"
+    bins = f"{in_bins:.0%} over its busy bins" if in_bins is not None else "no busy bin"
+    return f"{bursts}, {bins}"
+
+
 def rdma_lines(rdma: Rdma) -> list[str]:
     """RDMA queue pairs folded into edges: per judged edge its limiter, QPs, loss and congestion in one line."""
     lines = ["", f"rdma: {len(rdma.qps):,} queue pair(s) in {len(rdma.edges):,} edge(s)"]
     for e in rdma.edges[:12]:
         if e.limiter is None:
             continue
-        rate = f"{e.rate_while_busy:.0%}" if e.rate_while_busy is not None else "-"
         rtt = f"{e.ack_rtt_median_us:.3g} us" if e.ack_rtt_median_us is not None else "-"
         lines.append(
-            f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {len(e.qps)} QP(s), {rate} of line rate while "
-            f"sending, {e.resent_fraction:.2%} re-sent, {e.naks} NAK(s), {e.timeouts} timeout(s), {e.cnps} CNP(s), "
+            f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {len(e.qps)} QP(s), "
+            f"{sending_rate(e.burst_rate, e.rate_while_busy)}, {e.resent_fraction:.2%} re-sent, {e.naks} NAK(s), "
+            f"{e.timeouts} timeout(s), {e.cnps} CNP(s), "
             f"{e.ce_fraction:.2%} CE, ACK rtt median {rtt}"
         )
     return lines + [f"  note: {n}" for n in rdma.notes]
@@ -310,12 +317,11 @@ def transport_lines(transport: Transport) -> list[str]:
     for e in transport.edges[:12]:
         if e.limiter is None:
             continue
-        rate = f"{e.rate_while_busy:.0%}" if e.rate_while_busy is not None else "-"
         rtt = f"{e.rtt_median_ms:.3g} ms" if e.rtt_median_ms is not None else "-"
         window = f"{e.window_full_fraction:.0%}" if e.window_full_fraction is not None else "?"
         lines.append(
-            f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {rate} of line rate while "
-            f"sending, {e.retransmitted_fraction:.2%} re-sent, window full {window}, rtt median {rtt}"
+            f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {sending_rate(e.burst_rate, e.rate_while_busy)}, "
+            f"{e.retransmitted_fraction:.2%} re-sent, window full {window}, rtt median {rtt}"
             + (f"; {socket_text(e.sockets)}" if socket_text(e.sockets) else "")
         )
     return lines + [f"  note: {n}" for n in transport.notes]

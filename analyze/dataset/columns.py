@@ -16,7 +16,11 @@ from analyze.tables.flows import address_text, key_ports, proto_name
 from analyze.read import layouts as L
 from analyze.read.scan import FileHealth, StreamScan
 
-AGG_NAMES = sorted((v, k[4:].lower()) for k, v in vars(L).items() if k.startswith("AGG_"))
+_PACE = {"AGG_PACE_BYTES": "pace_bytes", "AGG_PACE_NS": "pace_ns"}  # blocks of PACE_BINS columns, one name a bin
+AGG_NAMES = sorted(
+    [(v, k[4:].lower()) for k, v in vars(L).items() if k.startswith("AGG_") and k not in _PACE]
+    + [(getattr(L, k) + i, f"{name}_{i}") for k, name in _PACE.items() for i in range(L.PACE_BINS)]
+)
 KIND_COLUMNS = [f"kind_{name}" for name in L.KIND_NAMES]
 
 ADDRESS_COLUMNS = ("src", "dst")  # the columns Parquet stores dictionary-encoded (the others encode faster plain)
@@ -159,8 +163,10 @@ def stream_scan(flows: pa.Table, bins: pa.Table, samples: pa.Table, files: pa.Ta
     n = flows.num_rows
     keys = np.frombuffer(b"".join(flows.column("flow_key").to_pylist()), dtype=np.uint64).reshape(n, 5).copy()
     agg = np.zeros((n, L.N_AGG), dtype=np.int64)
+    present = set(flows.column_names)
     for col, name in AGG_NAMES:
-        agg[:, col] = flows.column(name).to_numpy()
+        if name in present:  # a dataset written before a counter existed reads it as 0 (the group and pace
+            agg[:, col] = flows.column(name).to_numpy()  # columns: no burst rate, the bins' alone)
     sample_rows = np.zeros((samples.num_rows, L.N_SAMPLE), dtype=np.int64)
     sample_rows[:, L.SAMPLE_KEY] = samples.column("sample_key").to_numpy()
     sample_rows[:, L.SAMPLE_NS] = samples.column("time_ns").to_numpy()

@@ -54,6 +54,9 @@ ROCE_SUMMED = [
     L.AGG_ROCE_STALL_NS,
 ]
 TRANSPORT_MAX = [L.AGG_INFLIGHT_MAX, L.AGG_WSCALE, L.AGG_ROCE_VERSION]
+# the bytes and times by rate (analyze.wire.send_rate): a piece adds its groups like a whole read, less the group
+# that straddles its start
+PACE_SUMMED = list(range(L.AGG_PACE_BYTES, L.AGG_PACE_NS + L.PACE_BINS))
 
 
 @dataclass
@@ -138,7 +141,7 @@ def fold_scans(scans: list[StreamScan]) -> Folded:
     ukeys, inv = unique_rows(keys)
     n = len(ukeys)
     out = np.zeros((n, L.N_AGG), dtype=np.int64)
-    for col in SUMMED + TRANSPORT_SUMMED + ROCE_SUMMED:
+    for col in SUMMED + TRANSPORT_SUMMED + ROCE_SUMMED + PACE_SUMMED:
         out[:, col] = np.bincount(inv, weights=agg[:, col], minlength=n).astype(np.int64) if n else 0
     for col in TRANSPORT_MAX:
         out[:, col] = -1

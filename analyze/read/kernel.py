@@ -35,8 +35,13 @@ from analyze.read.layouts import (
     AGG_INFLIGHT_N,
     AGG_INFLIGHT_SUM,
     AGG_IP_BYTES,
+    AGG_GROUP_BYTES,
+    AGG_GROUP_NS,
+    AGG_GROUP_PREV_NS,
     AGG_LAST_NS,
     AGG_MARK_NS,
+    AGG_PACE_BYTES,
+    AGG_PACE_NS,
     AGG_MARK_POS,
     AGG_PACKETS,
     AGG_PAYLOAD_BYTES,
@@ -142,6 +147,8 @@ from analyze.read.layouts import (
     ROW_PROTO,
     ROW_FRAME_BYTES,
     ROW_IP_BYTES,
+    PACE_BINS,
+    PACE_LOW_LOG2,
     ROW_PAYLOAD_BYTES,
     ROW_FLAGS,
     ROW_SEQ,
@@ -489,6 +496,29 @@ def _wire_bytes(ip_len, hdr_len, mtu):
     if frames == 1 and ip_len < per_frame_min:
         total = per_frame_min
     return total + frames * ETHERNET_OVERHEAD_BYTES
+
+
+@njit(inline="always", cache=_CACHE)
+def _pace(agg, row, wire, ts):
+    """Close the flow's latest group of packets when a later timestamp comes: its bytes and the time since the
+    group before it go to the bin of their rate (layouts.AGG_PACE_BYTES). A packet dated at or before the group
+    joins it: the capture's clock did not tell them apart. A flow's last group is never closed (one of many)."""
+    g = agg[row, AGG_GROUP_NS]
+    if ts <= g:
+        agg[row, AGG_GROUP_BYTES] += wire
+        return
+    prev = agg[row, AGG_GROUP_PREV_NS]
+    if prev > 0:
+        gap = g - prev
+        nbytes = agg[row, AGG_GROUP_BYTES]
+        k = np.int64(np.floor(2.0 * np.log2(nbytes * 8e9 / gap))) - 2 * PACE_LOW_LOG2
+        k = min(max(k, 0), PACE_BINS - 1)
+        agg[row, AGG_PACE_BYTES + k] += nbytes
+        agg[row, AGG_PACE_NS + k] += gap
+    if g > 0:
+        agg[row, AGG_GROUP_PREV_NS] = g
+    agg[row, AGG_GROUP_NS] = ts
+    agg[row, AGG_GROUP_BYTES] = wire
 
 
 @njit(inline="always", cache=_CACHE)
@@ -1040,6 +1070,7 @@ def _packet(
         agg[row, AGG_FIRST_NS] = ts
     if ts > agg[row, AGG_LAST_NS]:
         agg[row, AGG_LAST_NS] = ts
+    _pace(agg, row, wire, ts)
 
     # ---- retransmitted payload from TCP sequence numbers (modulo 2^32): bytes below the highest seen,
     # unless they fill the latest hole soon after it opened (reordered by the capture, not resent)

@@ -134,7 +134,18 @@ AGG_ROCE_REQ_MARKS = 64  # request samples passed (SAMPLE_RDMA_REQUEST), thinned
 AGG_ROCE_ACK_MARKS = 65  # ACK samples passed (SAMPLE_RDMA_EVENT, ACK)
 AGG_ROCE_EVENT_MARKS = 66  # NAK, CNP, resend events passed (SAMPLE_RDMA_EVENT), thinned like re-sent rows
 AGG_ROCE_STALL_NS = 67  # the quiet time before each timeout's resend: what the timer cost the queue pair
-N_AGG = 68
+# The rate a flow sends at, from packet times (analyze.wire.send_rate): packets sharing a timestamp form a group,
+# and a group's wire bytes left in the time since the group before it. Each group adds its bytes and that time to
+# the half-octave bin of its rate (bin k: 2^(PACE_LOW_LOG2 + k/2) bit/s and up; the ends hold what lies beyond), so
+# the rate of a flow's median byte, exact within its bin, reads alike whatever the series' bin width.
+AGG_GROUP_NS = 68  # the timestamp of the flow's latest group, 0 before its first packet
+AGG_GROUP_BYTES = 69  # that group's wire bytes so far
+AGG_GROUP_PREV_NS = 70  # the group's before it, 0 while there is none: the latest group's time is unknown then
+PACE_BINS = 32
+PACE_LOW_LOG2 = 23  # 8.4 Mbit/s: bin 0 holds every slower group; bin 31 every one from 2^38.5 (389 Gbit/s) on
+AGG_PACE_BYTES = 71  # PACE_BINS columns: wire bytes by the rate they left at
+AGG_PACE_NS = AGG_PACE_BYTES + PACE_BINS  # PACE_BINS columns: the time they took
+N_AGG = AGG_PACE_NS + PACE_BINS
 
 # An InfiniBand packet routed without a GRH has 16-bit local IDs for addresses: keyed as (LID_KEY_HI_VALUE, LID).
 LID_KEY_HI_VALUE = 0x4C49_4400_0000_0000  # "LID" in the high word: no IPv6 unicast address starts so

@@ -32,6 +32,13 @@ from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, sample_fields
 from analyze.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
+from analyze.wire.send_rate import (
+    UNRESOLVED_CONFIDENCE,
+    edge_send_rates,
+    fills_link,
+    flow_send_rates,
+    unresolved_evidence,
+)
 from analyze.wire.transport import MIN_EDGE_SHARE, column_frames, edge_rates, line_rate_unknown, thin
 
 LOSS_FRACTION = 0.005  # packets sent again above this share of the edge's: loss shapes the transfer
@@ -66,7 +73,7 @@ ANSWERS = {  # counted on the reverse queue pair, which carries them to this one
     "nak_errors": L.AGG_ROCE_NAK_ERRORS,
     "cnps": L.AGG_ROCE_CNPS,
 }
-FRAME_COLUMNS = ["flow_id", "host", "sent_here", "version", "reverse_qp", *COUNTERS, *ANSWERS]
+FRAME_COLUMNS = ["flow_id", "host", "sent_here", "version", "reverse_qp", *COUNTERS, *ANSWERS, "send_rate_bps"]
 
 
 def _reverse_pairs(hf: HostFlows, rows: np.ndarray) -> np.ndarray:
@@ -167,6 +174,7 @@ def flow_rdma(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.
                     columns[name].append(a[rows, col])
                 for name, col in ANSWERS.items():
                     columns[name].append(np.where(has, a[rr, col], 0))
+                columns["send_rate_bps"].append(flow_send_rates(a[rows]))
                 local, t, what, value = _events(hf, rows, reverse, sent)
                 events["flow_id"].append(flow_id[start + local])
                 events["host"].append(np.full(len(local), hf.host, dtype=object))
@@ -177,7 +185,7 @@ def flow_rdma(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.
     return column_frames(columns, events, EVENT_KINDS)
 
 
-def _judge(row: dict[str, Any]) -> tuple[str, float, list[str]]:
+def _judge(row: dict[str, Any], bin_ns: int) -> tuple[str, float, list[str]]:
     """An edge's limiter, how sure, and the evidence, from its folded counters."""
     evidence = []
     if row["resent_packets"]:
@@ -188,9 +196,12 @@ def _judge(row: dict[str, Any]) -> tuple[str, float, list[str]]:
     if row["cnps"] or row["ce_marks"]:
         rate = f" ({row['cnps_per_s']:,.0f}/s while busy)" if row["cnps_per_s"] is not None else ""
         evidence.append(f"{row['cnps']} CNPs{rate}, {row['ce_marks']} packets marked CE ({row['ce_fraction']:.2%})")
-    busy = row["rate_while_busy"]
-    if busy is not None:
-        evidence.append(f"sends at {busy:.0%} of line rate while busy")
+    busy, burst = row["rate_while_busy"], row["burst_rate"]
+    link_full = fills_link(burst, busy)
+    if link_full is None and burst is not None:
+        evidence.append(unresolved_evidence(burst, busy, bin_ns))
+    elif burst is not None or busy is not None:
+        evidence.append(f"sends at {burst if burst is not None else busy:.0%} of line rate while busy")
     # what loss cost: the timer's stalls, and the packets sent twice at the rate the edge sends
     packet_ns = row["busy_ns"] / row["packets"] if row["packets"] else 0.0
     lost_share = (row["stall_ns"] + row["resent_packets"] * packet_ns) / row["busy_ns"] if row["busy_ns"] else 0.0
@@ -203,22 +214,27 @@ def _judge(row: dict[str, Any]) -> tuple[str, float, list[str]]:
     if lost_share >= LOSS_TIME_SHARE or row["resent_fraction"] >= LOSS_FRACTION:
         sure = max(lost_share / LOSS_TIME_SHARE, row["resent_fraction"] / LOSS_FRACTION)
         return "loss", min(1.0, 0.5 + sure / 4), evidence
-    if (row["cnps"] or row["ce_marks"]) and (busy is None or busy < FILLS_LINK):
+    if (row["cnps"] or row["ce_marks"]) and not link_full:
         # each CNP stands for at least the notification point's spacing of marked traffic
         share = row["cnps"] * CNP_SPACING_NS / max(1.0, row["busy_ns"]) if row["busy_ns"] else 0.0
         below = 1.0 if busy is None else min(1.0, (FILLS_LINK - busy) / 0.2)
         return "congestion", round(min(1.0, 0.5 + 0.5 * min(1.0, share * 4)) * (0.5 + 0.5 * below), 3), evidence
-    if busy is not None and busy >= FILLS_LINK:
-        return "link", min(1.0, 0.5 + (busy - FILLS_LINK) * 5), evidence
-    return "sender", 0.5 if busy is None else min(1.0, 0.5 + (FILLS_LINK - busy)), evidence
+    shown = burst if burst is not None else busy
+    if link_full:  # as sure as the weaker of the two readings (analyze.wire.transport._judge)
+        weaker = min(shown, busy if busy is not None else shown)
+        return "link", min(1.0, 0.5 + (weaker - FILLS_LINK) * 5), evidence
+    if link_full is None or shown is None:
+        return "sender", UNRESOLVED_CONFIDENCE, evidence
+    return "sender", min(1.0, 0.5 + (FILLS_LINK - shown)), evidence
 
 
 def _fold_views(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per queue pair: each counter the largest any capture of it saw, the reverse QP the sender's capture
-    learnt (else any)."""
+    """One row per queue pair: each counter the largest any capture of it saw, the reverse QP and the send rate
+    the sender's capture learnt (else any)."""
     ordered = frame.sort_values(["flow_id", "sent_here"], ascending=[True, False])
     counts = ordered.groupby("flow_id")[[*COUNTERS, *ANSWERS, "version"]].max()
     counts["reverse_qp"] = ordered[ordered["reverse_qp"] >= 0].groupby("flow_id")["reverse_qp"].first()
+    counts["send_rate_bps"] = ordered.groupby("flow_id")["send_rate_bps"].first()  # the first rate that is known
     return counts.reset_index()
 
 
@@ -274,6 +290,9 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     busy_bins = np.bincount(e_code[e_busy], minlength=n)
     weight = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0), minlength=n)
     busy_util = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0) * e_util, minlength=n)
+    sending = edge_send_rates(
+        code, judged["send_rate_bps"].to_numpy(np.float64), judged["data_bytes"].to_numpy(np.int64), n, at_once=False
+    )
     span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
     series = tables.flow_series
     cells_of = dict(tuple(series[series["flow_id"].isin(judged["flow_id"])].groupby("flow_id")))  # one pass
@@ -306,11 +325,12 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
             "ce_fraction": float(mine["ce_marks"].sum() / packets) if packets else 0.0,
             "ack_rtt_median_us": _median_us(events_of.get(i)),
             "rate_while_busy": float(busy_util[i] / weight[i]) if weight[i] > 0 else None,
+            "burst_rate": float(sending[i] / link[i]) if np.isfinite(sending[i]) else None,
             "busy_share": float(busy_bins[i] / span_bins) if span_bins else None,
             "link_speed_bps": float(link[i]),
             "busy_ns": busy_ns,
         }
-        row["limiter"], confidence, row["evidence"] = _judge(row)
+        row["limiter"], confidence, row["evidence"] = _judge(row, bin_ns)
         row["confidence"] = round(float(confidence), 3)
         line_rate_unknown(row, row["src"] in assumed)
         if row["qp_imbalance"] is not None and row["qp_imbalance"] >= IMBALANCED:

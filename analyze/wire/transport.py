@@ -6,9 +6,9 @@ itself shows in its headers: bytes sent again, duplicate ACKs and SACKs, zero wi
 data segment the bytes in flight against the window the receiver advertised (scaled by the factor its SYN
 announced). This module takes each data flow from its sender's capture (the ACKs there are the ones the
 sender acted on), adds the round trips its sequence samples give (a byte's first send to the first ACK past
-it, in the sender's capture: no clock between hosts involved), sums the flows per host pair, measures each
-edge's rate while it sends from the series, and names per edge and for the job the one limiter the evidence
-supports best:
+it, in the sender's capture: no clock between hosts involved), sums the flows per host pair, takes each edge's
+rate while it sends from packet times (analyze.wire.send_rate: no bin enters it), and names per edge and for the
+job the one limiter the evidence supports best:
 
     loss            bytes re-sent, duplicate ACKs, SACKs: recovery stalls the ring
     receive_window  in flight pinned at the advertised window (or the window closed)
@@ -39,6 +39,14 @@ from analyze.findings import Iterations, Transport
 from analyze.jsonform import from_plain
 from analyze.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
+from analyze.wire.send_rate import (
+    DATA_SHARE,
+    UNRESOLVED_CONFIDENCE,
+    edge_send_rates,
+    fills_link,
+    flow_send_rates,
+    unresolved_evidence,
+)
 
 LOSS_FRACTION = 0.005  # re-sent bytes above this share of the edge's data: loss shapes the transfer
 WINDOW_FULL_FRACTION = 0.2  # data sent with the window full above this share: the receiver holds it back
@@ -50,7 +58,6 @@ MIN_EDGE_SHARE = 0.01  # an edge carrying less than this share of the heaviest e
 LINE_RATE_LIMITERS = ("link", "latency", "sender", "congestion")
 UNKNOWN_LINE_RATE_CONFIDENCE = 0.5
 SOCKET_LAG = 0.5  # a data socket sending below this share of its edge's others' pace (median) lags
-CONTROL_SHARE = 0.25  # an edge's socket carrying under this share of its busiest socket's bytes: control, not paced
 RUN_GAP = 2  # bins between two runs of an edge's busy bins: a pause, not a bin the sends straddled
 PACE_PERCENTILE = 90  # an edge's pace: this percentile of its bins' rates (bins it began or ended in read low)
 SERIES_POINTS = 400  # per edge and series in the JSON, at most
@@ -74,7 +81,7 @@ ANSWERS = {  # counted on the ACKs that answer it, which travel on the reverse f
     "zero_windows": L.AGG_ZERO_WINS,
     "zero_window_ns": L.AGG_ZERO_WIN_NS,
 }
-FLOW_COLUMNS = ["flow_id", "host", *OWN, *ANSWERS, "window_scale"]
+FLOW_COLUMNS = ["flow_id", "host", *OWN, *ANSWERS, "window_scale", "send_rate_bps"]
 _SUMMED = [c for c in (*OWN, *ANSWERS) if c != "inflight_max"]  # added up per edge; the max is taken
 
 
@@ -174,6 +181,7 @@ def flow_transport(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tupl
             for name, col in ANSWERS.items():
                 columns[name].append(np.where(has, a[rr, col], 0))
             columns["window_scale"].append(np.where(has, a[rr, L.AGG_WSCALE], -1))
+            columns["send_rate_bps"].append(flow_send_rates(a[mine]))
             local, t_ns, what, value = _series_rows(hf, rev, mine)
             trips["flow_id"].append(flow_id[start + local])
             trips["t_ns"].append(t_ns)
@@ -351,7 +359,7 @@ def _sockets(
     first = np.concatenate([[0], np.cumsum(per_edge)])
     for e in np.flatnonzero(per_edge > 1):
         rows = by_edge[first[e] : first[e + 1]]
-        data = payload[rows] >= CONTROL_SHARE * payload[rows].max()
+        data = payload[rows] >= DATA_SHARE * payload[rows].max()
         pace = np.nanmedian(rate[rows][data]) if data.sum() >= 2 else np.nan
         total = max(1, int(payload[rows].sum()))
         out[e] = [
@@ -393,13 +401,14 @@ def thin(x: np.ndarray, n: int = SERIES_POINTS) -> np.ndarray:
     return np.unique(np.linspace(0, len(x) - 1, n).astype(np.int64)) if len(x) > n else np.arange(len(x))
 
 
-def _judge(row: dict[str, Any], step_bdps: Optional[float]) -> tuple[str, float, list[str]]:
+def _judge(row: dict[str, Any], step_bdps: Optional[float], bin_ns: int) -> tuple[str, float, list[str]]:
     """The limiter an edge's evidence supports best, its confidence and the evidence in words."""
     evidence: list[str] = []
     loss = row["retransmitted_fraction"]
     full = row["window_full_fraction"]
     zero = row["zero_window_share"] or 0.0
-    rate = row["rate_while_busy"]
+    rate, burst = row["rate_while_busy"], row["burst_rate"]
+    link_full = fills_link(burst, rate)
     if loss >= LOSS_FRACTION:
         evidence.append(
             f"{loss:.2%} of bytes re-sent, {row['dup_acks']:,} duplicate ACKs, {row['sack_acks']:,} ACKs with SACK"
@@ -418,17 +427,23 @@ def _judge(row: dict[str, Any], step_bdps: Optional[float]) -> tuple[str, float,
             max(_margin(full or 0.0, WINDOW_FULL_FRACTION), _margin(zero, ZERO_WINDOW_SHARE)),
             evidence,
         )
-    if rate is not None and rate >= FILLS_LINK:
-        evidence.append(f"{rate:.0%} of line rate while sending")
-        return "link", _margin(rate, FILLS_LINK, full_at=1.0), evidence
+    if link_full:
+        shown = burst if burst is not None else rate
+        evidence.append(f"{shown:.0%} of line rate while sending")
+        # as sure as the weaker reading: bins just over FILLS_LINK barely rule out waits between ring steps, and
+        # just under it the edge is sender at UNRESOLVED_CONFIDENCE: no jump where a clock shift moves a bin
+        return "link", _margin(min(shown, rate if rate is not None else shown), FILLS_LINK, full_at=1.0), evidence
     if step_bdps is not None and step_bdps < LATENCY_STEP_BDPS:
         evidence.append(
             f"each ring step carries {step_bdps:.2g} bandwidth-delay products (line rate × min round trip "
             f"{row['rtt_min_ms']:.3g} ms): steps wait on round trips"
         )
         return "latency", _margin(LATENCY_STEP_BDPS, max(step_bdps, 1e-9)), evidence
-    if rate is not None:
-        evidence.append(f"only {rate:.0%} of line rate while sending, little loss ({loss:.2%} re-sent)")
+    if link_full is None and burst is not None:
+        evidence.append(unresolved_evidence(burst, rate, bin_ns))
+    elif burst is not None or rate is not None:
+        shown = burst if burst is not None else rate
+        evidence.append(f"only {shown:.0%} of line rate while sending, little loss ({loss:.2%} re-sent)")
     if row.get("idle_in_communication") is not None:
         evidence.append(
             f"the link idles {row['idle_in_communication']:.0%} of each iteration's communication (median): "
@@ -438,8 +453,10 @@ def _judge(row: dict[str, Any], step_bdps: Optional[float]) -> tuple[str, float,
         evidence.append(
             f"in flight {row['inflight_mean_bytes']:,} B on average against a {row['window_mean_bytes']:,} B window"
         )
-    confidence = 0.5 if rate is None else _margin(FILLS_LINK, max(rate, 1e-9))
-    return "sender", confidence, evidence
+    shown = burst if burst is not None else rate
+    if link_full is None or shown is None:
+        return "sender", UNRESOLVED_CONFIDENCE, evidence
+    return "sender", _margin(FILLS_LINK, max(shown, 1e-9)), evidence
 
 
 def _margin(value: float, threshold: float, full_at: Optional[float] = None) -> float:
@@ -506,6 +523,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     # began or ended sending in counts for less than a full one
     busy_util = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0) * e_util, minlength=n)
     busy_weight = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0), minlength=n)
+    sending = edge_send_rates(code, ft["send_rate_bps"].to_numpy(np.float64), ft["payload_bytes"].to_numpy(np.int64), n)
     span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
     iterations = result.iterations or Iterations()
     ring_n = len(result.topology.order) if result.topology else 0
@@ -562,6 +580,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
             "rtt_median_ms": _ms(stats["median"][i]),
             "rtt_p99_ms": _ms(stats["p99"][i]),
             "rate_while_busy": rate,
+            "burst_rate": float(sending[i] / link[i]) if np.isfinite(sending[i]) else None,
             "busy_share": float(busy_bins[i] / span_bins) if span_bins else None,
             "link_speed_bps": float(link[i]),
             "idle_in_communication": float(np.median(per_it[i]["idle_share"])) if per_it[i]["idle_share"] else None,
@@ -571,7 +590,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
         if count and ring_n > 1 and stats["samples"][i]:
             step_bytes = payload / count / (2 * (ring_n - 1))
             step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
-        row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps)
+        row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps, bin_ns)
         row["sockets"] = sockets[i]
         lagging = _lagging(row)
         if lagging is not None and row["limiter"] not in ("loss", "receive_window"):
