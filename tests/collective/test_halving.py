@@ -16,7 +16,7 @@ from reports.text import summary_text
 from tests.collective.test_horovod_e2e import require_horovod
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
-from tests.support.training_capture import Job, sure_in_one_of_three
+from tests.support.training_capture import Job, sure_in_one_of_two
 
 S = 8_000_000
 
@@ -87,7 +87,7 @@ def test_horovod_reduce_scatter_on_eight_hosts(tmp_path, netns_cluster):  # noqa
     capture as an unsure tree (not NCCL's): an unsure shape gets another capture, a sure wrong one fails."""
     require_horovod()
     job = Job(workload="horovod", hosts=8, iters=12, params=1_000_000, batch=8, collective="reducescatter")
-    sure_in_one_of_three(tmp_path, netns_cluster, job, _reduce_scatter)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, _reduce_scatter)
 
 
 def _reduce_scatter(run, truth) -> bool | str:

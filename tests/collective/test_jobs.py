@@ -34,7 +34,7 @@ from reports.text import summary_text
 from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.requirements import require, require_module
-from tests.support.training_capture import Copy, Job, record_together, sure_in_one_of_three_runs
+from tests.support.training_capture import Copy, Job, record_together, sure_in_one_of_two_runs
 
 SCHEMA = Path(__file__).resolve().parents[2] / "analyze" / "result.schema.json"
 
@@ -204,7 +204,7 @@ def _match(result, truth, taken=None, w_unknown_ok=False):
 def _sure(run, result, truth, taken=None) -> bool | str:
     """True where the job's count is stated as fact, or its doubt names the --bin that resolves its steps and at
     that bin it is (two jobs on two cores: the lighter's 44 ms steps span 4-5 bins of 10 ms); else why it is
-    unsure, for sure_in_one_of_three_runs (a CI capture read the lighter job's 80 steps as 2 at 0.00, 4 % apart,
+    unsure, for sure_in_one_of_two_runs (a CI capture read the lighter job's 80 steps as 2 at 0.00, 4 % apart,
     naming no bin: honest, and never stated as fact)."""
     job = _match(result, truth, taken)
     if job.iterations.confident:
@@ -220,7 +220,7 @@ def _sure(run, result, truth, taken=None) -> bool | str:
 
 
 def test_two_ddp_jobs_on_the_same_hosts(tmp_path, netns_cluster):  # noqa: F811
-    sure_in_one_of_three_runs(tmp_path, lambda folder: _two_jobs(folder, netns_cluster))
+    sure_in_one_of_two_runs(tmp_path, lambda folder: _two_jobs(folder, netns_cluster))
 
 
 def _two_jobs(tmp_path, netns_cluster) -> bool | str:  # noqa: F811
@@ -264,12 +264,12 @@ def test_a_bulk_copy_during_training_is_set_aside(tmp_path, netns_cluster):  # n
     # 80 steps: the job outlasts the copy (about 7 s) however slowly the loaded machine starts it; at 40 a CI run's
     # job ended while the copy ran, and only 19 % of the sender's link went to it while the ring was busy
     job = Job(hosts=4, iters=80, params=1_000_000, batch=32)
-    sure_in_one_of_three_runs(tmp_path, lambda folder: _beside_a_copy(folder, netns_cluster, job))
+    sure_in_one_of_two_runs(tmp_path, lambda folder: _beside_a_copy(folder, netns_cluster, job))
 
 
 def _beside_a_copy(tmp_path, netns_cluster, job):  # noqa: F811
     """The copy set aside whole and named as the shared link's limiter, the job's count right or unsure; True
-    where it is sure (one CI-like capture in a few reads it unsure: sure_in_one_of_three_runs takes another)."""
+    where it is sure (one CI-like capture in a few reads it unsure: sure_in_one_of_two_runs takes another)."""
     (truth,), copied = _live(tmp_path, netns_cluster, [(job, 0.0)], Copy(src=2, dst=3, nbytes=300_000_000, after_s=6.0))
     assert copied == 300_000_000
     r = analyze([tmp_path / "cap" / "run"], workers=1, byte_mode="payload")

@@ -15,7 +15,7 @@ from analyze.whatif.link_bound import answer
 from reports.text import summary_text
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
-from tests.support.training_capture import Job, sure_in_one_of_three
+from tests.support.training_capture import Job, sure_in_one_of_two
 
 ORDER = ["a", "b", "c", "d"]
 
@@ -74,7 +74,7 @@ def test_a_two_way_ring_of_unlike_edges_is_not_surely_sharded():
 @pytest.mark.parametrize("hosts", [3, 4])
 def test_fsdp_over_gloo_is_sharded_data_parallel(tmp_path, netns_cluster, hosts):  # noqa: F811
     """FSDP's pauses sometimes admit a longer period or a lower comb (12 of 12 right at 0.75 once, 0.00 once on 4
-    hosts): such a capture must say so, and one of up to three must be sure."""
+    hosts): such a capture must say so, and one of two must be sure."""
     job = Job(workload="fsdp", hosts=hosts, iters=12, params=1_000_000, batch=32)
 
     def check(run, truth) -> bool:
@@ -103,14 +103,14 @@ def test_fsdp_over_gloo_is_sharded_data_parallel(tmp_path, netns_cluster, hosts)
         assert worst <= 0.02, pairs
         return True
 
-    sure_in_one_of_three(tmp_path, netns_cluster, job, check)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, check)
 
 
 def test_gradient_accumulation_is_one_step_per_synchronisation(tmp_path, netns_cluster):  # noqa: F811
     """DDP with four micro-batches per optimizer step (no_sync on the first three): the iteration is the optimizer
     step, one all-reduce of S each, the micro-batches' forward and backward passes a silence inside it."""
     job = Job(hosts=4, iters=10, params=1_000_000, batch=32, accumulate=4)
-    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _accumulated(run, truth, job))
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _accumulated(run, truth, job))
 
 
 def _accumulated(run: Path, truth: dict, job: Job) -> bool | str:
@@ -132,7 +132,7 @@ def test_the_parameters_gathered_once_is_half_as_much_back(tmp_path, netns_clust
     counted the heavier direction's iterations twice, 0.5 sure) and each finds the steps: count confident and right
     (12 at 1.0 on three captures), S within 3 % (4.013 MB against 4.008 MB)."""
     job = Job(workload="fsdp", hosts=4, iters=12, params=1_000_000, batch=32, shard_grad_op=True)
-    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _grad_op(run, truth, job))
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _grad_op(run, truth, job))
 
 
 def _grad_op(run, truth, job: Job) -> bool | str:

@@ -17,7 +17,7 @@ from reports.text import summary_text
 from reports.trace import trace_events
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
-from tests.support.training_capture import Job, live_capture, sure_in_one_of_three
+from tests.support.training_capture import Job, live_capture, sure_in_one_of_two
 
 
 def _unsure(r: Any, job: Job, want: Callable[[Any], float]) -> str | None:
@@ -38,7 +38,7 @@ def _unsure(r: Any, job: Job, want: Callable[[Any], float]) -> str | None:
 
 def test_two_stages_of_two_replicas_are_named(tmp_path, netns_cluster):  # noqa: F811
     job = Job(workload="pipeline", hosts=4, iters=12, params=2_000_000, batch=64, micro_batches=4, order=[2, 4, 1, 3])
-    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _two_stages(run, truth, job))
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _two_stages(run, truth, job))
 
 
 def _two_stages(run: Path, truth: dict, job: Job) -> bool | str:
@@ -117,7 +117,7 @@ def test_three_stages_of_two_replicas_with_unequal_stages(tmp_path, netns_cluste
     all-reduces twice the others' gradients. Each stage's gloo subgroup opens its mesh once the global one has
     (66 ms after it on a capture, beyond the start-up gap of one mesh): one job, not two over the same hosts."""
     job = Job(workload="pipeline", hosts=6, stages=3, iters=12, params=3_000_000, batch=64, micro_batches=4)
-    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _three_stages(run, truth, job))
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _three_stages(run, truth, job))
 
 
 def _three_stages(run: Path, truth: dict, job: Job) -> bool | str:
@@ -161,7 +161,7 @@ def test_two_ranks_per_host_in_each_stage(tmp_path, netns_cluster):  # noqa: F81
     came out 1.5x the ranks' own (6.0 MB for 4.0 MB), stated as fact with --world-size 8. Theory in ranks: with
     W given, S_g within 3 % and sure; without it, unsure."""
     job = Job(workload="pipeline", hosts=4, ranks_per_host=2, iters=12, params=2_000_000, batch=64, micro_batches=4)
-    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _two_per_host(run, truth, job))
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _two_per_host(run, truth, job))
 
 
 def _two_per_host(run: Path, truth: dict, job: Job) -> bool | str:
@@ -262,7 +262,7 @@ def test_the_micro_batches_and_the_schedule_are_read(tmp_path, netns_cluster, sc
         assert f"{job.micro_batches} micro-batches per iteration, {in_flight} in flight" in summary_text(r)
         return True
 
-    sure_in_one_of_three(tmp_path, netns_cluster, job, check)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, check)
 
 
 def test_one_forward_one_backward_is_never_read_wrongly(tmp_path, netns_cluster):  # noqa: F811

@@ -19,7 +19,7 @@ from analyze.api import analyze
 from analyze.collective.ranks import TrafficRanks, launch_ranks_per_host, ring_ranks
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
-from tests.support.training_capture import Job, sure_in_one_of_three
+from tests.support.training_capture import Job, sure_in_one_of_two
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,7 @@ def test_the_users_world_size_is_checked_against_the_connections() -> None:
 )
 def test_ddp_ranks_per_host(tmp_path, netns_cluster, hosts, per_host, placement):  # noqa: F811
     job = Job(hosts=hosts, ranks_per_host=per_host, placement=placement, iters=16, params=1_000_000, batch=32)
-    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _check_ranks(run, truth, job))
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _check_ranks(run, truth, job))
 
 
 def _check_ranks(run, truth, job: Job):

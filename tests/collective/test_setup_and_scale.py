@@ -9,7 +9,7 @@ from analyze.api import analyze
 from tests.collective.test_horovod_e2e import require_horovod
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
-from tests.support.training_capture import Job, sure_in_one_of_three
+from tests.support.training_capture import Job, sure_in_one_of_two
 
 
 def _check(run, truth, job: Job, iterations: int | None = None) -> bool | str:
@@ -17,7 +17,7 @@ def _check(run, truth, job: Job, iterations: int | None = None) -> bool | str:
     its, topo = r.iterations, r.topology
     assert topo is not None and topo.kind in ("ring", "bidirectional_ring"), (topo.kind, topo.notes)
     assert its is not None
-    if not its.confident:  # unsure is an honest answer; sure_in_one_of_three asks for a sure one next time
+    if not its.confident:  # unsure is an honest answer; sure_in_one_of_two asks for a sure one next time
         return f"{its.count} at {its.confidence} {its.evidence}"
     assert its.count == job.iters, (its.count, its.confidence, its.evidence)
     assert its.ring_size == truth["world_size"] and its.ring_size_sure, (its.ring_size, its.ring_size_source)
@@ -40,12 +40,12 @@ def test_short_ddp_run_with_a_heavy_parameter_broadcast(tmp_path, netns_cluster)
     """Six steps on three hosts: DDP's 7.5 MB broadcast before step 0 loads the pairs off the ring as heavily as a
     step does; the shape is judged after it."""
     job = Job(hosts=3, iters=6, params=1_875_000, batch=64)
-    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _check(run, truth, job))
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _check(run, truth, job))
 
 
 def test_ddp_on_twelve_hosts(tmp_path, netns_cluster):  # noqa: F811
     job = Job(hosts=12, iters=10, params=500_000, batch=32, timeout_s=400)
-    sure_in_one_of_three(tmp_path, netns_cluster, job, lambda run, truth: _check(run, truth, job))
+    sure_in_one_of_two(tmp_path, netns_cluster, job, lambda run, truth: _check(run, truth, job))
 
 
 def test_horovod_two_ranks_per_host(tmp_path, netns_cluster):  # noqa: F811
@@ -65,4 +65,4 @@ def test_horovod_two_ranks_per_host(tmp_path, netns_cluster):  # noqa: F811
         tries.append(1)
         return _check(run, truth, job, iterations=job.iters if len(tries) > 1 else None)
 
-    sure_in_one_of_three(tmp_path, netns_cluster, job, check)
+    sure_in_one_of_two(tmp_path, netns_cluster, job, check)

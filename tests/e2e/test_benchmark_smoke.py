@@ -12,10 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from analyze.read.compiled import cache_root
 from tests.support.requirements import have, require
 
 
+@pytest.mark.slow  # the whole benchmark at toy size (about 25 s): left out of the quick tier
 def test_benchmark_runs_and_every_tool_agrees(tmp_path: Path) -> None:
     require(Path("/usr/bin/time").exists(), "needs GNU time (apt-get install time)")
     require(have("tshark"), "needs tshark for pyshark (apt-get install tshark)")

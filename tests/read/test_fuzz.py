@@ -15,6 +15,7 @@ from tests.support.fuzz import MEMORY_BOUND_MB, analyze_once, run
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "fuzz"
 
 
+@pytest.mark.slow  # the minute of fuzzing .ci/run gives it: left out of the quick tier
 def test_mutated_captures_end_cleanly() -> None:
     seconds = float(os.environ.get("RINGSCOPE_FUZZ_SECONDS") or (60 if os.environ.get("CI") == "true" else 15))
     seed = int(os.environ.get("RINGSCOPE_FUZZ_SEED") or time.time())

@@ -1,7 +1,8 @@
 """How many captures each live test needed (issues 45, 46): a live test whose answer was right but unsure captures
-again, up to three times (training_capture.sure_in_one_of_three_runs), and a tool that is sure half the time still
-passes most runs that way. So every such test's tries are kept here and tests/conftest.py prints them at the end
-of the run: how many tests needed one capture, two, three, and which needed more than one, with why."""
+once more (training_capture.sure_in_one_of_two_runs; a third would be a failure), and a tool that is sure half
+the time would still pass most runs that way if nothing said so. So every such test's tries are kept here and
+tests/conftest.py prints them at the end of the run: how many tests needed one capture and how many two, and
+which needed more than one, with why."""
 
 from __future__ import annotations
 
