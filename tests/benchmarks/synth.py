@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -41,6 +42,19 @@ class Truth:
         }
 
 
+def host_address(me: Any) -> tuple[Any, Any]:
+    """Host ME's (1-based) last two octets in 10.77.0.0/16: 254 hosts a /24 (.1 to .254), then the next /24, so a
+    ring of thousands of hosts never reuses an address (the third octet once wrapped: hosts 257-512 of a 512-host
+    ring were 1-256 again, and the ring was read twice)."""
+    return (me - 1) // 254, (me - 1) % 254 + 1
+
+
+def host_ip(me: int) -> str:
+    """Host ME's address as text."""
+    third, fourth = host_address(me)
+    return f"10.77.{third}.{fourth}"
+
+
 def ring_capture(
     path: Path,
     *,
@@ -55,7 +69,7 @@ def ring_capture(
 ) -> Truth:
     """Write host `me`'s capture (1..hosts) of a ring all-reduce with `packets` records; returns the ground truth.
 
-    Host 10.77.0.<me> sends to its ring predecessor and receives from its successor, so the captures
+    Host host_ip(me) sends to its ring predecessor and receives from its successor, so the captures
     of me = 1..hosts are the same ring seen from each host (byte counts differ: each is its own draw).
     """
     rng = np.random.default_rng(seed)
@@ -101,8 +115,8 @@ def ring_capture(
     pk = np.bincount(flow, minlength=nflows)
     by = np.bincount(flow, weights=ip_len, minlength=nflows).astype(np.int64)
     return Truth(
-        src=[f"10.77.0.{a}" for a in src],
-        dst=[f"10.77.0.{a}" for a in dst],
+        src=[host_ip(int(a)) for a in src],
+        dst=[host_ip(int(a)) for a in dst],
         sport=sport,
         dport=dport,
         packets=pk,
@@ -160,10 +174,10 @@ def _headers(
     h[:, 20] = 0x40  # don't fragment
     h[:, 22] = 64
     h[:, 23] = 6
-    h[:, 26:29] = [10, 77, 0]
-    h[:, 29] = src
-    h[:, 30:33] = [10, 77, 0]
-    h[:, 33] = dst
+    h[:, 26:28] = [10, 77]
+    h[:, 28], h[:, 29] = host_address(src)
+    h[:, 30:32] = [10, 77]
+    h[:, 32], h[:, 33] = host_address(dst)
     for off, val, width in ((34, sport, 2), (36, dport, 2), (38, seq, 4), (42, ack, 4)):
         for k in range(width):
             h[:, off + k] = (val >> (8 * (width - 1 - k))) & 255

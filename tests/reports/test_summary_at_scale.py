@@ -9,7 +9,7 @@ from pathlib import Path
 
 from analyze.api import analyze
 from reports.text import EXTREMES, HOSTS_SHOWN, said_once, summary_text
-from tests.benchmarks.synth import ring_capture
+from tests.benchmarks.synth import host_ip, ring_capture
 
 HOSTS = 64
 
@@ -19,7 +19,7 @@ def _ring(tmp_path: Path) -> dict[str, int]:
     sent = {}
     for me in range(1, HOSTS + 1):
         truth = ring_capture(tmp_path / f"host{me}.pcap", packets=2000, hosts=HOSTS, me=me, seed=me)
-        own = f"10.77.0.{me}"
+        own = host_ip(me)
         sent[f"host{me}"] = int(sum(int(b) for s, b in zip(truth.src, truth.ip_bytes) if s == own))
     return sent
 
