@@ -17,6 +17,7 @@ from analyze.result import HostSummary
 from capture import layout
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 CAPTURE_PROBLEMS = "capture_problems"  # the result's key, present only when there are some
@@ -36,18 +37,13 @@ def capture_problems(
         return []
     own = [layout.peer_addresses(dict(m or {}), h.addresses) for h, m in zip(hosts, metas)]
     everyone = set().union(*own)
-    seen = dict(tuple(views.groupby("host", sort=False))) if len(views) else {}
+    with_others = _bytes_with_other_hosts(own, [h.name for h in hosts], views)
     problems = []
     for i, host in enumerate(hosts):
-        others = everyone - own[i]
-        if not own[i] or not others:
+        if not own[i] or not everyone - own[i]:
             continue  # hosts sharing one machine's addresses, or unknown ones: nothing to tell them apart
-        v = seen.get(host.name)
-        if v is not None:
-            src, dst = v["src"], v["dst"]
-            mine = (src.isin(own[i]) & dst.isin(others)) | (dst.isin(own[i]) & src.isin(others))
-            if int(v["bytes"][mine].sum()):
-                continue
+        if with_others[i]:
+            continue
         problems.append(
             f"{host.name}: its capture holds no traffic with the other captured hosts "
             f"({host.tx_bytes + host.rx_bytes:,} bytes of other traffic): it missed the job's network; {FIX}"
@@ -62,3 +58,30 @@ def capture_problems(
                         f"missed the job's traffic; {FIX}"
                     )
     return problems
+
+
+def _bytes_with_other_hosts(own: list[set[str]], names: list[str], views: "pd.DataFrame") -> "np.ndarray":
+    """Per host, the bytes its own capture holds between its addresses (OWN) and another captured host's, one
+    pass over every host's views at once (a set test per host took 2.7 s at 512 hosts). An address may belong
+    to several hosts (ranks of one machine): membership is the (address, host) pairs."""
+    import numpy as np
+    import pandas as pd
+
+    out = np.zeros(len(names), np.int64)
+    if not len(views):
+        return out
+    addresses = sorted(set().union(*own))
+    code = {a: k for k, a in enumerate(addresses)}
+    n = len(names)
+    owned = np.array(sorted(code[a] * n + i for i, mine in enumerate(own) for a in mine), dtype=np.int64)
+    anyone = np.zeros(len(addresses), bool)
+    anyone[owned // n] = True
+    h = pd.Index(names).get_indexer(views["host"])
+    s = pd.Index(addresses).get_indexer(views["src"])
+    d = pd.Index(addresses).get_indexer(views["dst"])
+    keep = (h >= 0) & (s >= 0) & (d >= 0)
+    h, s, d = h[keep], s[keep], d[keep]
+    src_own, dst_own = np.isin(s * n + h, owned), np.isin(d * n + h, owned)
+    mine = (src_own & anyone[d] & ~dst_own) | (dst_own & anyone[s] & ~src_own)
+    nbytes = views["bytes"].to_numpy(np.float64)[keep]
+    return np.bincount(h[mine], weights=nbytes[mine], minlength=n).astype(np.int64)

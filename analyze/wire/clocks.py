@@ -85,9 +85,15 @@ def matched_delays(
         inter = matchable & (s >= 0) & (d >= 0) & (s != d) & ((s == i) | (d == i))
         position = h.samples[inter, L.SAMPLE_KEY] & ((1 << L.SAMPLE_FLOW_SHIFT) - 1)
         key = (flow[inter].astype(np.int64) << L.SAMPLE_FLOW_SHIFT) | position  # the flow numbered across hosts
-        for sender, receiver in {(int(a), int(b)) for a, b in zip(s[inter], d[inter])}:
-            mine = (s[inter] == sender) & (d[inter] == receiver)
-            seen[(i, sender, receiver)] = earliest(key[mine], h.samples[inter, L.SAMPLE_NS][mine])
+        ns = h.samples[inter, L.SAMPLE_NS]
+        # the samples grouped by (sender, receiver) with one sort: a set of pairs built sample by sample took
+        # 0.7 s at 512 hosts
+        pair = s[inter].astype(np.int64) * len(locals_) + d[inter]
+        order = np.argsort(pair, kind="stable")
+        pairs, first = np.unique(pair[order], return_index=True)
+        for p, rows in zip(pairs.tolist(), np.split(order, first[1:])):
+            sender, receiver = divmod(p, len(locals_))
+            seen[(i, sender, receiver)] = earliest(key[rows], ns[rows])
     out = {}
     for (host, sender, receiver), (key_s, ns_s) in seen.items():
         if host != sender or (receiver, sender, receiver) not in seen:

@@ -118,13 +118,8 @@ def _late(
         rounds += 1
         entry = _entries(seen, float(result.bin_ns))
         late: dict[str, tuple[float, float]] = {}  # host: (its lag, the others' entry)
-        for host in {a for a, _ in entry}:
-            others = [t for (a, b), t in entry.items() if host not in (a, b)]
-            if len(others) < 2:
-                continue
+        for host, first, ref in _against_the_others(entry):
             judged[host] = judged.get(host, 0) + 1
-            ref = float(np.median(others))
-            first = min(t for (a, _), t in entry.items() if a == host)
             if first - ref >= late_ns:
                 late[host] = (first - ref, ref)
         for host, (lag, ref) in late.items():
@@ -164,6 +159,46 @@ def _late(
             )
         out.append(_named(result, host, "compute", lost, len(found), evidence, confidence, waits[host]))
     return out
+
+
+def _against_the_others(entry: dict[tuple[str, str], float]) -> list[tuple[str, float, float]]:
+    """Per host that sends in ENTRY (edge: its first send), its own earliest entry and the median entry of the
+    edges that do not touch it, where at least two do. All hosts at once: the median without a host's few edges
+    is read off one sorted array (each removed rank shifts the positions after it), not recomputed per host, which
+    cost 2.3 s of a 512-host analysis."""
+    if not entry:
+        return []
+    names = sorted({h for pair in entry for h in pair})
+    index = {h: i for i, h in enumerate(names)}
+    src = np.array([index[a] for a, _ in entry], dtype=np.int64)
+    dst = np.array([index[b] for _, b in entry], dtype=np.int64)
+    t = np.fromiter(entry.values(), dtype=np.float64, count=len(entry))
+    n, hosts = len(t), len(names)
+    order = np.argsort(t, kind="stable")
+    rank = np.empty(n, np.int64)
+    rank[order] = np.arange(n)
+    ordered = t[order]
+    # the ranks each host's own edges hold, ascending per host, padded past the end
+    pairs = np.unique(np.concatenate([src * n + rank, dst * n + rank]))
+    host_of, removed = pairs // n, pairs % n
+    k = np.bincount(host_of, minlength=hosts)
+    start = np.concatenate([[0], np.cumsum(k)[:-1]])
+    table = np.full((hosts, max(int(k.max()), 1)), n, dtype=np.int64)
+    table[host_of, np.arange(len(pairs)) - start[host_of]] = removed
+    left = n - k
+
+    def position(p: np.ndarray) -> np.ndarray:
+        for j in range(table.shape[1]):
+            p = p + (table[:, j] <= p)
+        return p
+
+    usable = left >= 2
+    lo = position(np.where(usable, (left - 1) // 2, 0))
+    hi = position(np.where(usable, left // 2, 0))
+    median = (ordered[np.minimum(lo, n - 1)] + ordered[np.minimum(hi, n - 1)]) / 2
+    first = np.full(hosts, np.inf)
+    np.minimum.at(first, src, t)
+    return [(names[i], float(first[i]), float(median[i])) for i in range(hosts) if usable[i] and np.isfinite(first[i])]
 
 
 def _entries(
