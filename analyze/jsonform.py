@@ -76,32 +76,57 @@ def _hints(kind: type) -> tuple[tuple[str, Any, Field], ...]:
 _NUMBERS: dict[Any, tuple[type, ...]] = {int: (int,), float: (float, int)}  # exact types: bool is not taken
 
 
-def _read(hint: Any, data: Any, where: str, complete: bool) -> Any:
-    if data is None or hint is Any:
-        return data
+@lru_cache(maxsize=None)
+def _shape(hint: Any) -> tuple[str, tuple[Any, ...]]:
+    """What a hint asks for ("union", "list", "dict", "record" or "value") and its arguments, read once per hint."""
     origin = typing.get_origin(hint)
     if origin is Union or origin is types.UnionType:
-        options = [a for a in typing.get_args(hint) if a is not type(None)]
-        return _read(options[0], data, where, complete) if len(options) == 1 else data
+        return "union", tuple(a for a in typing.get_args(hint) if a is not type(None))
     if origin is list:
+        return "list", typing.get_args(hint) or (Any,)
+    if origin is dict:
+        return "dict", typing.get_args(hint) or (str, Any)
+    if isinstance(hint, type) and is_dataclass(hint):
+        return "record", ()
+    return "value", ()
+
+
+Where = Any  # "$", or (the parent's Where, ".name" or an index): a path spelt out only for an error's message
+
+
+def _spelt(where: Where) -> str:
+    parts = []
+    while isinstance(where, tuple):
+        where, step = where
+        parts.append(f"[{step}]" if isinstance(step, int) else f".{step}")
+    return where + "".join(reversed(parts))
+
+
+def _read(hint: Any, data: Any, where: Where, complete: bool) -> Any:
+    if data is None or hint is Any:
+        return data
+    shape, args = _shape(hint)
+    if shape == "union":
+        return _read(args[0], data, where, complete) if len(args) == 1 else data
+    if shape == "list":
         _expect(isinstance(data, list), "a list", data, where)
-        (item,) = typing.get_args(hint) or (Any,)
+        (item,) = args
         if item in _NUMBERS and all(type(v) in _NUMBERS[item] for v in data):
             return data  # a series of plain numbers, checked in one pass (a call per number took 1 s at 250 k)
-        return [_read(item, v, f"{where}[{i}]", complete) for i, v in enumerate(data)]
-    if origin is dict:
+        return [_read(item, v, (where, i), complete) for i, v in enumerate(data)]
+    if shape == "dict":
         _expect(isinstance(data, dict), "an object", data, where)
-        _, item = typing.get_args(hint) or (str, Any)
-        return {k: _read(item, v, f"{where}.{k}", complete) for k, v in data.items()}
-    if isinstance(hint, type) and is_dataclass(hint):
+        item = args[1]
+        return {k: _read(item, v, (where, k), complete) for k, v in data.items()}
+    if shape == "record":
         _expect(isinstance(data, dict), "an object", data, where)
         kwargs = {}
         for name, sub, f in _hints(hint):
             if name in data:
-                kwargs[name] = _read(sub, data[name], f"{where}.{name}", complete)
+                kwargs[name] = _read(sub, data[name], (where, name), complete)
             elif f.default is MISSING and f.default_factory is MISSING:
                 if complete:
-                    raise ValueError(f"{where}: no {name!r}")
+                    raise ValueError(f"{_spelt(where)}: no {name!r}")
                 kwargs[name] = None  # a required key the writer did not have: unknown, as a null is
         return hint(**kwargs)
     if hint is bool:
@@ -115,7 +140,7 @@ def _read(hint: Any, data: Any, where: str, complete: bool) -> Any:
     return data
 
 
-def _expect(ok: bool, what: str, data: Any, where: str) -> None:
+def _expect(ok: bool, what: str, data: Any, where: Where) -> None:
     if not ok:
         shown = repr(data) if len(repr(data)) <= 40 else repr(data)[:37] + "..."
-        raise ValueError(f"{where}: {what} expected, got {shown}")
+        raise ValueError(f"{_spelt(where)}: {what} expected, got {shown}")
