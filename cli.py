@@ -161,26 +161,24 @@ def analyze(
     """Read captures and print a flow and link-utilization summary."""
     _analysis_command()
     from analyze.read.reading import check_options
+    from analyze.result import Given
     from capture.units import parse_bin, parse_duration, parse_rate, parse_size
 
     try:
         order = [h.strip() for h in launch_order.split(",") if h.strip()] if launch_order else None
-        grad = parse_size(gradient_bytes) if gradient_bytes else None
-        if nccl_log is not None and not nccl_log.is_file():
-            raise ValueError(f"{nccl_log}: no such NCCL log file")
         link_bps = parse_rate(link_speed) if link_speed else None
         bin_ns = parse_bin(bin_) if bin_ is not None else None
         check_options(bin_ns, byte_mode, workers, scheduler)
-        if iterations is not None and iterations < 1:
-            raise ValueError(f"bad --iterations {iterations}: must be at least 1")
-        for name, value in (("--world-size", world_size), ("--ranks-per-host", ranks_per_host)):
-            if value is not None and value < 1:
-                raise ValueError(f"bad {name} {value}: must be at least 1")
-        if world_size is not None and ranks_per_host is not None:
-            raise ValueError("give --world-size or --ranks-per-host, not both")
-        t_single = parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None
-        if t_single is not None and t_single <= 0:
-            raise ValueError(f"bad --single-iteration-time {single_iteration_time!r}: must be longer than 0")
+        given = Given(  # every job option checked once, as analyze.api.analyze checks it
+            launch_order=order,
+            gradient_bytes=parse_size(gradient_bytes) if gradient_bytes else None,
+            nccl_log=nccl_log,
+            single_iteration_time_s=parse_duration(single_iteration_time) / 1e9 if single_iteration_time else None,
+            iterations=iterations,
+            world_size=world_size,
+            ranks_per_host=ranks_per_host,
+            profiles=trace_beside,
+        )
         from analyze.read.trace_file import read_trace
 
         for kineto in trace_beside:
@@ -209,18 +207,7 @@ def analyze(
             )
             from analyze.api import finish  # pandas and the table code load while a local pool reads
 
-            result = finish(
-                reading,
-                link_speed_bps=link_bps,
-                launch_order=order,
-                gradient_bytes=grad,
-                nccl_log=nccl_log,
-                single_iteration_time_s=t_single,
-                iterations=iterations,
-                world_size=world_size,
-                ranks_per_host=ranks_per_host,
-                profiles=trace_beside,
-            )
+            result = finish(reading, link_speed_bps=link_bps, given=given)
     except (FileError, ClusterError) as exc:
         raise fail(str(exc)) from None
     if json_out is not None:

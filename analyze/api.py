@@ -23,14 +23,14 @@ from analyze.tables.flows import address_key, address_text, infer_local, key_por
 from analyze.read.inputs import HostInput, RunInput
 from analyze.tables.markers import load_markers
 from analyze.findings import Clock
-from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
+from analyze.result import CaptureSummary, FlowRecord, Given, HostSummary, Result, Tables
 from analyze.read.reading import Reading
 from analyze.source import open_source
 from analyze.verdict import judge
 from analyze.read.scan import FileHealth, StreamScan
 from analyze.wire.rdma import flow_rdma
 from analyze.wire.transport import flow_transport
-from analyze.each_job import Given, analyze_jobs
+from analyze.each_job import analyze_jobs
 from analyze.tables.utilization import utilization
 
 ASSUMED_LINK_BPS = 10e9
@@ -71,13 +71,7 @@ def analyze(
     Raises analyze.read.formats.FileError (one line: file, offset, cause) when input cannot be read, and
     analyze.read.cluster.ClusterError when the Dask cluster cannot do the scans.
     """
-    reading = open_source(
-        paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress, scheduler=scheduler
-    )
-    return finish(
-        reading,
-        link_speed_bps=link_speed_bps,
-        busy_threshold=busy_threshold,
+    given = Given(  # checked before anything is read: ValueError in the command's words
         launch_order=launch_order,
         gradient_bytes=gradient_bytes,
         nccl_log=nccl_log,
@@ -87,6 +81,10 @@ def analyze(
         ranks_per_host=ranks_per_host,
         profiles=profiles,
     )
+    reading = open_source(
+        paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress, scheduler=scheduler
+    )
+    return finish(reading, link_speed_bps=link_speed_bps, busy_threshold=busy_threshold, given=given)
 
 
 def finish(
@@ -94,16 +92,10 @@ def finish(
     *,
     link_speed_bps: Optional[float] = None,
     busy_threshold: float = DEFAULT_BUSY_THRESHOLD,
-    launch_order: Optional[Sequence[str]] = None,
-    gradient_bytes: Optional[float] = None,
-    nccl_log: Optional[str | Path] = None,
-    single_iteration_time_s: Optional[float] = None,
-    iterations: Optional[int] = None,
-    world_size: Optional[int] = None,
-    ranks_per_host: Optional[int] = None,
-    profiles: Sequence[Path] = (),
+    given: Given = Given(),
 ) -> Result:
-    """The second half of analyze(): collect the scans `reading` set going and compute everything else."""
+    """The second half of analyze(): collect the scans `reading` set going and compute everything else, the job
+    as GIVEN (checked when it was made)."""
     scans = reading.collect()
     result = build_result(
         reading.run_input,
@@ -112,16 +104,6 @@ def finish(
         bin_ns=reading.bin_ns,
         byte_mode=reading.byte_mode,
         busy_threshold=busy_threshold,
-    )
-    given = Given(
-        launch_order=launch_order,
-        gradient_bytes=gradient_bytes,
-        nccl_log=nccl_log,
-        single_iteration_time_s=single_iteration_time_s,
-        iterations=iterations,
-        world_size=world_size,
-        ranks_per_host=ranks_per_host,
-        profiles=tuple(profiles),
     )
     analyze_jobs(result, {h.name: h.meta for h in reading.run_input.hosts}, given)
     result.verdict = judge(result)

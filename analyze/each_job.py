@@ -14,9 +14,9 @@ capture of one job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,7 @@ from analyze.collective.jobs import split_jobs
 from analyze.confidence.coverage import capture_problems
 from analyze.findings import ImpliedBytes, Iterations, Job, OtherConnection, OtherTraffic, SharedLink
 from analyze.resent import leave_out_resent
-from analyze.result import Result
+from analyze.result import Given, Result
 from analyze.result_whatif import add_whatif
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
@@ -37,20 +37,6 @@ from analyze.wire.timeline import wire_timeline
 from analyze.wire.transport import diagnose
 
 TOP_OTHER = 20  # other connections listed by name; the rest are counted
-
-
-@dataclass
-class Given:
-    """What the user said about the job (the heaviest one, where there are several)."""
-
-    launch_order: Optional[Sequence[str]] = None
-    gradient_bytes: Optional[float] = None
-    nccl_log: Optional[str | Path] = None
-    single_iteration_time_s: Optional[float] = None
-    iterations: Optional[int] = None
-    world_size: Optional[int] = None
-    ranks_per_host: Optional[int] = None
-    profiles: Sequence[Path] = ()  # the ranks' torch.profiler traces (--trace-beside)
 
 
 def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from analyze.findings import (
     Clock,
@@ -34,6 +34,39 @@ if TYPE_CHECKING:  # pandas is imported lazily by the code that builds tables
 SCHEMA_VERSION = 1
 SCHEMA_PATH = Path(__file__).with_name("result.schema.json")
 LINE = 100  # a JSON array longer than this is written one item per line
+
+
+@dataclass(frozen=True)
+class Given:
+    """What the user said about the job (the heaviest one, where there are several): the options of `ringscope
+    analyze` and of analyze.api.analyze, checked here once, so that a bad value from Python gets the line the
+    command prints (`analyze(paths, world_size=0)` was taken and analyzed as if unset)."""
+
+    launch_order: Sequence[str] | None = None
+    gradient_bytes: float | None = None
+    nccl_log: str | Path | None = None
+    single_iteration_time_s: float | None = None
+    iterations: int | None = None
+    world_size: int | None = None
+    ranks_per_host: int | None = None
+    profiles: Sequence[Path] = ()  # the ranks' torch.profiler traces (--trace-beside)
+
+    def __post_init__(self) -> None:
+        """ValueError, in the command's words, for a value no job can have."""
+        if self.iterations is not None and self.iterations < 1:
+            raise ValueError(f"bad --iterations {self.iterations}: must be at least 1")
+        for name, value in (("--world-size", self.world_size), ("--ranks-per-host", self.ranks_per_host)):
+            if value is not None and value < 1:
+                raise ValueError(f"bad {name} {value}: must be at least 1")
+        if self.world_size is not None and self.ranks_per_host is not None:
+            raise ValueError("give --world-size or --ranks-per-host, not both")
+        if self.single_iteration_time_s is not None and self.single_iteration_time_s <= 0:
+            raise ValueError(f"bad --single-iteration-time {self.single_iteration_time_s} s: must be longer than 0")
+        if self.gradient_bytes is not None and self.gradient_bytes <= 0:
+            raise ValueError(f"bad --gradient-bytes {self.gradient_bytes}: must be positive")
+        if self.nccl_log is not None and not Path(self.nccl_log).is_file():
+            raise ValueError(f"{self.nccl_log}: no such NCCL log file")
+        object.__setattr__(self, "profiles", tuple(self.profiles))
 
 
 @dataclass

@@ -334,3 +334,37 @@ def test_report_of_a_saved_result_takes_a_whatif_json_and_judges_again(tmp_path:
     assert 'data-answer="no"' in out.read_text() and 'data-answer="unclear"' not in out.read_text()
     res = CliRunner().invoke(app, ["report", str(tmp_path / "w.json"), "-o", str(out)])
     assert res.exit_code == 2 and "a whatif JSON alone has no run to report" in res.output
+
+
+@pytest.mark.parametrize(
+    "options,kwargs,words",
+    [
+        (["--world-size", "0"], {"world_size": 0}, "bad --world-size 0: must be at least 1"),
+        (["--ranks-per-host", "-2"], {"ranks_per_host": -2}, "bad --ranks-per-host -2: must be at least 1"),
+        (["--iterations", "0"], {"iterations": 0}, "bad --iterations 0: must be at least 1"),
+        (
+            ["--world-size", "8", "--ranks-per-host", "2"],
+            {"world_size": 8, "ranks_per_host": 2},
+            "give --world-size or --ranks-per-host, not both",
+        ),
+    ],
+)
+def test_the_python_api_refuses_what_the_command_refuses(options: list, kwargs: dict, words: str) -> None:
+    """The job options are one record checked once (analyze.result.Given): `analyze(paths, world_size=0)` from a
+    notebook gets the ValueError the command prints as its one line (issue 46: it was taken and ignored)."""
+    from analyze.api import analyze
+
+    capture = FIXTURES / "formats/pcap-us-le.pcap"
+    assert one_line_error(ringscope("analyze", capture, *options)) == f"ringscope: error: {words}"
+    with pytest.raises(ValueError) as refused:
+        analyze([capture], workers=1, **kwargs)
+    assert str(refused.value) == words
+
+
+def test_the_python_api_refuses_a_gradient_of_no_bytes() -> None:
+    """The command's size parser refuses '0' itself ("bad size '0': must be positive"); from Python the record
+    does, before anything is read."""
+    from analyze.api import analyze
+
+    with pytest.raises(ValueError, match=r"^bad --gradient-bytes 0\.0: must be positive$"):
+        analyze([FIXTURES / "formats/pcap-us-le.pcap"], workers=1, gradient_bytes=0.0)
