@@ -1,6 +1,6 @@
 """Capture: tcpdump sidecars beside a training job, remote fan-out, iteration markers, run manifest.
 
-Deployment recipes (the README carries the same commands):
+Deployment recipes (docs/deployment.md carries the same commands, with what each capture path loses):
 
 Plain ssh (hosts reachable by `ssh HOST`, same Python/checkout path everywhere, as horovodrun assumes)::
 
