@@ -337,17 +337,19 @@ def _last_runs(key: np.ndarray, t: np.ndarray, size: int, bin_ns: int) -> np.nda
 
 def _sockets(
     ft: pd.DataFrame, code: np.ndarray, n: int, flows: pd.DataFrame, series: pd.DataFrame, link: np.ndarray, bin_ns: int
-) -> list[list[dict[str, Any]]]:
+) -> tuple[list[list[dict[str, Any]]], np.ndarray]:
     """Per edge carried over several connections, each connection's ports, bytes, share of the edge's and pace
     (byte-weighted share of line rate over the bins it sent in), a data socket below SOCKET_LAG of its data
     siblings' median pace marked `lags`; [] for an edge of one connection. Why per socket: NCCL deals each ring
     step over its sockets round-robin, so they carry alike and the step ends when the slowest has sent its part;
-    the edge's own rate shows only that it idles."""
+    the edge's own rate shows only that it idles. Also per edge, the time the receiver held the lagging sockets'
+    windows closed (0 where none lags)."""
     fid = ft["flow_id"].to_numpy(np.int64)
     per_edge = np.bincount(code, minlength=n)
     out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    lag_closed = np.zeros(n)
     if not (per_edge > 1).any():
-        return out
+        return out, lag_closed
     row_of = np.full(max(int(fid.max()), int(series["flow_id"].max()) if len(series) else 0) + 1, -1, np.int64)
     row_of[fid] = np.arange(len(fid))
     at = row_of[series["flow_id"].to_numpy(np.int64)]
@@ -358,6 +360,7 @@ def _sockets(
     rate = np.where(weight > 0, np.bincount(at, weights=u * u, minlength=len(fid)) / np.maximum(weight, 1e-300), np.nan)
     ports = flows.set_index("flow_id")[["sport", "dport"]].reindex(fid).to_numpy()
     payload = ft["payload_bytes"].to_numpy(np.int64)
+    closed = ft["zero_window_ns"].to_numpy(np.float64)
     by_edge = np.lexsort((-payload, code))  # one sort, each edge's rows heaviest first: no scan per edge
     first = np.concatenate([[0], np.cumsum(per_edge)])
     for e in np.flatnonzero(per_edge > 1):
@@ -377,7 +380,8 @@ def _sockets(
             }
             for r, d in zip(rows, data)
         ]
-    return out
+        lag_closed[e] = sum(float(closed[r]) for r, s in zip(rows, out[e]) if s["lags"])
+    return out, lag_closed
 
 
 def _lagging(row: dict[str, Any]) -> Optional[tuple[float, str]]:
@@ -549,7 +553,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
         n,
         bin_ns,
     )
-    sockets = _sockets(ft, code, n, tables.flows, tables.flow_series, link, bin_ns)
+    sockets, lag_closed = _sockets(ft, code, n, tables.flows, tables.flow_series, link, bin_ns)
     bins_of = _split(e_code, np.ones(len(e_code), bool), n)
     trips_of = _split(s_code, trips, n)
     flight_of = _split(s_code, (s_code >= 0) & (s_what == IN_FLIGHT), n)
@@ -596,8 +600,17 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
         row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps, bin_ns)
         row["sockets"] = sockets[i]
         lagging = _lagging(row)
-        if lagging is not None and row["limiter"] not in ("loss", "receive_window"):
+        # the receiver reads a step's parts in turn: while it waits for a lagging socket the others' windows fill
+        # and close (a CI capture: closed 7 % of the busy time, "receive_window"), which the lag explains where the
+        # lagging socket's own window never closed
+        waits_on_lag = row["limiter"] == "receive_window" and lag_closed[i] == 0
+        if lagging is not None and (row["limiter"] not in ("loss", "receive_window") or waits_on_lag):
             confidence, text = lagging
+            if waits_on_lag:
+                row["evidence"] = [
+                    f"its other sockets' windows closed while the receiver waited for the lagging one: "
+                    f"{'; '.join(row['evidence'])}"
+                ]
             row["limiter"], row["evidence"] = "socket", [text, *row["evidence"]]
         share, rate, by = (shared or {}).get(row["src"], (0.0, 0.0, ""))
         if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window", "socket"):

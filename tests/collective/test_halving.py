@@ -84,7 +84,8 @@ def test_horovod_reduce_scatter_on_eight_hosts(tmp_path, netns_cluster):  # noqa
     captures): eight ranks' Horovod threads share them, and the independent pairs of a step start up to a whole
     step apart, where the count's check expects the same offset between edges every iteration; each host's bytes
     per iteration are checked against dpkt's where the windows are sure. One CI run of the whole suite read a
-    capture as an unsure tree (not NCCL's): an unsure shape gets another capture, a sure wrong one fails."""
+    capture as an unsure tree (not NCCL's), another the right shape at 0.6: an unsure shape, right or not, gets another
+    capture, a sure wrong one fails."""
     require_horovod()
     job = Job(workload="horovod", hosts=8, iters=12, params=1_000_000, batch=8, collective="reducescatter")
     sure_in_one_of_two(tmp_path, netns_cluster, job, _reduce_scatter)
@@ -101,7 +102,8 @@ def _reduce_scatter(run, truth) -> bool | str:
         if topo.kind != "halving_doubling":
             assert topo.confidence < CONFIDENT, (topo.kind, topo.confidence, topo.notes, pairs)
             return f"{topo.kind} at {topo.confidence:.2f}: {topo.notes}; pairs {pairs}"
-        assert topo.confidence >= CONFIDENT, (topo.kind, topo.notes, pairs)
+        if topo.confidence < CONFIDENT:  # named right but unsure (0.6 in a CI run): another capture
+            return f"{topo.kind} at {topo.confidence:.2f}: {topo.notes}"
         assert topo.order == truth["launch_order"], topo.order  # rank r on the r-th host horovodrun was given
         assert its.count == 12 or not its.confident, (its.count, its.confidence, its.evidence)
         assert its.ring_size == 8 and its.pattern.kind == "reduce_scatter", its.pattern
