@@ -90,7 +90,7 @@ def analyze(
     bin_: Optional[str] = typer.Option(
         None,
         "--bin",
-        help="Bin width of the throughput series, e.g. 1ms, 10ms (default), 0.5s; a dataset keeps the one it was converted with.",
+        help="Bin width of the throughput series, e.g. 1ms, 10ms, 0.5s. Default: a tenth of the traffic's short bursts, 1-10 ms (the summary says which and why); a dataset's bins are never finer than it was converted with.",
     ),
     byte_mode: Optional[str] = typer.Option(
         None,
@@ -247,7 +247,11 @@ def convert(
         metavar="OUT",
         help="New (or empty) folder for the dataset: packets, flows, flow_bins, samples and files tables partitioned by host (host=NAME), plus ringscope-dataset.json with the run's metadata. See docs/dataset.md.",
     ),
-    bin_: str = typer.Option("10ms", "--bin", help="Bin width of the flow_bins table, e.g. 1ms, 10ms, 0.5s."),
+    bin_: str = typer.Option(
+        "1ms",
+        "--bin",
+        help="Bin width of the flow_bins table, e.g. 1ms (default: analyze then chooses its bins from the traffic), 10ms, 0.5s.",
+    ),
     byte_mode: str = typer.Option(
         "ip", "--bytes", help="Byte accounting of flow_bins: ip (default), wire or payload (as analyze --bytes)."
     ),
@@ -585,7 +589,9 @@ def report(
         None, "--link-speed", help="When analyzing captures: link speed for hosts whose meta.json gives none."
     ),
     bin_: Optional[str] = typer.Option(
-        None, "--bin", help="When analyzing captures: bin width of the throughput series (default 10ms)."
+        None,
+        "--bin",
+        help="When analyzing captures: bin width of the throughput series (default: chosen from the traffic).",
     ),
 ) -> None:
     """Write one self-contained HTML report (plotly embedded, works offline)."""

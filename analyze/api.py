@@ -27,6 +27,7 @@ from analyze.result import CaptureSummary, FlowRecord, Given, HostSummary, Resul
 from analyze.read.reading import Reading
 from analyze.source import open_source
 from analyze.verdict import judge
+from analyze.read.bin_choice import choose as choose_width, coarsen, given as given_width
 from analyze.read.scan import FileHealth, StreamScan
 from analyze.wire.rdma import flow_rdma
 from analyze.wire.transport import flow_transport
@@ -58,7 +59,8 @@ def analyze(
     profiles: Sequence[Path] = (),
 ) -> Result:
     """Read the captures under `paths` (or a Parquet dataset `ringscope convert` wrote) and compute flows, series
-    (bin_ns wide, default 10 ms; bytes counted as byte_mode: ip, wire or payload), link utilization and the collective
+    (bin_ns wide, else chosen from the traffic: analyze.read.bin_choice; bytes counted as byte_mode: ip, wire
+    or payload), link utilization and the collective
     (topology, iterations; launch_order / gradient_bytes / nccl_log refine it, and without markers
     gradient_bytes and iterations, the step count the user knows, anchor the iterations), and the what-if (`scaling`)
     when the run allows it; single_iteration_time_s (T of one worker) adds the measured scaling factor;
@@ -97,14 +99,16 @@ def finish(
     """The second half of analyze(): collect the scans `reading` set going and compute everything else, the job
     as GIVEN (checked when it was made)."""
     scans = reading.collect()
+    width = given_width(reading.bin_ns) if reading.bin_given else choose_width(scans, reading.bin_ns)
     result = build_result(
         reading.run_input,
-        scans,
+        [coarsen(s, width.bin_ns // reading.bin_ns) for s in scans],
         link_speed_bps=link_speed_bps,
-        bin_ns=reading.bin_ns,
+        bin_ns=width.bin_ns,
         byte_mode=reading.byte_mode,
         busy_threshold=busy_threshold,
     )
+    result.bin_choice = width.why
     analyze_jobs(result, {h.name: h.meta for h in reading.run_input.hosts}, given)
     result.verdict = judge(result)
     return result

@@ -166,6 +166,7 @@ class Result:
     warnings: list[str]
     assumptions: list[str]
     run: dict[str, Any] | None = None
+    bin_choice: str | None = optional()  # why bin_ns is the width it is (analyze.read.bin_choice)
     capture_problems: list[str] | None = optional()  # hosts whose capture missed the job (analyze.confidence)
     clock: Clock | None = optional()
     topology: Topology | None = optional()
@@ -190,7 +191,9 @@ class Result:
 
         body = plain(replace(self, tables=None))
         body.pop("tables")
-        head = {k: body.pop(k) for k in ("byte_mode", "bin_ns", "busy_threshold", "run")}  # the run first
+        head = {
+            k: body.pop(k) for k in ("byte_mode", "bin_ns", "bin_choice", "busy_threshold", "run") if k in body
+        }  # the run first
         return {"schema": SCHEMA_VERSION, "ringscope_version": __version__, **head, **body}
 
     @classmethod

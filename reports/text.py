@@ -57,6 +57,7 @@ def summary_text(result: Result) -> str:
     lines.append(
         f"{len(result.captures)} capture file(s), {packets:,} packets, {len(result.hosts)} host(s), "
         f"{len(result.flows):,} flow(s); bytes counted as {result.byte_mode}, bins of {result.bin_ns / 1e6:g} ms"
+        + (f" ({result.bin_choice})" if result.bin_choice else "")
     )
     for problem in result.capture_problems or []:
         lines.append(f"CAPTURE PROBLEM: {problem}")

@@ -2,8 +2,8 @@
 
 The tables hold each host's scan bit for bit (analyze.dataset.columns), so analysis from here on is the very
 code that runs after reading pcaps, and gives the same result. Only how the scans were made is fixed: the
-series' bin width and byte accounting are the conversion's, and asking for others is an error that says how
-to get them.
+series' bin width and byte accounting are the conversion's (the analysis may choose wider bins from the traffic,
+analyze.read.bin_choice), and asking for others is an error that says how to get them.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def read_dataset(root: Path, *, bin_ns: Optional[int], byte_mode: Optional[str])
     def collect() -> list[StreamScan]:
         return [_scan(root, h, own_bin) for h in entries]
 
-    return Reading(run_input=run_input, collect=collect, bin_ns=own_bin, byte_mode=own_bytes)
+    return Reading(
+        run_input=run_input, collect=collect, bin_ns=own_bin, byte_mode=own_bytes, bin_given=bin_ns is not None
+    )
 
 
 def _scan(root: Path, entry: dict[str, Any], bin_ns: int) -> StreamScan:

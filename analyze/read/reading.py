@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from analyze.read import layouts as L
+from analyze.read.bin_choice import BASE_BIN_NS
 from analyze.read.engine import ScanOptions, start_host_scans
 from analyze.read.work import Progress
 from analyze.read.inputs import RunInput, discover
 from analyze.read.scan import StreamScan
-
-DEFAULT_BIN_NS = 10_000_000
 
 
 @dataclass
@@ -25,8 +24,9 @@ class Reading:
 
     run_input: RunInput
     collect: Callable[[], list[StreamScan]]
-    bin_ns: int
+    bin_ns: int  # the width the scans were read at
     byte_mode: str
+    bin_given: bool = True  # False: the analysis chooses its width from the traffic (analyze.read.bin_choice)
 
 
 def start_reading(
@@ -41,19 +41,21 @@ def start_reading(
 ) -> Reading:
     """Check the options, find the captures under `paths` and start scanning them (see analyze.api.analyze).
 
-    bin_ns and byte_mode default to DEFAULT_BIN_NS and "ip". A Parquet dataset (`ringscope convert`) is read back
+    Without bin_ns the captures are read at BASE_BIN_NS and the analysis picks its width from the traffic
+    (analyze.read.bin_choice); byte_mode defaults to "ip". A Parquet dataset (`ringscope convert`) is read back
     instead, one layer up (analyze.source).
     busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_host_scans).
 
     Raises ValueError for bad options and analyze.read.formats.FileError when the input cannot be found.
     """
-    bin_ns = DEFAULT_BIN_NS if bin_ns is None else bin_ns
+    bin_given = bin_ns is not None
+    bin_ns = BASE_BIN_NS if bin_ns is None else bin_ns
     byte_mode = byte_mode or "ip"
     check_options(bin_ns, byte_mode, workers, scheduler)
     run_input = discover([Path(p) for p in paths])
     opts = ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=common_mtu(run_input))
     collect = start_host_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler, busy_bytes)
-    return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode)
+    return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode, bin_given=bin_given)
 
 
 def check_options(

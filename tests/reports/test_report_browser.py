@@ -230,13 +230,14 @@ def test_bundled_example_in_chromium(tmp_path):
 
 def test_unsure_case_says_so_in_chromium(tmp_path):
     """A real capture the analyzer cannot be sure of (fixtures/real-training/ddp-lossy-rto: DDP over a lossy
-    link whose retransmission timeouts are as long as the forward pass): the report's verdict must say it is
-    unsure and why before any number, and mark the bytes per iteration as a guess."""
+    link whose retransmission timeouts are as long as the forward pass, read at 10 ms bins, where they split every
+    step): the report's verdict must say it is unsure and why before any number, and mark the bytes per iteration
+    as a guess."""
     require_chromium()
     from analyze.api import analyze
     from reports.html import write_html
 
-    result = analyze([EXAMPLE.parent / "real-training" / "ddp-lossy-rto" / "run"], workers=1)
+    result = analyze([EXAMPLE.parent / "real-training" / "ddp-lossy-rto" / "run"], workers=1, bin_ns=10_000_000)
     assert result.iterations is not None and result.iterations.confident is False
     out = tmp_path / "unsure.html"
     write_html(result, out, title="ringscope report — unsure")

@@ -359,7 +359,8 @@ def test_a_link_slower_than_the_run_or_a_result_without_iterations_is_one_line(t
     doc = json.loads((tmp_path / "r.json").read_text())
     assert "scaling" not in doc and doc["iterations"]["count"] > 0
     why = [a for a in doc["assumptions"] if a.startswith("no what-if (scaling) section: the link speed 0.5 Gbit/s")]
-    assert why and "is below the rate the hosts reached while sending (0.76" in why[0], doc["assumptions"]
+    reached = float(why[0].split("while sending (")[1].split(" Gbit/s")[0]) if why else 0.0
+    assert 0.7 <= reached <= 1.05, doc["assumptions"]  # the example's links: tc-shaped to 1 Gbit/s, its README
     bad = ringscope("whatif", tmp_path / "r.json", "--bandwidth", "10G")
     lines = bad.stderr.strip().splitlines()
     assert bad.returncode == 2 and len(lines) == 1 and "below the rate the hosts reached" in lines[0], bad.stderr
