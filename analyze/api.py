@@ -21,6 +21,7 @@ from analyze.read.fold import HostFlows, merge_host, unique_rows
 from analyze.read.outliers import set_aside
 from analyze.tables.flows import address_key, address_text, infer_local, key_ports, local_mask, proto_name
 from analyze.read.inputs import HostInput, RunInput
+from analyze.tables.capture_holes import gapped_views, host_coverage, missing_payload
 from analyze.tables.markers import load_markers
 from analyze.findings import Clock
 from analyze.result import CaptureSummary, FlowRecord, Given, HostSummary, Result, Tables
@@ -158,6 +159,10 @@ def build_result(
                 )
 
     views = _views_table(run_input.hosts, host_flows, locals_, col)
+    names = [h.name for h in run_input.hosts]
+    held = host_coverage(names, [h.meta for h in run_input.hosts], views)
+    for capture in captures:
+        capture.coverage = held[names.index(capture.host)]
     flows_df, chosen = _choose_views(views)
     flow_series = _flow_series(host_flows, chosen, views, bin_ns)
     transport, transport_samples = flow_transport(host_flows, views)
@@ -267,6 +272,7 @@ def _views_table(
             "start_ns": a[:, L.AGG_FIRST_NS],
             "end_ns": a[:, L.AGG_LAST_NS],
             "retransmitted_bytes": a[:, L.AGG_RETRANS_BYTES],
+            "missing_payload": missing_payload(a),
             "src": [address_text(int(x), int(y)) for x, y in zip(k[:, 0], k[:, 1])],
             "dst": [address_text(int(x), int(y)) for x, y in zip(k[:, 2], k[:, 3])],
             "sport": sport,
@@ -282,8 +288,8 @@ def _concat_bool(parts: list[np.ndarray]) -> np.ndarray:
 
 
 def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
-    """One row per flow: the sender's view, else the receiver's, else the capture with most bytes; and
-    the views rows chosen."""
+    """One row per flow: the sender's view, else the receiver's, else the capture with most bytes, a view
+    whose capture missed part of the flow last; and the views rows chosen."""
     if views.empty:
         return pd.DataFrame(
             columns=[
@@ -306,7 +312,10 @@ def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
             ]
         ), np.zeros(0, np.int64)
     rank = np.where(views["sent_here"], 0, np.where(views["received_here"], 1, 2))
-    ordered = views.assign(_rank=rank).sort_values(["flow_id", "_rank", "bytes"], ascending=[True, True, False])
+    gapped = gapped_views(views)  # a capture with holes in a flow yields it to one without (issue 47)
+    ordered = views.assign(_gapped=gapped, _rank=rank).sort_values(
+        ["flow_id", "_gapped", "_rank", "bytes"], ascending=[True, True, True, False]
+    )
     seen: dict[int, dict[str, None]] = {}
     for f, h in zip(views["flow_id"].tolist(), views["host"].tolist()):
         seen.setdefault(f, {})[h] = None

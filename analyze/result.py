@@ -122,6 +122,18 @@ class FlowRecord:
 
 
 @dataclass
+class Coverage:
+    """How much of its host's traffic a capture holds (analyze.tables.capture_holes): the payload of the flows it
+    saw, what their sequence numbers or PSNs show it missed (a lower bound), and tcpdump's own drop count."""
+
+    fraction: float
+    seen_payload_bytes: int
+    missing_payload_bytes: int
+    dropped_by_tcpdump: int | None
+    source: str  # "sequence numbers" or "tcpdump's drop counters": whichever shows more missing
+
+
+@dataclass
 class CaptureSummary:
     """One file read: what it was and how healthy."""
 
@@ -135,6 +147,7 @@ class CaptureSummary:
     last_ns: int
     frame_kinds: dict[str, int]
     warnings: list[str]
+    coverage: Coverage | None = optional()  # its host's capture as a whole (one stream of rotated files)
 
 
 @dataclass

@@ -6,7 +6,7 @@ findings) and returns text, so the summary, the report and the JSON are three vi
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 
 from analyze.collective.topology import PIPELINE_GROUPS, RING_KINDS
@@ -30,6 +30,7 @@ from analyze.findings import (
     WhatIf,
 )
 from analyze.result import HostSummary, Result
+from analyze.tables.capture_holes import GAPPED, incomplete_lines
 from capture.units import format_rate
 
 PATTERN_NAMES = {
@@ -61,8 +62,10 @@ def summary_text(result: Result) -> str:
     )
     for problem in result.capture_problems or []:
         lines.append(f"CAPTURE PROBLEM: {problem}")
+    held = {c.host: c.coverage for c in result.captures if c.coverage is not None}
+    lines.extend(f"CAPTURE INCOMPLETE: {line}" for line in incomplete_lines(list(held), list(held.values())))
     lines.append("")
-    lines.extend(host_lines(result.hosts))
+    lines.extend(host_lines(result.hosts, {host: c.fraction for host, c in held.items()}))
     lines.append("")
     lines.append("top flows (by bytes):")
     for f in result.flows[:10]:
@@ -184,26 +187,30 @@ def other_lines(other: OtherTraffic) -> list[str]:
     return lines
 
 
-def _host_row(h: HostSummary) -> str:
+def _host_row(h: HostSummary, held: Mapping[str, float]) -> str:
+    """One host's row; a host whose capture is incomplete says so at its end: its own figures are short."""
     u = h.tx_utilization
     link = format_rate(h.link_speed_bps) + ("*" if h.link_speed_source == "assumed" else "")
+    short = held.get(h.name, 1.0)
     return (
         f"{h.name[:20]:<20} {link:>12} {h.tx_bytes:>15,} {h.rx_bytes:>15,}  "
         f"{u.mean:>8.1%} {u.busy_fraction:>7.1%} {u.while_busy:>8.1%} {u.p99:>7.1%}"
+        + (f"  capture {short:.0%}: short" if short < 1 - GAPPED else "")
     )
 
 
-def host_lines(hosts: Sequence[HostSummary]) -> list[str]:
+def host_lines(hosts: Sequence[HostSummary], held: Mapping[str, float] | None = None) -> list[str]:
     """The host table: every host up to HOSTS_SHOWN; beyond, the EXTREMES hosts that sent the most and the least
     (a straggler or a host that missed the job is at one end), then the distribution over all of them, so 500
-    hosts take a screen, not 500 lines."""
+    hosts take a screen, not 500 lines. HELD: each host's capture coverage, where known."""
+    held = held or {}
     head = f"{'host':<20} {'link':>12} {'tx bytes':>15} {'rx bytes':>15}  {'tx util mean/busy/while-busy/p99':>34}"
     if len(hosts) <= HOSTS_SHOWN:
-        return [head, *(_host_row(h) for h in hosts)]
+        return [head, *(_host_row(h, held) for h in hosts)]
     ranked = sorted(hosts, key=lambda h: (-h.tx_bytes, h.name))
-    lines = [head, *(_host_row(h) for h in ranked[:EXTREMES])]
+    lines = [head, *(_host_row(h, held) for h in ranked[:EXTREMES])]
     lines.append(f"{'...':<20} {len(hosts) - 2 * EXTREMES:,} more hosts between these")
-    lines += [_host_row(h) for h in ranked[-EXTREMES:]]
+    lines += [_host_row(h, held) for h in ranked[-EXTREMES:]]
     tx = [float(h.tx_bytes) for h in hosts]
     busy = [h.tx_utilization.while_busy for h in hosts if not math.isnan(h.tx_utilization.while_busy)]
     spread = f"tx bytes min {min(tx):,.0f} / median {_median(tx):,.0f} / max {max(tx):,.0f}"

@@ -57,6 +57,24 @@ TRANSPORT_MAX = [L.AGG_INFLIGHT_MAX, L.AGG_WSCALE, L.AGG_ROCE_VERSION]
 # the bytes and times by rate (analyze.wire.send_rate): a piece adds its groups like a whole read, less the group
 # that straddles its start
 PACE_SUMMED = list(range(L.AGG_PACE_BYTES, L.AGG_PACE_NS + L.PACE_BINS))
+SEQ_SPACE = 1 << 32
+
+
+def seq_missing(agg: np.ndarray) -> np.ndarray:
+    """Per flow of an unfolded scan: TCP payload bytes of its sequence span (first to highest data segment seen)
+    that the capture did not hold; 0 for flows without data.
+
+    A lower bound that never blames the network: a segment the network lost is sent again, and its resending
+    fills the span at the receiver's capture and is counted twice at the sender's, so only bytes no capture
+    record carried stay missing (a lost record of a re-sent segment hides behind its twin). The span is taken
+    modulo 2^32 and unwrapped to the least value at or above the bytes seen once (payload less re-sent), which
+    the span can never be below: exact for flows missing under 4 GiB."""
+    data = agg[:, L.AGG_SEQ_FIRST] >= 0
+    payload = agg[:, L.AGG_PAYLOAD_BYTES]
+    span = (agg[:, L.AGG_SEQ_END] - agg[:, L.AGG_SEQ_FIRST]) % SEQ_SPACE
+    once = payload - agg[:, L.AGG_RETRANS_BYTES]
+    span = span + np.maximum(0, -(-(once - span) // SEQ_SPACE)) * SEQ_SPACE
+    return np.where(data, np.maximum(span - payload, 0), 0)
 
 
 @dataclass
@@ -143,6 +161,11 @@ def fold_scans(scans: list[StreamScan]) -> Folded:
     out = np.zeros((n, L.N_AGG), dtype=np.int64)
     for col in SUMMED + TRANSPORT_SUMMED + ROCE_SUMMED + PACE_SUMMED:
         out[:, col] = np.bincount(inv, weights=agg[:, col], minlength=n).astype(np.int64) if n else 0
+    # a folded scan carries its own (its sequence columns are gone); an unfolded one's is read from them now
+    missing = (
+        np.concatenate([s.agg[:, L.AGG_SEQ_MISSING] if s.folded else seq_missing(s.agg) for s in scans]) if n else 0
+    )
+    out[:, L.AGG_SEQ_MISSING] = np.bincount(inv, weights=missing, minlength=n).astype(np.int64) if n else 0
     for col in TRANSPORT_MAX:
         out[:, col] = -1
         np.maximum.at(out[:, col], inv, agg[:, col])

@@ -145,7 +145,10 @@ PACE_BINS = 32
 PACE_LOW_LOG2 = 23  # 8.4 Mbit/s: bin 0 holds every slower group; bin 31 every one from 2^38.5 (389 Gbit/s) on
 AGG_PACE_BYTES = 71  # PACE_BINS columns: wire bytes by the rate they left at
 AGG_PACE_NS = AGG_PACE_BYTES + PACE_BINS  # PACE_BINS columns: the time they took
-N_AGG = AGG_PACE_NS + PACE_BINS
+# TCP payload bytes inside the flow's sequence span that this capture never saw (analyze.read.fold.seq_missing): what
+# a sniffer that fell behind lost. Written when a stream is folded, from the sequence columns folding then drops.
+AGG_SEQ_MISSING = AGG_PACE_NS + PACE_BINS
+N_AGG = AGG_SEQ_MISSING + 1
 
 # An InfiniBand packet routed without a GRH has 16-bit local IDs for addresses: keyed as (LID_KEY_HI_VALUE, LID).
 LID_KEY_HI_VALUE = 0x4C49_4400_0000_0000  # "LID" in the high word: no IPv6 unicast address starts so

@@ -31,6 +31,7 @@ from analyze.jsonform import from_plain
 from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, sample_fields
 from analyze.result import Result
+from analyze.tables.capture_holes import gapped_views
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.send_rate import (
     UNRESOLVED_CONFIDENCE,
@@ -73,7 +74,17 @@ ANSWERS = {  # counted on the reverse queue pair, which carries them to this one
     "nak_errors": L.AGG_ROCE_NAK_ERRORS,
     "cnps": L.AGG_ROCE_CNPS,
 }
-FRAME_COLUMNS = ["flow_id", "host", "sent_here", "version", "reverse_qp", *COUNTERS, *ANSWERS, "send_rate_bps"]
+FRAME_COLUMNS = [
+    "flow_id",
+    "host",
+    "sent_here",
+    "gapped",
+    "version",
+    "reverse_qp",
+    *COUNTERS,
+    *ANSWERS,
+    "send_rate_bps",
+]
 
 
 def _reverse_pairs(hf: HostFlows, rows: np.ndarray) -> np.ndarray:
@@ -153,6 +164,7 @@ def flow_rdma(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.
     if not views.empty:
         roce = (views["proto"] == "roce").to_numpy()
         sent_here = views["sent_here"].to_numpy()
+        gapped = gapped_views(views)
         flow_id = views["flow_id"].to_numpy()
         start = 0
         for hf in host_flows:
@@ -167,6 +179,7 @@ def flow_rdma(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.
                 columns["flow_id"].append(flow_id[start + rows])
                 columns["host"].append(np.full(len(rows), hf.host, dtype=object))
                 columns["sent_here"].append(sent)
+                columns["gapped"].append(gapped[start + rows])
                 columns["version"].append(a[rows, L.AGG_ROCE_VERSION])
                 qp_of = ((hf.keys[:, 4] >> np.uint64(8)) & np.uint64(0xFFFFFF)).astype(np.int64)
                 columns["reverse_qp"].append(np.where(has, qp_of[rr], -1))
@@ -230,8 +243,10 @@ def _judge(row: dict[str, Any], bin_ns: int) -> tuple[str, float, list[str]]:
 
 def _fold_views(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per queue pair: each counter the largest any capture of it saw, the reverse QP and the send rate
-    the sender's capture learnt (else any)."""
-    ordered = frame.sort_values(["flow_id", "sent_here"], ascending=[True, False])
+    the sender's capture learnt (else any); a capture that missed part of the queue pair counts only where no
+    whole one saw it (its skipped PSNs are its own holes, its rate has them in it)."""
+    whole = frame.groupby("flow_id")["gapped"].transform("min").to_numpy() == frame["gapped"].to_numpy()
+    ordered = frame[whole].sort_values(["flow_id", "sent_here"], ascending=[True, False])
     counts = ordered.groupby("flow_id")[[*COUNTERS, *ANSWERS, "version"]].max()
     counts["reverse_qp"] = ordered[ordered["reverse_qp"] >= 0].groupby("flow_id")["reverse_qp"].first()
     counts["send_rate_bps"] = ordered.groupby("flow_id")["send_rate_bps"].first()  # the first rate that is known

@@ -38,6 +38,7 @@ from analyze.confidence.thresholds import FILLS_LINK
 from analyze.findings import Iterations, Transport
 from analyze.jsonform import from_plain
 from analyze.result import Result
+from analyze.tables.capture_holes import GAPPED, gapped_views
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.send_rate import (
     DATA_SHARE,
@@ -158,11 +159,12 @@ def flow_transport(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tupl
     """Per TCP data flow, from its sender's capture: the transport counters (the ACK side's duplicate ACKs,
     SACKs and zero windows added to the data side's), and its samples over time (flow_id, t_ns, what, value:
     what is ROUND_TRIP ns, IN_FLIGHT bytes or RESENT bytes). Both built from whole columns across hosts (one
-    frame each, however many hosts)."""
+    frame each, however many hosts). A sender's capture that missed part of a flow (analyze.tables.capture_holes)
+    is left out: its holes would read as the sender's pauses or the network's losses."""
     columns: dict[str, list[np.ndarray]] = {c: [] for c in FLOW_COLUMNS}
     trips: dict[str, list[np.ndarray]] = {"flow_id": [], "t_ns": [], "what": [], "value": []}
     if not views.empty:
-        sent = views["sent_here"].to_numpy()
+        sent = views["sent_here"].to_numpy() & ~gapped_views(views)
         is_tcp = (views["proto"] == "tcp").to_numpy()
         flow_id = views["flow_id"].to_numpy()
         start = 0
@@ -493,6 +495,13 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     if tables is None:
         return None
     out: dict[str, Any] = {"limiter": None, "confidence": 0.0, "evidence": [], "edges": [], "notes": []}
+    held = {c.host: c.coverage.fraction for c in result.captures if c.coverage is not None}
+    out["notes"].extend(
+        f"{host}: its sends are not judged: its capture holds {fraction:.1%} of its traffic, and its holes would "
+        "read as pauses or losses"
+        for host, fraction in held.items()
+        if fraction < 1 - GAPPED
+    )
     ft, samples = tables.transport, tables.transport_samples
     addr_host = address_hosts(result.hosts)
     captured = set(addr_host.values())
