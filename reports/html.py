@@ -18,7 +18,8 @@ from typing import Any
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Topology, Transport, WhatIf
-from analyze.result import SCHEMA_VERSION, HostSummary, Result, Tables
+from analyze.result import SCHEMA_VERSION, CaptureSummary, HostSummary, Result, Tables
+from analyze.tables.capture_holes import GAPPED
 from analyze.verdict import judge
 from reports import figures as F
 from reports.key_numbers import duration, key_numbers, num, pct, rate, size
@@ -169,7 +170,12 @@ def _run_html(result: Result, run: Mapping[str, Any]) -> str:
             + (f" ({unknown} host(s) without counters)" if unknown else ""),
         ),
         ("files with problems", f"{len(bad_files)} (truncated or damaged parts are skipped and counted)"),
-        ("bytes counted as", f"{e(result.byte_mode)}; {e(float(result.bin_ns or 0) / 1e6)} ms bins"),
+        ("incomplete captures", _incomplete(captures)),
+        (
+            "bytes counted as",
+            f"{e(result.byte_mode)}; {e(float(result.bin_ns or 0) / 1e6)} ms bins"
+            + (f" ({e(result.bin_choice)})" if result.bin_choice else ""),
+        ),
     ]
     out.append('<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in kv) + "</dl>")
     rows = []
@@ -193,11 +199,12 @@ def _run_html(result: Result, run: Mapping[str, Any]) -> str:
     )
     if captures:
         crow = []
-        for c in captures[:CAPTURE_TABLE_ROWS]:
+        for c in sorted(captures, key=_held)[:CAPTURE_TABLE_ROWS]:  # the least complete first
             crow.append(
                 f'<tr><td class="mono">{e(c.path)}</td><td>{e(c.host)}</td><td>{e(c.format)}</td>'
                 f'<td class="n" data-v="{e(c.packets)}">{int(c.packets or 0):,}</td>'
                 f'<td class="n" data-v="{e(c.bytes)}">{e(size(c.bytes))}</td>'
+                f'<td class="n" data-v="{e(_held(c))}">{e(pct(c.coverage.fraction) if c.coverage else "—")}</td>'
                 f"<td>{e('; '.join(map(str, c.warnings or [])) or 'ok')}</td></tr>"
             )
         more = (
@@ -207,7 +214,8 @@ def _run_html(result: Result, run: Mapping[str, Any]) -> str:
         )
         out.append(
             '<details><summary>Capture files</summary><div class="scroll"><table class="sortable"><thead><tr>'
-            '<th>file</th><th>host</th><th>format</th><th class="n">packets</th><th class="n">file size</th><th>health</th>'
+            '<th>file</th><th>host</th><th>format</th><th class="n">packets</th><th class="n">file size</th>'
+            '<th class="n">host capture holds</th><th>health</th>'
             f"</tr></thead><tbody>{''.join(crow)}</tbody></table></div>{more}</details>"
         )
     warnings = [str(w) for w in result.warnings or []]
@@ -229,6 +237,22 @@ def _run_html(result: Result, run: Mapping[str, Any]) -> str:
         )
     )
     return "".join(out)
+
+
+def _held(c: CaptureSummary) -> float:
+    """The share of its host's traffic a capture holds (1 where not measured)."""
+    return c.coverage.fraction if c.coverage is not None else 1.0
+
+
+def _incomplete(captures: list[CaptureSummary]) -> str:
+    """The hosts whose capture missed more than GAPPED of their flows' payload, each with its share held."""
+    short = {c.host: c.coverage for c in captures if c.coverage is not None and c.coverage.fraction < 1 - GAPPED}
+    if not short:
+        return "none: every capture holds its flows' payload (sequence numbers, PSNs, tcpdump's counters)"
+    return e(
+        "; ".join(f"{h}: {pct(v.fraction)} held ({v.source})" for h, v in sorted(short.items()))
+        + ": their flows are read from the other end's capture"
+    )
 
 
 def _count(value: int | None) -> str:

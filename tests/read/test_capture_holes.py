@@ -17,6 +17,8 @@ import pytest
 
 from analyze.api import analyze
 from analyze.confidence.thresholds import CONFIDENT
+from reports.html import render_html
+from reports.text import summary_text
 from tests.support import rocegen as R
 from tests.support.capture_loss import keep_mask, remove_in_bursts
 
@@ -63,6 +65,9 @@ def test_a_roce_capture_that_lost_records_in_bursts(share: float, whole_roce, tm
     assert result.bin_ns == whole.bin_ns
     assert _judgments(result) == _judgments(whole)
     assert all(e.naks == 0 and e.limiter != "loss" for e in result.rdma.edges)  # the network lost nothing
+    lines = summary_text(result).splitlines()
+    assert lines[1].startswith("CAPTURE INCOMPLETE: node1: its capture holds ") and "capture " in lines[4] + lines[5]
+    assert f"node1: {_coverage(result, 'node1'):.1%} held" in render_html(result).replace(" %", "%")
 
 
 def test_a_network_loss_beside_a_capture_loss_is_told_apart(tmp_path: Path) -> None:
@@ -127,3 +132,86 @@ def test_tcpdumps_own_drop_counter_lowers_the_coverage(tmp_path: Path) -> None:
     cov = next(c.coverage for c in result.captures if c.host == "h3")
     assert cov.fraction == pytest.approx(0.8, abs=1e-9)
     assert cov.source == "tcpdump's drop counters" and cov.dropped_by_tcpdump == 2000
+
+
+# ---- live: a real tcpdump that falls behind, its own drop counter the truth beside the sender's byte count
+
+SENDER = """
+import socket, sys, time
+total, chunk = int(sys.argv[2]), b"x" * 65536
+s = socket.create_connection((sys.argv[1], 5201))
+sent = 0
+while sent < total:
+    sent += s.send(chunk[: min(len(chunk), total - sent)])
+s.shutdown(socket.SHUT_WR)
+s.recv(1)
+print(sent)
+"""
+RECEIVER = """
+import socket
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", 5201)); srv.listen(1)
+c, _ = srv.accept(); got = 0
+while True:
+    b = c.recv(1 << 20)
+    if not b:
+        break
+    got += len(b)
+c.close(); print(got)
+"""
+STREAM_BYTES = 150_000_000  # 1.2 s at 1 Gbit/s: the pause falls well inside the stream's sequence span
+
+
+def test_a_real_tcpdump_paused_under_load_is_measured_short(tmp_path: Path, netns_cluster) -> None:  # type: ignore[no-untyped-def]
+    """tcpdump with a 64 KiB buffer on the receiver of a 1 Gbit/s stream, stopped for 0.3 s mid-stream (as a
+    starved sniffer is): its own counter reports the packets the kernel dropped, and ringscope's coverage reads
+    the hole from the sequence numbers: the payload it saw plus the payload it finds missing is what the sender
+    wrote (its own count), within 1 %, and the capture is named incomplete."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from capture.tcpdump import command, find_tcpdump, parse_counters
+    from tests.support.requirements import require
+
+    require(shutil.which("tcpdump") is not None, "needs tcpdump")
+    cluster = netns_cluster(2, rate="1gbit", offloads=False)  # 1,500-byte packets: 25,000 in the pause
+    tx, rx = cluster.hosts
+    folder = tmp_path / "run" / rx.name
+    folder.mkdir(parents=True)
+    argv = command(find_tcpdump(), "eth0", folder, 96)
+    argv[argv.index("-B") + 1] = "64"
+    dump = subprocess.Popen(["ip", "netns", "exec", rx.name, *argv], stderr=subprocess.PIPE, text=True)
+    try:
+        assert "listening" in (dump.stderr.readline() if dump.stderr else "")
+        server = subprocess.Popen(
+            ["ip", "netns", "exec", rx.name, sys.executable, "-c", RECEIVER], stdout=subprocess.PIPE, text=True
+        )
+        time.sleep(0.5)
+        client = subprocess.Popen(
+            ["ip", "netns", "exec", tx.name, sys.executable, "-c", SENDER, rx.address, str(STREAM_BYTES)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.4)
+        dump.send_signal(signal.SIGSTOP)
+        time.sleep(0.3)
+        dump.send_signal(signal.SIGCONT)
+        sent = int(client.communicate(timeout=60)[0])
+        received = int(server.communicate(timeout=60)[0])
+    finally:
+        dump.send_signal(signal.SIGCONT)
+        dump.send_signal(signal.SIGINT)
+        stderr = dump.communicate(timeout=30)[1]
+    counters = parse_counters(stderr)
+    assert sent == received == STREAM_BYTES and counters, stderr
+    assert counters["dropped_by_kernel"] > 0, counters  # the pause overflowed the 64 KiB ring
+    meta = {"schema": 1, "host": rx.name, "interface": "eth0", "addresses": [rx.address], "counters": counters}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    result = analyze([folder], workers=1)
+    (cov,) = [c.coverage for c in result.captures]
+    assert cov.dropped_by_tcpdump == counters["dropped_by_kernel"] + counters["dropped_by_interface"]
+    assert cov.missing_payload_bytes > 0 and cov.fraction < 1 - 0.01
+    assert cov.seen_payload_bytes + cov.missing_payload_bytes == pytest.approx(STREAM_BYTES, rel=0.01)
+    print(f"tcpdump dropped {counters['dropped_by_kernel']} packets; coverage {cov.fraction:.3f} ({cov.source})")
