@@ -32,6 +32,7 @@ from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, sample_fields
 from analyze.result import Result
 from analyze.tables.capture_holes import gapped_views
+from analyze.wire.path_sharing import shared_paths
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.send_rate import (
     UNRESOLVED_CONFIDENCE,
@@ -364,6 +365,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     for e in edges:
         if e["payload_bytes"] < MIN_EDGE_SHARE * heaviest:
             e.update(limiter=None, confidence=0.0, evidence=["too little data to judge (ACKs, control writes)"])
+    out["notes"].extend(shared_paths([e for e in edges if e["limiter"] is not None]))
     out["edges"] = edges
     _verdict(out, [e for e in edges if e["limiter"] is not None])
     return from_plain(Rdma, out)
