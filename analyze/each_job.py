@@ -23,10 +23,11 @@ import pandas as pd
 
 from analyze.collective.inference import add_collective
 from analyze.collective.jobs import split_jobs
+from analyze.collective.keepalives import find_keepalives
 from analyze.confidence.coverage import capture_problems
 from analyze.findings import ImpliedBytes, Iterations, Job, OtherConnection, OtherTraffic, SharedLink
 from analyze.resent import leave_out_resent
-from analyze.result import Given, Result
+from analyze.result import Given, Result, Tables
 from analyze.result_whatif import add_whatif
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
@@ -42,10 +43,23 @@ TOP_OTHER = 20  # other connections listed by name; the rest are counted
 def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None:
     """Set the collective, transport and what-if on RESULT: whole where it is one job, else per job (module doc).
     METAS: each host's meta.json by name."""
-    tables = result.tables
-    if tables is None or tables.flows.empty:
+    whole = result.tables
+    if whole is None or whole.flows.empty:
         _analyze(result, metas, given, None)
         return
+    result.keepalives, ras = find_keepalives(result)
+    if len(ras):  # NCCL's own keep-alive ring is no job's traffic: the analyses run without it
+        result.tables = _tables_of(whole, ~whole.flows["flow_id"].isin(ras).to_numpy(), None, whole.markers)
+    try:
+        _by_job(result, metas, given)
+    finally:
+        result.tables = whole
+
+
+def _by_job(result: Result, metas: Mapping[str, Any], given: Given) -> None:
+    """analyze_jobs on RESULT's tables as they stand (NCCL's keep-alives already set apart)."""
+    tables = result.tables
+    assert tables is not None
     fh = flow_hosts(tables.flows, address_hosts(result.hosts))
     views = tables.flow_views
     opened = views.groupby("flow_id")["opened"].any() if "opened" in views else pd.Series(dtype=bool)
@@ -109,16 +123,10 @@ def _cut(result: Result, mask: np.ndarray, several: bool) -> Result:
     counters, the hosts they join; the markers only where the capture holds one job (they do not say theirs)."""
     t = result.tables
     assert t is not None
-    flows = t.flows[mask].reset_index(drop=True)
-    ids = flows["flow_id"].to_numpy()
+    flows = t.flows[mask]
     addr_host = address_hosts(result.hosts)
     ends = set(flows["src"].map(addr_host).dropna()) | set(flows["dst"].map(addr_host).dropna())
     hosts = [h for h in result.hosts if h.name in ends]
-    names = [h.name for h in hosts]
-
-    def of_job(frame: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
-        return None if frame is None else frame[frame["flow_id"].isin(ids)].reset_index(drop=True)
-
     run = dict(result.run or {})
     if several:  # one command and one launch order for the capture cannot say which job's they are
         run.pop("command", None)
@@ -130,18 +138,31 @@ def _cut(result: Result, mask: np.ndarray, several: bool) -> Result:
         warnings=[],
         assumptions=[],
         run=run or None,
-        tables=replace(
-            t,
-            flows=flows,
-            flow_views=of_job(t.flow_views),
-            flow_series=of_job(t.flow_series),
-            host_series=t.host_series[t.host_series["host"].isin(names)] if len(t.host_series) else t.host_series,
-            markers=t.markers.iloc[0:0] if several else t.markers,
-            transport=of_job(t.transport),
-            transport_samples=of_job(t.transport_samples),
-            rdma=of_job(t.rdma),
-            rdma_events=of_job(t.rdma_events),
-        ),
+        tables=_tables_of(t, mask, [h.name for h in hosts], t.markers.iloc[0:0] if several else t.markers),
+    )
+
+
+def _tables_of(t: Tables, mask: np.ndarray, hosts: Optional[list[str]], markers: pd.DataFrame) -> Tables:
+    """The tables of the flows MASK picks (over the flows table's rows): their views, series and counters, and
+    the host series of HOSTS (all where None)."""
+    flows = t.flows[mask].reset_index(drop=True)
+    ids = flows["flow_id"].to_numpy()
+
+    def of_flows(frame: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
+        return None if frame is None else frame[frame["flow_id"].isin(ids)].reset_index(drop=True)
+
+    series = t.host_series
+    return replace(
+        t,
+        flows=flows,
+        flow_views=of_flows(t.flow_views),
+        flow_series=of_flows(t.flow_series),
+        host_series=series[series["host"].isin(hosts)] if hosts is not None and len(series) else series,
+        markers=markers,
+        transport=of_flows(t.transport),
+        transport_samples=of_flows(t.transport_samples),
+        rdma=of_flows(t.rdma),
+        rdma_events=of_flows(t.rdma_events),
     )
 
 

@@ -737,6 +737,29 @@ class OtherTraffic:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Silence:
+    """A stretch in which a host sent none of its keep-alives (analyze.collective.keepalives)."""
+
+    host: str
+    peers: list[str]  # the hosts its silent keep-alive connections lead to
+    start_ns: int  # its last keep-alive before the silence
+    seconds: float  # to its next one, or to the end of the capture
+    until_end: bool  # the capture ended before the host spoke again
+    meaning: str  # what NCCL's RAS makes of a silence this long
+
+
+@dataclass
+class KeepAlives:
+    """NCCL's RAS keep-alive connections between a job's hosts: set apart from the data, and their silences."""
+
+    connections: int
+    hosts: list[str]
+    messages: int  # keep-alives seen (one 60-byte message a second each way while a connection is idle)
+    silences: list[Silence] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
 # ---- the answer (analyze.verdict) -------------------------------------------------------------------------------
 
 

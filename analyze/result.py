@@ -17,6 +17,7 @@ from analyze.findings import (
     Clock,
     Iterations,
     Job,
+    KeepAlives,
     LinkBound,
     OtherTraffic,
     Rdma,
@@ -196,6 +197,7 @@ class Result:
     # top-level topology, iterations, transport and scaling are the first's), and the traffic of none
     jobs: list[Job] | None = optional()
     other_traffic: OtherTraffic | None = optional()
+    keepalives: KeepAlives | None = optional()  # NCCL's RAS connections and their silences (analyze.collective)
     tables: Tables | None = field(default=None, metadata={"table": True})
 
     def to_json(self) -> dict[str, Any]:

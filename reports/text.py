@@ -13,6 +13,7 @@ from analyze.collective.topology import PIPELINE_GROUPS, RING_KINDS
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.findings import (
+    KeepAlives,
     Clock,
     Group,
     HostClock,
@@ -86,6 +87,9 @@ def summary_text(result: Result) -> str:
             lines.extend(other_lines(result.other_traffic))
     else:
         lines.extend(_findings_lines(result))
+    if result.keepalives is not None:
+        firsts = [h.first_ns for h in result.hosts if h.first_ns]
+        lines.extend(keepalive_lines(result.keepalives, min(firsts) if firsts else 0))
     lines += [f"assumed: {a}" for a in said_once(result.assumptions, hosts)]
     lines += [f"warning: {w}" for w in said_once(result.warnings, hosts)]
     return "\n".join(lines)
@@ -168,6 +172,26 @@ def job_lines(job: Job, of: int) -> list[str]:
     for problem in job.capture_problems or []:
         head.append(f"CAPTURE PROBLEM: {problem}")
     return head + _findings_lines(job)
+
+
+def keepalive_lines(ka: KeepAlives, t0_ns: int) -> list[str]:
+    """NCCL's RAS keep-alives: how many, and each silence (a hung or dead process), longest first."""
+    lines = [
+        "",
+        f"NCCL keep-alives (RAS): {ka.connections} connection(s) among {len(ka.hosts)} host(s), "
+        f"{ka.messages:,} message(s); set apart from the collective",
+    ]
+    for s in sorted(ka.silences, key=lambda s: -s.seconds)[:EXTREMES]:
+        lines.append(
+            f"  SILENT: {s.host} sent no keep-alive for {s.seconds:g} s from {(s.start_ns - t0_ns) / 1e9:.1f} s "
+            f"into the capture{' to its end' if s.until_end else ''} ({', '.join(s.peers)} waiting): {s.meaning}; "
+            "a hung or dead process there"
+        )
+    if len(ka.silences) > EXTREMES:
+        lines.append(f"  ... and {len(ka.silences) - EXTREMES:,} more silences")
+    if not ka.silences:
+        lines.append("  every host kept talking: no process hung or died while captured")
+    return lines
 
 
 def other_lines(other: OtherTraffic) -> list[str]:
