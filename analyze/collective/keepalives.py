@@ -52,15 +52,12 @@ def find_keepalives(result: Result) -> tuple[Optional[KeepAlives], np.ndarray]:
     span = (flows["end_ns"] - flows["start_ns"]).to_numpy(np.float64)
     per_s = flows["payload_bytes"].to_numpy(np.float64) / MESSAGE / np.maximum(span / 1e9, 1e-9)
     talking = tcp & (span >= MIN_SPAN_NS) & (per_s >= PER_SECOND[0]) & (per_s <= PER_SECOND[1])
+    if not talking.any():  # the common case, and the cheap one at thousands of hosts
+        return None, none
     sends = _message_times(flows[talking], tables.flow_series)
     # each message its own: a store's or a launcher's chatter at one message a second has other sizes
-    sized = np.array(
-        [
-            abs(p / max(len(sends.get(f, ())), 1) - MESSAGE) <= SIZE_SLACK
-            for f, p in zip(flows["flow_id"].tolist(), flows["payload_bytes"].tolist())
-        ]
-    )
-    talking &= sized
+    messages = flows["flow_id"].map({f: len(t) for f, t in sends.items()}).fillna(0).to_numpy(np.float64)
+    talking &= np.abs(flows["payload_bytes"].to_numpy(np.float64) / np.maximum(messages, 1) - MESSAGE) <= SIZE_SLACK
     both = pd.Series(talking).groupby(_connection_keys(flows)).transform("sum").to_numpy() == 2  # each way
     chosen = flows[both & talking]
     if chosen.empty:
