@@ -45,9 +45,12 @@ class BinChoice:
     why: str
 
 
+GIVEN = "given (--bin)"
+
+
 def given(bin_ns: int) -> BinChoice:
     """The choice when the user (or a dataset's conversion) fixed the width."""
-    return BinChoice(bin_ns, "given (--bin)")
+    return BinChoice(bin_ns, GIVEN)
 
 
 def choose(scans: Sequence[StreamScan], read_bin_ns: int) -> BinChoice:
