@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the library loads inside the commands, so that `ringscope -
     import typer._click.exceptions
 
     from analyze.live.now import Now
-    from analyze.findings import WhatIf
-    from analyze.result import Result
+    from analyze.model.findings import WhatIf
+    from analyze.model.result import Result
 
     UsageError = Union[typer._click.exceptions.UsageError, click.exceptions.UsageError]
 
@@ -161,7 +161,7 @@ def analyze(
     """Read captures and print a flow and link-utilization summary."""
     _analysis_command()
     from analyze.read.reading import check_options
-    from analyze.result import Given
+    from analyze.model.result import Given
     from capture.units import parse_bin, parse_duration, parse_rate, parse_size
 
     try:
@@ -407,7 +407,7 @@ def top(
     view = View(sys.stdout, sys.stdout.isatty())
     limiter = None
     if endpoint is not None:
-        from analyze.live_limiter import LiveLimiter
+        from analyze.live.limiter import LiveLimiter
 
         limiter = LiveLimiter(live.folders)
 
@@ -492,7 +492,7 @@ def whatif(
     """Full-utilization scaling what-if: would training scale if the network ran at line rate?"""
     _analysis_command()
     from analyze.whatif.request import WhatIfOptions
-    from analyze.whatif_run import run_whatif
+    from analyze.api import run_whatif
 
     options = WhatIfOptions(
         model=model,
@@ -518,7 +518,7 @@ def whatif(
 
 def _show_whatif(result: "WhatIf", json_out: Optional[Path]) -> None:
     """Print the what-if's tables, and write {"scaling": ...} to JSON_OUT ('-': only the JSON, on stdout)."""
-    from analyze.jsonform import plain
+    from analyze.model.jsonform import plain
     from reports.text import render_whatif
 
     doc = {"scaling": plain(result)}
@@ -617,8 +617,8 @@ def report(
             raise fail(str(exc)) from None
     replaced = extra.get("scaling") is not None  # a `ringscope whatif --json` document: its what-if is the run's
     if replaced:
-        from analyze.findings import WhatIf
-        from analyze.jsonform import from_plain
+        from analyze.model.findings import WhatIf
+        from analyze.model.jsonform import from_plain
 
         try:
             result.scaling = from_plain(WhatIf, extra["scaling"])

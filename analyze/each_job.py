@@ -25,10 +25,10 @@ from analyze.collective.inference import add_collective
 from analyze.collective.jobs import split_jobs
 from analyze.collective.keepalives import find_keepalives
 from analyze.confidence.coverage import capture_problems
-from analyze.findings import ImpliedBytes, Iterations, Job, OtherConnection, OtherTraffic, SharedLink
-from analyze.resent import leave_out_resent
-from analyze.result import Given, Result, Tables
-from analyze.result_whatif import add_whatif
+from analyze.model.findings import ImpliedBytes, Iterations, Job, OtherConnection, OtherTraffic, SharedLink
+from analyze.collective.resent import leave_out_resent
+from analyze.model.result import Given, Result, Tables
+from analyze.whatif.attach import add_whatif
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.rank_profiles import check_with_profiles

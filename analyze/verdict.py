@@ -15,8 +15,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from analyze.findings import Verdict
-from analyze.result import Result
+from analyze.model.findings import Verdict
+from analyze.model.result import Result
 from analyze.confidence.doubt import UNMODELLED
 from analyze.whatif.link_bound import answer as bound_answer
 from analyze.whatif.verdict import BOTTLENECK_SF

@@ -1,5 +1,5 @@
 """Plotly figure specs (plain dicts: data + layout) for the HTML report, built from the result's tables and its
-typed findings (analyze.findings: Iterations, WhatIf, Transport, Clock).
+typed findings (analyze.model.findings: Iterations, WhatIf, Transport, Clock).
 
 Arrays go in plotly's compact typed-array form ({"dtype", "bdata": base64}), so a 4,000-point trace costs
 ~64 KB, not ~200 KB of decimal text. Colors that depend on the light/dark scheme are set by the page's
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from analyze.findings import Clock, Iterations, Measured, Rdma, Straggler, Sweep, Transport, WhatIf
-from analyze.result import HostSummary
+from analyze.model.findings import Clock, Iterations, Measured, Rdma, Straggler, Sweep, Transport, WhatIf
+from analyze.model.result import HostSummary
 from reports.downsample import Line, bucket_mean, bucket_share, sparse_line
 
 if TYPE_CHECKING:  # the tables are pandas frames; pandas itself is imported by the code that builds them

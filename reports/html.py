@@ -17,8 +17,8 @@ from typing import Any
 
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Topology, Transport, WhatIf
-from analyze.result import SCHEMA_VERSION, CaptureSummary, HostSummary, Result, Tables
+from analyze.model.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Topology, Transport, WhatIf
+from analyze.model.result import SCHEMA_VERSION, CaptureSummary, HostSummary, Result, Tables
 from analyze.tables.capture_holes import GAPPED
 from analyze.verdict import judge
 from reports import figures as F

@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from analyze.saved import is_result, load_json, result_from_json
-from analyze.result import Result
+from analyze.model.saved import is_result, load_json, result_from_json
+from analyze.model.result import Result
 
 
 def is_json(path: Path) -> bool:

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass
 
 from analyze.confidence.thresholds import CONFIDENT  # an inferred count below it is a guess
-from analyze.result import Result
+from analyze.model.result import Result
 from analyze.verdict import link_stats, link_text
 from capture.units import format_rate
 

@@ -24,7 +24,7 @@ from analyze.confidence.thresholds import CONFIDENT
 from analyze.live.now import HEAVY_EDGE, Now
 
 if TYPE_CHECKING:
-    from analyze.result import Result
+    from analyze.model.result import Result
 
 PREFIX = "ringscope_"
 TEXT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -112,7 +112,7 @@ def _shared_families() -> dict[str, Family]:
 def live_families(now: Now, job: str = JOB) -> list[Family]:
     """A running capture at one poll (analyze.live.view): per host bytes, link speed, re-sent bytes and the
     capture's health; per heavy edge its bytes; the job's iterations so far, how sure, the last one's length and
-    what each host sent in it; the limiter of the capture's latest analysis (analyze.live_limiter) where one ran."""
+    what each host sent in it; the limiter of the capture's latest analysis (analyze.live.limiter) where one ran."""
     f = _shared_families()
     capturing = Family("capture_capturing", "gauge", "1 while the host's agent is capturing, else 0.")
     for h in now.hosts:

@@ -1,6 +1,6 @@
 """The ring topology as an inline SVG: hosts on a circle in ring order, directed edges sized by bytes.
 
-Reads the result's Topology (analyze.findings): its ring `order`, its `edges` (src, dst, bytes, flows, share) and
+Reads the result's Topology (analyze.model.findings): its ring `order`, its `edges` (src, dst, bytes, flows, share) and
 the `launch_order`. An edge joining two hosts that are not neighbours in the launch order is drawn red and
 dashed: that is the launch-order mismatch Horovod users need to see.
 """
@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from analyze.findings import Topology
+from analyze.model.findings import Topology
 
 MISMATCH_COLOR = "#d62728"
 EDGE_COLOR = "#1f77b4"

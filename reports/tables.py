@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from analyze.result import Result
+from analyze.model.result import Result
 
 
 def hosts_frame(result: Result) -> pd.DataFrame:

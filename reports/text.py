@@ -12,7 +12,7 @@ from dataclasses import fields
 from analyze.collective.topology import PIPELINE_GROUPS, RING_KINDS
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import (
+from analyze.model.findings import (
     KeepAlives,
     Clock,
     Group,
@@ -30,7 +30,7 @@ from analyze.findings import (
     Transport,
     WhatIf,
 )
-from analyze.result import HostSummary, Result
+from analyze.model.result import HostSummary, Result
 from analyze.tables.capture_holes import GAPPED, incomplete_lines
 from capture.units import format_rate
 

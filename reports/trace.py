@@ -22,9 +22,9 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from analyze.findings import Job
+from analyze.model.findings import Job
 from analyze.read.trace_file import read_trace
-from analyze.result import Result, Tables
+from analyze.model.result import Result, Tables
 
 PID_BASE = 1_000_000  # above real process ids, so a merged Kineto trace's processes never share a pid with ours
 TID_ITERATIONS, TID_COMMUNICATION, TID_WAITS, TID_STEPS = 1, 2, 3, 10

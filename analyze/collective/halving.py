@@ -19,7 +19,7 @@ import math
 from statistics import median
 from typing import Any, Callable, Optional
 
-from analyze.findings import Pattern
+from analyze.model.findings import Pattern
 
 HALVES = (1.6, 2.5)  # consecutive classes' bytes within this ratio (2 in theory): else no halving
 HALVES_SURE = (1.8, 2.2)  # within this ratio every step, and ALIKE_SURE, it is sure

@@ -1,7 +1,7 @@
 """The collective, end to end: topology, iterations, bytes per iteration and the ring theory check.
 
 One entry point, `add_collective`, runs after `build_result` and sets the result's `topology` and
-`iterations` (analyze.findings). Everything here is computed from the Result's tables; the
+`iterations` (analyze.model.findings). Everything here is computed from the Result's tables; the
 only file it may read is the NCCL log the user named.
 """
 
@@ -25,10 +25,10 @@ from analyze.collective.iterations import (
 from analyze.collective.nccl_log import compare_rings, read_nccl_log
 from analyze.collective.ranks import RingRanks, TrafficRanks, ranks_from_connections, ring_ranks
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Clock, Group, Iterations, Topology
-from analyze.jsonform import from_plain
+from analyze.model.findings import Clock, Group, Iterations, Topology
+from analyze.model.jsonform import from_plain
 from analyze.read.bin_choice import GIVEN, LADDER_NS
-from analyze.result import Result
+from analyze.model.result import Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer, widened
 from analyze.collective.halving import cube_sends, cube_step, settled
 from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends

@@ -23,9 +23,9 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from analyze.findings import KeepAlives
-from analyze.jsonform import from_plain
-from analyze.result import Result
+from analyze.model.findings import KeepAlives
+from analyze.model.jsonform import from_plain
+from analyze.model.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
 
 MESSAGE = 60  # bytes of TCP payload in a keep-alive

@@ -7,7 +7,7 @@ micro-batches a step, a boundary whose upstream stage keeps k of them in flight 
 step: k = 1, one micro-batch at a time through every stage (no two stages compute at once); k = m, GPipe (every
 forward, then every backward); in between, 1F1B (k = stages - s at the boundary after stage s). Bursts are runs of
 busy bins (BUSY of the direction's busiest bin; ACKs are a few percent) with an idle bin between them, each read
-by its sender's capture and put on the reference clock (analyze.wire.clocks), and the whole capture's sequence is
+by its sender's capture and put on the reference clock (analyze.tables.clocks), and the whole capture's sequence is
 matched
 against each unit F^k (BF)^(m-k) B^k repeating once an iteration (all but MISSED_UNITS of them): the one whose
 repeats explain most bursts wins, sure where they explain EXPLAINED of the bursts. A forward and a backward burst
@@ -127,7 +127,7 @@ class Cells:
 def boundary_cells(series: pd.DataFrame, views: pd.Series, offsets: dict[str, int]) -> Cells:
     """SERIES (flow cells: flow_id, src_host, dst_host, t_ns, bytes) as Cells, VIEWS giving each flow's capturing
     host by flow id (the sender's, where both ends captured it) and OFFSETS each host's clock ahead of the
-    reference's (analyze.wire.clocks), taken off its cells' times."""
+    reference's (analyze.tables.clocks), taken off its cells' times."""
     view = views.reindex(series["flow_id"]).astype(str)
     shift = view.map(offsets).fillna(0).to_numpy(np.int64)
     return Cells(

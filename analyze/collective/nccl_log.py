@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from analyze.findings import NcclComparison
-from analyze.jsonform import from_plain
+from analyze.model.findings import NcclComparison
+from analyze.model.jsonform import from_plain
 
 _PREFIX = re.compile(
     r"(?:\[\d+,(?P<mpirank>\d+)\]<std(?:out|err)>:)?(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO "

@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from analyze.collective.halving import halving_pattern
-from analyze.findings import Pattern
+from analyze.model.findings import Pattern
 
 BALANCED = 0.95  # the lighter direction of a two-way ring carries at least this share of the heavier: sharded
 TWO_WAY = 0.9  # from this share on, sharded but unsure (1.0 measured on FSDP2 over gloo, 3-6 ranks)

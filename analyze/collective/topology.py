@@ -16,8 +16,8 @@ from typing import Any, Optional, Sequence
 import pandas as pd
 
 from analyze.collective.halving import hypercube
-from analyze.findings import Topology
-from analyze.jsonform import from_plain
+from analyze.model.findings import Topology
+from analyze.model.jsonform import from_plain
 from analyze.tables.hosts import flow_hosts
 
 RING_KINDS = ("ring", "bidirectional_ring")  # the shapes whose order is a cycle

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from analyze.findings import Iterations
-from analyze.result import HostSummary
+from analyze.model.findings import Iterations
+from analyze.model.result import HostSummary
 from capture import layout
 
 if TYPE_CHECKING:

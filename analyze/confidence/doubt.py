@@ -14,8 +14,8 @@ from typing import Optional
 
 from analyze.confidence.coverage import FIX
 from analyze.confidence.thresholds import CONFIDENT, SURE_STEP_BINS
-from analyze.findings import Unsure
-from analyze.result import Result
+from analyze.model.findings import Unsure
+from analyze.model.result import Result
 
 MAKE_SURE = [
     "iteration markers (run the job under `ringscope capture run`, or set RINGSCOPE_MARKERS; see the README)",

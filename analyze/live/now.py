@@ -52,7 +52,7 @@ class Now:
     edge_bytes: list[tuple[str, str, int]] = field(default_factory=list)  # (sender, receiver, IP bytes so far)
     last_iteration_s: Optional[float] = None  # the last finished iteration's length (markers, else traffic)
     last_iteration_bytes: dict[str, int] = field(default_factory=dict)  # per host, sent in it (traffic only)
-    limiter: Optional[tuple[str, float]] = None  # the transport's limiter and its confidence (analyze.live_limiter)
+    limiter: Optional[tuple[str, float]] = None  # the transport's limiter and its confidence (analyze.live.limiter)
 
 
 @dataclass

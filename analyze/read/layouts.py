@@ -240,7 +240,7 @@ STATUS_ROWS_FULL = 8
 # the segmentation (TSO, GRO) on each side. A data sample is the first new segment holding a byte at a multiple
 # of 2^SAMPLE_SHIFT of the sequence space; an ACK sample is the first acknowledgment reaching past one. Rows of
 # the int64 samples table: (flow row << SAMPLE_FLOW_SHIFT | position | SAMPLE_ACK for an ACK, capture time ns),
-# 16 bytes each. They give one-way delays between two hosts' captures (analyze.wire.clocks).
+# 16 bytes each. They give one-way delays between two hosts' captures (analyze.tables.clocks).
 # Memory stays flat however long a flow runs: after SAMPLE_BUDGET positions a flow keeps every second one, after
 # 3 x SAMPLE_BUDGET every fourth, and so on (about SAMPLE_BUDGET per doubling). Two captures of one flow that
 # began at different positions may be at different levels; the coarser one keeps a subset of the finer one's

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from analyze.read import layouts as L
-from analyze.result import Coverage
+from analyze.model.result import Coverage
 
 # a view missing more than this share of a flow's payload yields to a fuller one; a capture below 1 - GAPPED is
 # named first in the summary. Whole captures read 0.0000-0.0003 short (re-sent segments' lost first sendings)

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyze.result import Utilization
+from analyze.model.result import Utilization
+
+
+DEFAULT_BUSY_THRESHOLD = 0.01  # a bin above this share of line rate is busy (`--busy-threshold`)
 
 
 def quantile_with_zeros(sorted_values: np.ndarray, zeros: int, q: float) -> float:

@@ -29,7 +29,7 @@ import numpy as np
 from analyze.whatif.backward_profile import BackwardProfile
 from analyze.whatif.inputs import WhatIfInputs
 from analyze.whatif.model import ScalingModel
-from analyze.findings import (
+from analyze.model.findings import (
     HideBandwidth,
     Measured,
     NeededCompression,
@@ -39,7 +39,7 @@ from analyze.findings import (
     SweepCurve,
     WhatIf,
 )
-from analyze.jsonform import from_plain
+from analyze.model.jsonform import from_plain
 from analyze.whatif.replay import HIDE_TOLERANCE, Counterfactual, Replay
 from analyze.whatif.wire_replay import WireReplays, wire_assumptions, wire_replays
 from analyze.whatif.verdict import verdict_text

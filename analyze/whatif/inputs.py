@@ -14,8 +14,8 @@ from typing import Any, Optional
 
 from analyze.confidence.doubt import doubt
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.findings import Unsure, WireTimeline
-from analyze.result import Result
+from analyze.model.findings import Unsure, WireTimeline
+from analyze.model.result import Result
 
 __all__ = ["WhatIfInputs", "inputs_from_result", "PACED_BY_ENDS", "FASTER_THAN_LINK"]
 

@@ -27,8 +27,8 @@ from typing import Optional
 import numpy as np
 
 from analyze.confidence.doubt import bounds_doubt, headline
-from analyze.findings import BuyBound, Group, LinkBound, LinkLoad
-from analyze.result import Result
+from analyze.model.findings import BuyBound, Group, LinkBound, LinkLoad
+from analyze.model.result import Result
 from analyze.whatif.verdict import BOTTLENECK_SF, BUY_TARGETS
 from capture.units import format_rate
 

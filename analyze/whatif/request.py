@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, TypeVar
 
-from analyze.findings import WhatIf
+from analyze.model.findings import WhatIf
 from analyze.whatif.backward_profile import ReduceCostTable, load_profile, load_reduce_cost, stand_in_profile
 from analyze.whatif.calculation import what_if, wire_scaling
 from analyze.whatif.inputs import WhatIfInputs

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from analyze.confidence.doubt import headline
 from analyze.confidence.thresholds import FILLS_LINK
-from analyze.findings import Measured, WireFit
+from analyze.model.findings import Measured, WireFit
 from analyze.whatif.wire_replay import BACKWARD_PER_IDLE
 from capture.units import format_rate
 
 if TYPE_CHECKING:
-    from analyze.findings import WhatIf
+    from analyze.model.findings import WhatIf
     from analyze.whatif.replay import Counterfactual
 
 __all__ = ["verdict_text", "BOTTLENECK_SF"]

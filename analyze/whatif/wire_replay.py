@@ -38,7 +38,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from analyze.findings import WireFit, WireTimeline
+from analyze.model.findings import WireFit, WireTimeline
 from analyze.whatif.replay import Counterfactual, points
 
 __all__ = [

@@ -24,7 +24,7 @@ from typing import Sequence
 import numpy as np
 
 from analyze.read.trace_file import read_trace
-from analyze.result import Result
+from analyze.model.result import Result
 from analyze.wire.stragglers import LATE_BINS, LATE_SHARE, MOST
 
 __all__ = ["RankEntries", "read_entries", "check_with_profiles"]

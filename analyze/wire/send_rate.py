@@ -37,10 +37,8 @@ from typing import Optional
 import numpy as np
 
 from analyze.confidence.thresholds import FILLS_LINK
-from analyze.read import layouts as L
 
 __all__ = [
-    "flow_send_rates",
     "edge_send_rates",
     "fills_link",
     "unresolved_evidence",
@@ -50,22 +48,6 @@ __all__ = [
 
 DATA_SHARE = 0.25  # a connection carrying under this share of its edge's busiest one's bytes: control, not paced
 UNRESOLVED_CONFIDENCE = 0.5  # the most a verdict other than link gets where bursts run at line rate (fills_link)
-
-
-def flow_send_rates(agg: np.ndarray) -> np.ndarray:
-    """Per row of AGG (the read path's flow counters), the rate of its median byte in bit/s; NaN where fewer
-    than two groups of packets were seen (no time between them to read a rate from)."""
-    nbytes = agg[:, L.AGG_PACE_BYTES : L.AGG_PACE_BYTES + L.PACE_BINS].astype(np.float64)
-    times = agg[:, L.AGG_PACE_NS : L.AGG_PACE_NS + L.PACE_BINS].astype(np.float64)
-    total = nbytes.sum(axis=1)
-    out = np.full(len(agg), np.nan)
-    seen = total > 0
-    if not seen.any():
-        return out
-    median_bin = np.argmax(np.cumsum(nbytes[seen], axis=1) >= total[seen, None] / 2, axis=1)
-    rows = np.flatnonzero(seen)
-    out[rows] = nbytes[rows, median_bin] * 8e9 / np.maximum(times[rows, median_bin], 1.0)
-    return out
 
 
 def edge_send_rates(

@@ -34,8 +34,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from analyze.findings import LinkFix, Straggler, TransportEdge
-from analyze.result import Result
+from analyze.model.findings import LinkFix, Straggler, TransportEdge
+from analyze.model.result import Result
 from analyze.wire.transport import RUN_GAP
 
 __all__ = ["add_stragglers", "find_stragglers", "LATE_SHARE", "SLOW"]

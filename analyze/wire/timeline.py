@@ -20,8 +20,8 @@ from typing import Optional
 
 import numpy as np
 
-from analyze.findings import TimelineIteration, WireTimeline
-from analyze.result import Result
+from analyze.model.findings import TimelineIteration, WireTimeline
+from analyze.model.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.transport import clock_shift, iteration_windows
 

@@ -23,9 +23,9 @@ from analyze.api import analyze
 from analyze.collective.jobs import split_jobs
 from analyze.collective.ranks import ranks_from_connections
 from analyze.each_job import _sharers
-from analyze.findings import SharedLink
+from analyze.model.findings import SharedLink
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.result import Result
+from analyze.model.result import Result
 from capture.units import parse_bin
 from analyze.live.view import open_live
 from reports.html import render_html
@@ -36,7 +36,7 @@ from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.requirements import require, require_module
 from tests.support.training_capture import Copy, Job, record_together, sure_in_one_of_two_runs
 
-SCHEMA = Path(__file__).resolve().parents[2] / "analyze" / "result.schema.json"
+SCHEMA = Path(__file__).resolve().parents[2] / "analyze" / "model" / "result.schema.json"
 
 
 def _flows(rows: list[tuple[str, int, str, int, int, int, bool]]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -17,7 +17,7 @@ from analyze.api import analyze
 from reports.text import summary_text
 from tests.support import rasgen, rocegen as R
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "analyze" / "result.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "analyze" / "model" / "result.schema.json").read_text())
 SPEC = R.RoceRing(link_bps=100e9, iterations=6, gradient_bytes=32 << 20, compute_ns=20_000_000)
 SECONDS = 70
 STARTED = R.BASE_NS - 20_000_000_000  # the keep-alives run from 20 s before the data to 50 s after

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from analyze.findings import Iterations, Straggler
-from analyze.result import Result
+from analyze.model.findings import Iterations, Straggler
+from analyze.model.result import Result
 from analyze.wire.rank_profiles import check_with_profiles, read_entries
 
 HOSTS = ["h1", "h2", "h3", "h4"]

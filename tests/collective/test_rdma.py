@@ -15,7 +15,7 @@ import pytest
 
 from analyze.api import analyze
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.result import Result
+from analyze.model.result import Result
 from reports.trace import trace_events
 from tests.support import rocegen as R
 from tests.support.requirements import require

@@ -1,12 +1,12 @@
-"""S from the unique bytes (analyze.resent): a 3-host ring whose every host sent 2(N-1)/N x S per iteration plus
-what it re-sent; the bytes re-sent per edge and iteration are the transport's. S is known before the numbers are
-made, so the implied S must come back exactly once the re-sent bytes are taken out."""
+"""S from the unique bytes (analyze.collective.resent): a 3-host ring whose every host sent 2(N-1)/N x S per
+iteration plus what it re-sent; the bytes re-sent per edge and iteration are the transport's. S is known before
+the numbers are made, so the implied S must come back exactly once the re-sent bytes are taken out."""
 
 from __future__ import annotations
 
 import pytest
 
-from analyze.findings import (
+from analyze.model.findings import (
     EdgeIterations,
     EdgeSeries,
     IterationRecord,
@@ -17,8 +17,8 @@ from analyze.findings import (
     Transport,
     TransportEdge,
 )
-from analyze.resent import leave_out_resent
-from analyze.result import Result
+from analyze.collective.resent import leave_out_resent
+from analyze.model.result import Result
 
 S = 3_000_000
 RING = ["a", "b", "c"]

@@ -146,7 +146,7 @@ def test_address_hosts_from_result_hosts():
 @pytest.mark.parametrize("kind,n,missing", [("ring", 5, 2), ("star", 4, None), ("tree", 5, None)])
 def test_keys_match_result_schema(tmp_path, kind, n, missing):
     jsonschema = require_module("jsonschema")
-    from analyze.result import SCHEMA_PATH
+    from analyze.model.result import SCHEMA_PATH
 
     assert SCHEMA_PATH.is_file(), SCHEMA_PATH
     import json

@@ -187,7 +187,7 @@ def _ours(pcap: Path) -> dict[tuple[int, int], dict[str, float]]:
     from analyze.read import layouts as L
     from analyze.read.fold import merge_host, scan_host
     from analyze.tables.capture_holes import missing_payload
-    from analyze.wire.transport import flow_transport
+    from analyze.tables.tcp_flows import flow_transport
 
     hf = merge_host("h", [scan_host([pcap], bin_ns=10_000_000, byte_mode=L.BYTES_IP)])
     ports = (hf.keys[:, 4] >> np.uint64(8)).astype(np.int64)

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from analyze.jsonform import plain
-from analyze.result import SCHEMA_PATH
+from analyze.model.jsonform import plain
+from analyze.model.result import SCHEMA_PATH
 from cli import app
 from tests.support.clirun import one_line_error, ringscope
 from tests.support.expect import FIXTURES, flows_by_key, run, wire_truth
@@ -305,9 +305,9 @@ def test_console_script_writes_everything_before_its_fast_exit(tmp_path: Path) -
 def test_report_of_a_saved_result_takes_a_whatif_json_and_judges_again(tmp_path: Path) -> None:
     """`report RESULT.json WHATIF.json`: the result is read back typed, the whatif JSON's scaling replaces the
     run's, and the verdict is judged again on it (the result JSON's own verdict is the old what-if's)."""
-    from analyze.jsonform import from_plain, plain
-    from analyze.findings import WhatIf
-    from analyze.result import Result
+    from analyze.model.jsonform import from_plain, plain
+    from analyze.model.findings import WhatIf
+    from analyze.model.result import Result
     from analyze.verdict import judge
 
     assert invoke(EXAMPLE, "--json", tmp_path / "r.json").exit_code == 0
@@ -350,7 +350,7 @@ def test_report_of_a_saved_result_takes_a_whatif_json_and_judges_again(tmp_path:
     ],
 )
 def test_the_python_api_refuses_what_the_command_refuses(options: list, kwargs: dict, words: str) -> None:
-    """The job options are one record checked once (analyze.result.Given): `analyze(paths, world_size=0)` from a
+    """The job options are one record checked once (analyze.model.result.Given): `analyze(paths, world_size=0)` from a
     notebook gets the ValueError the command prints as its one line (issue 46: it was taken and ignored)."""
     from analyze.api import analyze
 

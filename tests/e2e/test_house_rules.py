@@ -112,3 +112,12 @@ def _strongly_connected(graph) -> list[list[str]]:  # noqa: ANN001 - grimp's Imp
             elif child in on_stack:
                 low[node] = min(low[node], index[child])
     return components
+
+
+def test_analyze_root_holds_at_most_six_modules_and_the_api_only_faces() -> None:
+    """DESIGN.md's rooms: analyses go into packages, and api.py delegates (issue 46's 12 root modules and a 491-line
+    api.py that built every table are what this keeps from coming back)."""
+    root_modules = sorted(p.name for p in (ROOT / "analyze").glob("*.py") if p.name != "__init__.py")
+    assert len(root_modules) <= 6, root_modules
+    api_lines = len((ROOT / "analyze" / "api.py").read_text().splitlines())
+    assert api_lines < 150, api_lines

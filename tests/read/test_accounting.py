@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analyze.result import Result
+from analyze.model.result import Result
 from tests.support.expect import FIXTURES, flow_mismatches, flows_by_key, run, wire_truth
 from tests.support.pcapgen import BASE_NS, ETHERNET, Flow, TcpConn, pcap_bytes, truth, udp_fragments, write
 from tests.support.scenarios import MSS, TSO_PAYLOAD, load_truth, mixed

@@ -132,7 +132,7 @@ SMALL = [
 ]
 
 
-def _flows_json(result) -> list[dict]:  # noqa: ANN001 - analyze.result.Result
+def _flows_json(result) -> list[dict]:  # noqa: ANN001 - analyze.model.result.Result
     return sorted(result.to_json()["flows"], key=lambda f: (f["src"], f["dst"], f["sport"], f["dport"], f["proto"]))
 
 

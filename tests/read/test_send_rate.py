@@ -12,7 +12,8 @@ import pytest
 
 from analyze.read import layouts as L
 from analyze.read.fold import merge_host, scan_host
-from analyze.wire.send_rate import edge_send_rates, fills_link, flow_send_rates
+from analyze.tables.flow_pace import flow_send_rates
+from analyze.wire.send_rate import edge_send_rates, fills_link
 from tests.support.pcapgen import BASE_NS, ETHERNET, TcpConn, pcap_bytes, write
 
 PAYLOAD = 1448

@@ -163,7 +163,7 @@ def test_a_bad_metrics_option_is_one_line(args):
 def test_the_live_limiter_is_the_analysis_limiter(monkeypatch):
     """The live view's limiter comes from the whole analysis run in a child process: on the example's folders, the
     same limiter and confidence as `analyze`; closing ends a child still at work."""
-    from analyze import live_limiter
+    from analyze.live import limiter as live_limiter
     from analyze.api import analyze
 
     monkeypatch.setattr(live_limiter, "FIRST_S", 0.0)

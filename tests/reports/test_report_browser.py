@@ -275,7 +275,7 @@ def test_transport_section_in_chromium(tmp_path):
     from_json = tmp_path / "from-json.html"
     r = CliRunner().invoke(app, ["report", str(saved), "-o", str(from_json)])
     assert r.exit_code == 0, r.output
-    from analyze.result import Result
+    from analyze.model.result import Result
 
     transport = Result.from_json(json.loads(saved.read_text())).transport
     assert transport is not None
@@ -308,7 +308,7 @@ def test_rdma_section_in_chromium(tmp_path):
     queue pair, the CNPs and the NAK on the events chart, and the ACK round trips; from the saved JSON too."""
     from typer.testing import CliRunner
 
-    from analyze.result import Result
+    from analyze.model.result import Result
     from cli import app
     from tests.support import rocegen as R
 

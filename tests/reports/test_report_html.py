@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from analyze.findings import (
+from analyze.model.findings import (
     IterationRecord,
     Iterations,
     Measured,
@@ -25,7 +25,7 @@ from analyze.findings import (
     TopologyEdge,
     WhatIf,
 )
-from analyze.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables, Utilization
+from analyze.model.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables, Utilization
 from reports.downsample import bucket_share, sparse_line
 from reports.html import SECTIONS, render_html
 from reports.page import script_json

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from analyze.api import analyze
-from analyze.result import Result, json_text, plain
+from analyze.model.result import Result, json_text, plain
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def result():  # noqa: ANN201 - analyze.result.Result
+def result():  # noqa: ANN201 - analyze.model.result.Result
     return analyze([REPO / "fixtures" / "example"], workers=1, link_speed_bps=25e9)
 
 
@@ -79,7 +79,7 @@ def test_nan_is_refused_as_before() -> None:
 def test_a_result_json_of_the_wrong_shape_is_one_line_naming_the_place(result, tmp_path: Path) -> None:  # noqa: ANN001
     """A result JSON edited or cut by hand: the place that does not fit the result's types, in one line, before
     anything renders it (a wrong type used to surface as a traceback from the report)."""
-    from analyze.saved import read_result
+    from analyze.model.saved import read_result
 
     doc = json.loads(json.dumps(result.to_json()))
     cases = {

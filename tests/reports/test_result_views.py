@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from analyze.api import analyze
-from analyze.findings import IterationRecord, Iterations, Topology, Unsure, Verdict, WhatIf
-from analyze.result import Result
+from analyze.model.findings import IterationRecord, Iterations, Topology, Unsure, Verdict, WhatIf
+from analyze.model.result import Result
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from tests.support.pcapgen import Frame, flow_key
 from analyze.read import layouts as L
 from analyze.api import analyze
 from analyze.read.fold import SUMMED, merge_host
-from analyze.result import CaptureSummary, FlowRecord, Result
+from analyze.model.result import CaptureSummary, FlowRecord, Result
 from analyze.read.scan import StreamScan
 
 ROOT = Path(__file__).resolve().parents[2]

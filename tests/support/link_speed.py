@@ -1,6 +1,6 @@
 """A copy of a run as a capture agent without a link speed would have written it: meta.json without
-link_speed_bps (the analyzer then assumes one, analyze.api._link_speed). Tests read the same capture with and
-without it to check that nothing judged from the packets alone moves with the line rate."""
+link_speed_bps (the analyzer then assumes one, analyze.tables.build._link_speed). Tests read the same capture with
+and without it to check that nothing judged from the packets alone moves with the line rate."""
 
 from __future__ import annotations
 

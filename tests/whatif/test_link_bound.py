@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from analyze.api import analyze
-from analyze.findings import IterationRecord, Iterations, Pattern, Percentiles, Topology
-from analyze.result import HostSummary, Result, Utilization
+from analyze.model.findings import IterationRecord, Iterations, Pattern, Percentiles, Topology
+from analyze.model.result import HostSummary, Result, Utilization
 from analyze.verdict import judge
 from analyze.whatif.link_bound import answer, link_bound
 from reports.html import render_html

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analyze.jsonform import plain
-from analyze.result import Result
+from analyze.model.jsonform import plain
+from analyze.model.result import Result
 from analyze.whatif.backward_profile import (
     BackwardProfile,
     ProfileFormatError,
@@ -21,7 +21,7 @@ from analyze.whatif.backward_profile import (
 from analyze.whatif.inputs import inputs_from_result
 from analyze.whatif.request import split_values
 from analyze.whatif.request import WhatIfOptions
-from analyze.whatif_run import load_result, run_whatif
+from analyze.api import load_result, run_whatif
 from cli import app
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "training-bottleneck"

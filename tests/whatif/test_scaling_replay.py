@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from analyze.jsonform import plain
-from analyze.result import SCHEMA_PATH
+from analyze.model.jsonform import plain
+from analyze.model.result import SCHEMA_PATH
 from analyze.whatif.backward_profile import BackwardProfile, stand_in_profile
 from analyze.whatif.calculation import what_if
 from analyze.whatif.inputs import WhatIfInputs

@@ -129,7 +129,7 @@ def _check_inputs(result: dict, scaling: dict, link_bps: float) -> dict:
     """Inputs extracted from the capture equal the ground truth; analyze and whatif agree. Returns measured."""
     import jsonschema
 
-    jsonschema.validate(result, json.loads((ROOT / "analyze" / "result.schema.json").read_text()))
+    jsonschema.validate(result, json.loads((ROOT / "analyze" / "model" / "result.schema.json").read_text()))
     m = scaling["measured"]
     assert m["workers"] == N and len(result["hosts"]) == N
     assert m["link_speed_bps"] == pytest.approx(link_bps)
@@ -196,7 +196,7 @@ def test_100mbit_link_is_the_bottleneck(tmp_path, netns_cluster):  # noqa: F811
 
     # the API: the same section from analyze(), and the what-if costs well under 50 ms of `ringscope analyze`
     from analyze.api import analyze
-    from analyze.result_whatif import add_whatif
+    from analyze.whatif.attach import add_whatif
 
     res = analyze([run], workers=1, single_iteration_time_s=FORWARD_S)
     assert res.scaling is not None and res.scaling.verdict == verdict
@@ -269,7 +269,7 @@ def test_analyze_adds_scaling_only_with_a_known_link_speed(tmp_path):
 
     example = ROOT / "fixtures" / "example"
     require((example / "run.json").is_file(), "fixtures/example/ is missing")
-    schema = json.loads((ROOT / "analyze" / "result.schema.json").read_text())
+    schema = json.loads((ROOT / "analyze" / "model" / "result.schema.json").read_text())
     done = ringscope("analyze", example, "--json", "-")
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from analyze.findings import TimelineIteration, WireTimeline
+from analyze.model.findings import TimelineIteration, WireTimeline
 from analyze.whatif.calculation import wire_what_if
 from analyze.whatif.inputs import WhatIfInputs
 from analyze.whatif.wire_replay import EFFICIENCY_BAND, wire_replays

@@ -19,7 +19,7 @@ from analyze.whatif.calculation import what_if, wire_scaling
 from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
 from analyze.whatif.link_bound import link_bound
 from analyze.whatif.model import RingscopeModel
-from analyze.result import Result
+from analyze.model.result import Result
 
 __all__ = ["add_whatif", "scaling_inputs", "single_iteration_time"]
 

@@ -1,6 +1,6 @@
 """What the analyses find, typed: the collective's topology, its iterations, the hosts' clocks, the transport's
-diagnosis, the what-if and the captures that missed the job. Each is a field of analyze.result.Result, built by
-its room (collective, wire, whatif, confidence) and written to JSON by analyze.jsonform, field for field under
+diagnosis, the what-if and the captures that missed the job. Each is a field of analyze.model.result.Result, built by
+its room (collective, wire, whatif, confidence) and written to JSON by analyze.model.jsonform, field for field under
 the keys the JSON has always had.
 
 Why here, below the rooms: the reports, the trace, `report RESULT.json` and the rooms that read another room's
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from analyze.jsonform import optional
+from analyze.model.jsonform import optional
 
 # ---- topology (analyze.collective.topology) ---------------------------------------------------------------
 
@@ -186,7 +186,7 @@ class Iterations:
     per_iteration: list[IterationRecord] = field(default_factory=list)
     bytes_per_iteration_per_host: Percentiles = field(default_factory=Percentiles)
     rx_bytes_per_iteration_per_host: Percentiles = field(default_factory=Percentiles)
-    # what each host sent per iteration less what it re-sent (analyze.resent): S is implied from these
+    # what each host sent per iteration less what it re-sent (analyze.collective.resent): S is implied from these
     unique_bytes_per_iteration_per_host: Percentiles | None = optional()
     implied_gradient_bytes: float | None = None
     theory_ratio: float | None = None
@@ -215,7 +215,7 @@ class Iterations:
     timeline: WireTimeline | None = optional()
 
 
-# ---- clocks (analyze.wire.clocks) ----------------------------------------------------------------------------
+# ---- clocks (analyze.tables.clocks) ----------------------------------------------------------------------------
 
 
 @dataclass

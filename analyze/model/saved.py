@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analyze.result import Result
+from analyze.model.result import Result
 
 __all__ = ["is_result", "load_json", "read_result", "result_from_json"]
 

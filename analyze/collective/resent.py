@@ -20,9 +20,9 @@ from dataclasses import replace
 
 from analyze.collective.iterations import host_percentiles, per_ring_send, ring_theory
 from analyze.collective.topology import RING_KINDS
-from analyze.findings import Percentiles
-from analyze.jsonform import from_plain
-from analyze.result import Result
+from analyze.model.findings import Percentiles
+from analyze.model.jsonform import from_plain
+from analyze.model.result import Result
 
 
 # S from the unique bytes and from the bytes as sent may differ by this much and S still be sure: beyond, which

@@ -1,8 +1,8 @@
 """The analyzer's one result object and its versioned JSON form (schema 1).
 
 Every face renders this object: the summary, the HTML report, the trace and `--json`. Its records are typed all
-the way down: hosts, flows and captures here, what the analyses find in analyze.findings. One function writes the
-JSON (Result.to_json, through analyze.jsonform) and one reads it back (Result.from_json). Later features add keys
+the way down: hosts, flows and captures here, what the analyses find in analyze.model.findings. One function writes the
+JSON (Result.to_json, through analyze.model.jsonform) and one reads it back (Result.from_json). Later features add keys
 but never change the ones here; the JSON Schema lives beside it in result.schema.json.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from analyze.findings import (
+from analyze.model.findings import (
     Clock,
     Iterations,
     Job,
@@ -27,7 +27,7 @@ from analyze.findings import (
     Verdict,
     WhatIf,
 )
-from analyze.jsonform import from_plain, optional, plain
+from analyze.model.jsonform import from_plain, optional, plain
 
 if TYPE_CHECKING:  # pandas is imported lazily by the code that builds tables
     import pandas as pd
@@ -214,7 +214,8 @@ class Result:
     @classmethod
     def from_json(cls, doc: dict[str, Any], complete: bool = False) -> "Result":
         """The result a JSON form holds, without its tables (those live beside it, as CSV or Parquet). ValueError
-        where a value has the wrong shape, and with COMPLETE where a required key is missing (analyze.jsonform)."""
+        where a value has the wrong shape, and with COMPLETE where a required key is missing
+        (analyze.model.jsonform)."""
         body = {k: v for k, v in doc.items() if k not in ("schema", "ringscope_version", "tables")}
         return from_plain(cls, body, complete)
 

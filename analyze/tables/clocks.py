@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from analyze.findings import Clock, HostClock
+from analyze.model.findings import Clock, HostClock
 from analyze.read import layouts as L
 from analyze.read.fold import HostFlows, unique_rows
 

@@ -1,0 +1,3 @@
+"""The typed result: hosts, flows and captures (result), what the analyses find (findings), one way to and from
+JSON (jsonform, with the schema result.schema.json), and a saved result read back (saved). Nothing here reads a
+capture or infers: every room above builds these records, every report renders them."""
