@@ -15,6 +15,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -225,6 +226,17 @@ def run_agent(options: AgentOptions, say=print) -> int:
     say(f"{READY_LINE} host={meta['host']} iface={iface} tcpdump_pid={proc.pid} out={out}", flush=True)
 
     reason = stop.wait(time.monotonic())
+    return _stopped(stop, watchers, alias, meta, iface, reason, say)
+
+
+def _stopped(
+    stop: _StopWhen, watchers: list, alias: Path | None, meta: dict, iface: str, reason: str, say: Callable[..., object]
+) -> int:
+    """After the stop: tcpdump drained and ended, its counters and files in meta.json, and the capture's outcome:
+    0 when clean, CaptureError naming what was lost or why tcpdump failed."""
+    proc, options = stop.proc, stop.options
+    out = options.out
+    log_path = out / "tcpdump.log"
     if proc.poll() is None:
         time.sleep(DRAIN_S)
     code = _end(proc)

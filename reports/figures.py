@@ -415,6 +415,18 @@ def iteration_figures(iterations: Iterations, hosts: Sequence[str], workers: int
 def whatif_figures(scaling: WhatIf) -> list[tuple[str, dict[str, Any]]]:
     """Scaling factor vs bandwidth (curves, measured point, full-utilization point); compression needed."""
     out: list[tuple[str, dict[str, Any]]] = []
+    scaling_figure = _scaling_figure(scaling)
+    if scaling_figure is not None:
+        out.append(("fig-whatif-scaling", scaling_figure))
+    compression_figure = _compression_figure(scaling.needed_compression or [])
+    if compression_figure is not None:
+        out.append(("fig-whatif-compression", compression_figure))
+    return out
+
+
+def _scaling_figure(scaling: WhatIf) -> dict[str, Any] | None:
+    """The sweep's curves of scaling factor against bandwidth, with the measured point and the points at full
+    utilization and at the measured efficiency; None where there is nothing to draw."""
     sweep = scaling.sweep or Sweep()
     bw = np.array([_num(b) for b in sweep.bandwidths_bps or []])
     measured = scaling.measured or Measured()
@@ -465,22 +477,22 @@ def whatif_figures(scaling: WhatIf) -> list[tuple[str, dict[str, Any]]]:
                     "hovertemplate": "%{x:.3g} Gbit/s: %{y:.3f}<extra>" + label + "</extra>",
                 }
             )
-    if data:
-        out.append(
-            (
-                "fig-whatif-scaling",
-                {
-                    "data": data,
-                    "layout": base_layout(
-                        420,
-                        hovermode="closest",
-                        xaxis={"title": {"text": "link bandwidth (Gbit/s, log scale)"}, "type": "log"},
-                        yaxis={"title": {"text": "scaling factor (T / (T + overhead))"}, "range": [0, 1.02]},
-                    ),
-                },
-            )
-        )
-    rows = scaling.needed_compression or []
+    if not data:
+        return None
+    return {
+        "data": data,
+        "layout": base_layout(
+            420,
+            hovermode="closest",
+            xaxis={"title": {"text": "link bandwidth (Gbit/s, log scale)"}, "type": "log"},
+            yaxis={"title": {"text": "scaling factor (T / (T + overhead))"}, "range": [0, 1.02]},
+        ),
+    }
+
+
+def _compression_figure(rows: list[Any]) -> dict[str, Any] | None:
+    """The compression ratio needed to reach each target scaling factor, against bandwidth, at the most workers
+    the what-if asked for; None where there is nothing to draw."""
     if rows:
         n = max(int(r.workers or 0) for r in rows)
         cdata = []
@@ -503,21 +515,16 @@ def whatif_figures(scaling: WhatIf) -> list[tuple[str, dict[str, Any]]]:
                 }
             )
         if cdata:
-            out.append(
-                (
-                    "fig-whatif-compression",
-                    {
-                        "data": cdata,
-                        "layout": base_layout(
-                            360,
-                            hovermode="closest",
-                            xaxis={"title": {"text": f"link bandwidth (Gbit/s, log scale), N = {n}"}, "type": "log"},
-                            yaxis={"title": {"text": "compression ratio needed (×, log scale)"}, "type": "log"},
-                        ),
-                    },
-                )
-            )
-    return out
+            return {
+                "data": cdata,
+                "layout": base_layout(
+                    360,
+                    hovermode="closest",
+                    xaxis={"title": {"text": f"link bandwidth (Gbit/s, log scale), N = {n}"}, "type": "log"},
+                    yaxis={"title": {"text": "compression ratio needed (×, log scale)"}, "type": "log"},
+                ),
+            }
+    return None
 
 
 def _groups(df: pd.DataFrame | None, keys: list[str]) -> dict[tuple[Any, ...], pd.DataFrame]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +120,24 @@ def _utc(ns: float | None) -> str:
 
 def _run_html(result: Result, run: Mapping[str, Any]) -> str:
     """The run manifest (run.json, still a plain dict), the capture span, the hosts and the capture files."""
-    out = []
+    return "".join(
+        [
+            _run_facts(result, run),
+            _hosts_table(result.hosts),
+            _captures_table(result.captures) if result.captures else "",
+            _listed("Warnings", "warnings", [str(w) for w in result.warnings or []], "None."),
+            _listed(
+                "Assumed",
+                "assumptions",
+                [str(a) for a in result.assumptions or []],
+                "Nothing: every value came from the capture or its metadata.",
+            ),
+        ]
+    )
+
+
+def _run_facts(result: Result, run: Mapping[str, Any]) -> str:
+    """The run's facts as a definition list: command, launch order, span, training, packets, drops, files."""
     hosts = result.hosts
     command = run.get("command")
     if isinstance(command, list):
@@ -177,7 +194,11 @@ def _run_html(result: Result, run: Mapping[str, Any]) -> str:
             + (f" ({e(result.bin_choice)})" if result.bin_choice else ""),
         ),
     ]
-    out.append('<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in kv) + "</dl>")
+    return '<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in kv) + "</dl>"
+
+
+def _hosts_table(hosts: Sequence[HostSummary]) -> str:
+    """One row per host: addresses, link speed, bytes, utilization and tcpdump's drops."""
     rows = []
     for h in hosts:
         tx, rx, d = h.tx_utilization, h.rx_utilization, h.drops
@@ -191,52 +212,45 @@ def _run_html(result: Result, run: Mapping[str, Any]) -> str:
             f'<td class="n">{e(pct(tx.peak))}</td><td class="n">{e(pct(rx.while_busy))}</td>'
             f'<td class="n">{e(_count(d.get("dropped_by_kernel")))} / {e(_count(d.get("dropped_by_interface")))}</td></tr>'
         )
-    out.append(
+    return (
         '<h3>Hosts</h3><table class="sortable hosts"><thead><tr><th>host</th><th>addresses</th><th class="n">link speed</th>'
         '<th class="n">tx</th><th class="n">rx</th><th class="n">tx util. mean</th><th class="n">tx util. while busy</th>'
         '<th class="n">tx peak</th><th class="n">rx util. while busy</th><th class="n">drops kernel / iface</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
-    if captures:
-        crow = []
-        for c in sorted(captures, key=_held)[:CAPTURE_TABLE_ROWS]:  # the least complete first
-            crow.append(
-                f'<tr><td class="mono">{e(c.path)}</td><td>{e(c.host)}</td><td>{e(c.format)}</td>'
-                f'<td class="n" data-v="{e(c.packets)}">{int(c.packets or 0):,}</td>'
-                f'<td class="n" data-v="{e(c.bytes)}">{e(size(c.bytes))}</td>'
-                f'<td class="n" data-v="{e(_held(c))}">{e(pct(c.coverage.fraction) if c.coverage else "—")}</td>'
-                f"<td>{e('; '.join(map(str, c.warnings or [])) or 'ok')}</td></tr>"
-            )
-        more = (
-            f'<p class="note">… and {len(captures) - CAPTURE_TABLE_ROWS:,} more files.</p>'
-            if len(captures) > CAPTURE_TABLE_ROWS
-            else ""
+
+
+def _captures_table(captures: Sequence[CaptureSummary]) -> str:
+    """The capture files, the least complete first, at most CAPTURE_TABLE_ROWS of them."""
+    crow = []
+    for c in sorted(captures, key=_held)[:CAPTURE_TABLE_ROWS]:  # the least complete first
+        crow.append(
+            f'<tr><td class="mono">{e(c.path)}</td><td>{e(c.host)}</td><td>{e(c.format)}</td>'
+            f'<td class="n" data-v="{e(c.packets)}">{int(c.packets or 0):,}</td>'
+            f'<td class="n" data-v="{e(c.bytes)}">{e(size(c.bytes))}</td>'
+            f'<td class="n" data-v="{e(_held(c))}">{e(pct(c.coverage.fraction) if c.coverage else "—")}</td>'
+            f"<td>{e('; '.join(map(str, c.warnings or [])) or 'ok')}</td></tr>"
         )
-        out.append(
-            '<details><summary>Capture files</summary><div class="scroll"><table class="sortable"><thead><tr>'
-            '<th>file</th><th>host</th><th>format</th><th class="n">packets</th><th class="n">file size</th>'
-            '<th class="n">host capture holds</th><th>health</th>'
-            f"</tr></thead><tbody>{''.join(crow)}</tbody></table></div>{more}</details>"
-        )
-    warnings = [str(w) for w in result.warnings or []]
-    assumptions = [str(a) for a in result.assumptions or []]
-    out.append(
-        f"<h3>Warnings ({len(warnings)})</h3>"
-        + (
-            '<ul class="warnings">' + "".join(f"<li>{e(w)}</li>" for w in warnings) + "</ul>"
-            if warnings
-            else '<p class="muted">None.</p>'
-        )
+    more = (
+        f'<p class="note">… and {len(captures) - CAPTURE_TABLE_ROWS:,} more files.</p>'
+        if len(captures) > CAPTURE_TABLE_ROWS
+        else ""
     )
-    out.append(
-        f"<h3>Assumed ({len(assumptions)})</h3>"
-        + (
-            '<ul class="assumptions">' + "".join(f"<li>{e(a)}</li>" for a in assumptions) + "</ul>"
-            if assumptions
-            else '<p class="muted">Nothing: every value came from the capture or its metadata.</p>'
-        )
+    return (
+        '<details><summary>Capture files</summary><div class="scroll"><table class="sortable"><thead><tr>'
+        '<th>file</th><th>host</th><th>format</th><th class="n">packets</th><th class="n">file size</th>'
+        '<th class="n">host capture holds</th><th>health</th>'
+        f"</tr></thead><tbody>{''.join(crow)}</tbody></table></div>{more}</details>"
     )
-    return "".join(out)
+
+
+def _listed(title: str, css: str, items: list[str], none: str) -> str:
+    """A titled list with its count (the warnings, the assumptions), or NONE said where it is empty."""
+    return f"<h3>{title} ({len(items)})</h3>" + (
+        f'<ul class="{css}">' + "".join(f"<li>{e(item)}</li>" for item in items) + "</ul>"
+        if items
+        else f'<p class="muted">{none}</p>'
+    )
 
 
 def _held(c: CaptureSummary) -> float:

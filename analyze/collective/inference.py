@@ -25,7 +25,7 @@ from analyze.collective.iterations import (
 from analyze.collective.nccl_log import compare_rings, read_nccl_log
 from analyze.collective.ranks import RingRanks, TrafficRanks, ranks_from_connections, ring_ranks
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.model.findings import Clock, Group, Iterations, Topology
+from analyze.model.findings import Clock, Group, Iterations, Pattern, Topology
 from analyze.model.jsonform import from_plain
 from analyze.read.bin_choice import GIVEN, LADDER_NS
 from analyze.model.result import Result
@@ -286,6 +286,49 @@ def _iterations(
     series = series[series["src_host"] != series["dst_host"]]
     pairs = ring_pairs(topo)
     n = ranks.world_size
+    cut = _windows(out, result, flows, addr_host, topo, markers, series, pairs, gradient_bytes, n, count_given, mesh)
+    if cut is None:
+        return out
+    windows, cell_iteration = cut
+    nodes = sorted({e.src for e in topo.edges} | {e.dst for e in topo.edges}) or sorted(set(series["src_host"]))
+    keep = (series["src_host"].isin(nodes) | series["dst_host"].isin(nodes)).to_numpy()
+    series = series[keep]
+    if cell_iteration is not None:
+        cell_iteration = cell_iteration[keep]
+    per_it = _per_iteration_bytes(out, series, windows, pairs, topo, markers, nodes, cell_iteration, bin_ns)
+    known, source = (gradient_bytes, "option") if gradient_bytes else (_markers_gradient_bytes(markers), "markers")
+    out["gradient_bytes"] = known
+    out["gradient_bytes_source"] = source if known else None
+    out["ring_sends_per_host"] = ranks.sends
+    out["ranks_per_host"] = ranks.per_host
+    out["ring_size_source"] = ranks.source
+    out["ring_size_sure"] = ranks.sure
+    if found is not None and topo.groups:
+        pattern = _groups_pattern(out, result, flows, addr_host, topo, series, per_it, ranks, found)
+    else:
+        pattern = name_pattern(topo.kind, topo.order, per_it, n, mesh)
+    pattern = _theory(out, result, pattern, topo, per_it, nodes, ranks, known, mesh)
+    out["pattern"] = asdict(pattern)
+    return out
+
+
+def _windows(
+    out: dict[str, Any],
+    result: Result,
+    flows: pd.DataFrame,
+    addr_host: dict[str, str],
+    topo: Topology,
+    markers: pd.DataFrame,
+    series: pd.DataFrame,
+    pairs: list[tuple[str, str]],
+    gradient_bytes: Optional[float],
+    n: int,
+    count_given: Optional[int],
+    mesh: bool,
+) -> Optional[tuple[pd.DataFrame, Optional[np.ndarray]]]:
+    """The iterations' windows, from the ranks' markers or else from the staircase in the collective's bytes, and
+    each series cell's iteration where the staircase assigned one; None (with a note in OUT) where there are none."""
+    bin_ns = int(result.bin_ns)
     cell_iteration = None
     if len(markers):
         windows = windows_from_markers(markers)
@@ -307,7 +350,7 @@ def _iterations(
         out["notes"].extend(stairs.notes)
         if stairs.count < 1:
             out["notes"].append("no repeating iterations found in the collective's traffic")
-            return out
+            return None
         windows, cell_iteration = _stair_windows(stairs, series, flows)
         out.update(
             source="inferred",
@@ -320,12 +363,23 @@ def _iterations(
         )
     else:
         out["notes"].append("no collective traffic to cut into iterations")
-        return out
-    nodes = sorted({e.src for e in topo.edges} | {e.dst for e in topo.edges}) or sorted(set(series["src_host"]))
-    keep = (series["src_host"].isin(nodes) | series["dst_host"].isin(nodes)).to_numpy()
-    series = series[keep]
-    if cell_iteration is not None:
-        cell_iteration = cell_iteration[keep]
+        return None
+    return windows, cell_iteration
+
+
+def _per_iteration_bytes(
+    out: dict[str, Any],
+    series: pd.DataFrame,
+    windows: pd.DataFrame,
+    pairs: list[tuple[str, str]],
+    topo: Topology,
+    markers: pd.DataFrame,
+    nodes: list[str],
+    cell_iteration: Optional[np.ndarray],
+    bin_ns: int,
+) -> list[dict[str, Any]]:
+    """Each iteration's bytes per host and edge (analyze.collective.iterations.per_iteration), with the count, the
+    period, each host's percentiles, the communication time and rate, and the set-up and teardown phases, in OUT."""
     grouped = [(e[0], e[1]) for g in topo.groups or [] for e in g.edges]
     on_edges = pairs + [e for e in grouped if e not in pairs]
     per_it = per_iteration(series, windows, on_edges, bin_ns, markers, nodes, cell_iteration)
@@ -342,30 +396,52 @@ def _iterations(
     rates = np.array([it["rate_bps"] for it in per_it if it["comm_ns"] > 0], dtype=np.float64)
     out["comm_ns_median"] = float(np.median(comm)) if len(comm) else None
     out["rate_bps_median"] = float(np.median(rates)) if len(rates) else None
+    return per_it
 
-    known, source = (gradient_bytes, "option") if gradient_bytes else (_markers_gradient_bytes(markers), "markers")
-    out["gradient_bytes"] = known
-    out["gradient_bytes_source"] = source if known else None
-    out["ring_sends_per_host"] = ranks.sends
-    out["ranks_per_host"] = ranks.per_host
-    out["ring_size_source"] = ranks.source
-    out["ring_size_sure"] = ranks.sure
-    if found is not None and topo.groups:
-        groups = [asdict(g) for g in topo.groups]
-        # as sure as the groups and the iterations it divides by (S_g also as the ranks W_g counts)
-        sure = min(found["confidence"], out["confidence"])
-        per_host = ranks.per_host or _spread(ranks.world_size, sorted({h for g in groups for h in g["hosts"]}))
-        sends = ring_sends(flow_hosts(flows, addr_host), groups)
-        per_iteration_bytes(groups, per_it, per_host, sure, ranks.sure and per_host is not None, sends)
-        # the bin chosen from the traffic fits the ring's bursts, not a boundary's micro-batches: between merging
-        # them all (10 ms: unread or unsure) and resolving them (a fine --bin), it split some and merged others
-        # (GPipe, 4 micro-batches, read as 3 at 0.83 in CI); it reads at the old default unless --bin is given
-        wide = bin_ns if result.bin_choice in (None, GIVEN) else max(bin_ns, LADDER_NS[-1])
-        _schedules(groups, series, flows, result.clock, wide, len(per_it), out["confidence"])
-        topo.groups = [from_plain(Group, g) for g in groups]
-        pattern = pipeline_pattern(found["confidence"], found["evidence"])
-    else:
-        pattern = name_pattern(topo.kind, topo.order, per_it, n, mesh)
+
+def _groups_pattern(
+    out: dict[str, Any],
+    result: Result,
+    flows: pd.DataFrame,
+    addr_host: dict[str, str],
+    topo: Topology,
+    series: pd.DataFrame,
+    per_it: list[dict[str, Any]],
+    ranks: RingRanks,
+    found: dict[str, Any],
+) -> Pattern:
+    """A job of data-parallel groups joined by pipeline links: each group's bytes per iteration and S_g, each
+    boundary's micro-batch schedule (into TOPO's groups), and the pipeline's pattern."""
+    bin_ns = int(result.bin_ns)
+    groups = [asdict(g) for g in topo.groups or []]
+    # as sure as the groups and the iterations it divides by (S_g also as the ranks W_g counts)
+    sure = min(found["confidence"], out["confidence"])
+    per_host = ranks.per_host or _spread(ranks.world_size, sorted({h for g in groups for h in g["hosts"]}))
+    sends = ring_sends(flow_hosts(flows, addr_host), groups)
+    per_iteration_bytes(groups, per_it, per_host, sure, ranks.sure and per_host is not None, sends)
+    # the bin chosen from the traffic fits the ring's bursts, not a boundary's micro-batches: between merging
+    # them all (10 ms: unread or unsure) and resolving them (a fine --bin), it split some and merged others
+    # (GPipe, 4 micro-batches, read as 3 at 0.83 in CI); it reads at the old default unless --bin is given
+    wide = bin_ns if result.bin_choice in (None, GIVEN) else max(bin_ns, LADDER_NS[-1])
+    _schedules(groups, series, flows, result.clock, wide, len(per_it), out["confidence"])
+    topo.groups = [from_plain(Group, g) for g in groups]
+    return pipeline_pattern(found["confidence"], found["evidence"])
+
+
+def _theory(
+    out: dict[str, Any],
+    result: Result,
+    pattern: Pattern,
+    topo: Topology,
+    per_it: list[dict[str, Any]],
+    nodes: list[str],
+    ranks: RingRanks,
+    known: Optional[float],
+    mesh: bool,
+) -> Pattern:
+    """The bytes theory of PATTERN against each host's bytes per iteration: S implied, the measured/theory ratio
+    where S is KNOWN; returns the pattern settled by it (halving and doubling, NCCL's sharded all-gathers)."""
+    n = ranks.world_size
     if pattern.factor:
         if topo.kind == "halving_doubling":  # what each host sends over its cube's pairs, not the swaps after
             per_send = cube_sends(per_it, topo.order)
@@ -400,8 +476,7 @@ def _iterations(
     else:
         out.update(ring_theory(None, n, None))
         out["notes"].append(f"S unsure: {pattern.formula}")
-    out["pattern"] = asdict(pattern)
-    return out
+    return pattern
 
 
 def _phases(series: pd.DataFrame, first_ns: int, last_ns: int, bin_ns: int) -> list[dict[str, Any]]:

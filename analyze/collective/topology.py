@@ -11,13 +11,13 @@ are inferred from the captured side.
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
 
 import pandas as pd
 
 from analyze.collective.halving import hypercube
-from analyze.model.findings import Topology
-from analyze.model.jsonform import from_plain
+from analyze.model.findings import Topology, TopologyEdge
 from analyze.tables.hosts import flow_hosts
 
 RING_KINDS = ("ring", "bidirectional_ring")  # the shapes whose order is a cycle
@@ -180,182 +180,266 @@ def _launch_fit(order: list[str], launch: list[str]) -> Optional[tuple[str, dict
     return None
 
 
+@dataclass
+class _Graph:
+    """The heavy-edge graph, read once for every shape classify tries."""
+
+    heavy: pd.DataFrame
+    hosts: Sequence[str]
+    nodes: set[str]
+    launch: list[str]
+    pair: dict[tuple[str, str], float]  # directed heavy pair -> bytes
+    und: dict[frozenset, float]  # undirected heavy pair -> bytes
+    deg_out: pd.Series
+    deg_in: pd.Series
+    udeg: pd.Series
+    start: str  # where an order begins: the first launch-order host, else the first captured one
+    uncaptured: list[str]
+
+    @property
+    def n(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def two_way(self) -> bool:
+        """Every heavy pair carries data both ways (trees reduce up and broadcast down)."""
+        return all((a, b) in self.pair and (b, a) in self.pair for a, b in (tuple(p) for p in self.und))
+
+
+@dataclass
+class _Shape:
+    """A shape that fits: its kind, its order where it has one, how much of the coverage it keeps, its own
+    evenness where the shape defines one (halving: within each step's pairs), and what it says."""
+
+    kind: str
+    order: list[str] = field(default_factory=list)
+    trust: float = 1.0
+    alike: Optional[float] = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _graph(heavy: pd.DataFrame, hosts: Sequence[str], nodes: set[str], launch: list[str]) -> _Graph:
+    pair = {(s, d): b for s, d, b in zip(heavy["src"], heavy["dst"], heavy["bytes"])}
+    und: dict[frozenset, float] = {}
+    for (s, d), b in pair.items():
+        und[frozenset((s, d))] = und.get(frozenset((s, d)), 0.0) + b
+    ordered = sorted(nodes)
+    return _Graph(
+        heavy=heavy,
+        hosts=hosts,
+        nodes=nodes,
+        launch=launch,
+        pair=pair,
+        und=und,
+        deg_out=heavy.groupby("src").size().reindex(ordered, fill_value=0),
+        deg_in=heavy.groupby("dst").size().reindex(ordered, fill_value=0),
+        udeg=pd.Series([x for p in und for x in p]).value_counts().reindex(ordered, fill_value=0),
+        start=next((x for x in launch if x in nodes), None) or next((h for h in hosts if h in nodes), ordered[0]),
+        uncaptured=sorted(nodes - set(hosts)),
+    )
+
+
+def _ring(g: _Graph) -> Optional[_Shape]:
+    """Every host sends to one and hears from one (or would, closed over an edge no capture could see)."""
+    closing = _closing_edge(g.deg_out, g.deg_in, set(g.uncaptured))
+    if not (((g.deg_out == 1).all() and (g.deg_in == 1).all()) or closing is not None):
+        return None
+    succ = dict(zip(g.heavy["src"], g.heavy["dst"]))
+    if closing is not None:
+        succ[closing[0]] = closing[1]
+    cyc = _cycle(g.start, succ)
+    if len(cyc) != g.n:
+        return None
+    if closing is None:
+        return _Shape("ring", cyc)
+    return _Shape(
+        "ring",
+        cyc,
+        trust=UNSEEN_EDGE,
+        notes=[
+            f"the edge {closing[0]} -> {closing[1]} is between two uncaptured peers, so no capture saw it: "
+            "the ring is closed there by inference"
+        ],
+    )
+
+
+def _bidirectional_ring(g: _Graph) -> Optional[_Shape]:
+    """Every host exchanges both ways with exactly two others, and the pairs close one cycle."""
+    if g.n < 3 or not (g.udeg == 2).all() or not g.two_way:
+        return None
+    nbr: dict[str, list[str]] = {}
+    for a, b in (tuple(p) for p in g.und):
+        nbr.setdefault(a, []).append(b)
+        nbr.setdefault(b, []).append(a)
+    walk = [g.start, sorted(nbr[g.start])[0]]
+    while len(walk) < g.n + 1:
+        walk.append([x for x in nbr[walk[-1]] if x != walk[-2]][0])
+    if walk[-1] != g.start or len(set(walk[:-1])) != g.n:
+        return None
+    order = walk[:-1]
+    if g.launch and _ring_direction(order, g.launch) == "against_launch_order":
+        order = [order[0]] + order[:0:-1]
+    return _Shape("bidirectional_ring", order)
+
+
+def _star(g: _Graph) -> Optional[_Shape]:
+    """One host exchanges with every other, and they only with it: a parameter server."""
+    if g.n < 3:
+        return None
+    center = g.udeg.idxmax()
+    if g.udeg[center] != g.n - 1 or not (g.udeg.drop(center) == 1).all():
+        return None
+    return _Shape(
+        "star",
+        [center] + sorted(g.nodes - {center}),
+        notes=[f"{center} exchanges with every other host and they only with it: a parameter server"],
+    )
+
+
+def _mesh(g: _Graph) -> Optional[_Shape]:
+    """Nearly every pair of hosts exchanges."""
+    return _Shape("mesh") if g.n >= 4 and len(g.und) >= 0.9 * g.n * (g.n - 1) / 2 else None
+
+
+def _halving(g: _Graph) -> Optional[_Shape]:
+    """Recursive halving and doubling: analyze.collective.halving's hypercube."""
+    cube = hypercube(g.pair, g.start)
+    if cube is None:
+        return None
+    note = (
+        f"recursive halving over {g.n} hosts: {len(cube['classes'])} steps, each pairing every host once, each "
+        f"step's pairs carrying {' then '.join(f'1/{r:.2f}' for r in cube['ratios'])} of the step before's "
+        f"(1/2 in theory); {len(cube['swaps'])} pairs then swap blocks into rank order; order: the hosts by "
+        "their number in the hypercube"
+    )
+    return _Shape("halving_doubling", cube["order"], trust=cube["confidence"], alike=cube["alike"], notes=[note])
+
+
+def _tree(g: _Graph) -> Optional[_Shape]:
+    """A spanning tree whose every edge carries data both ways."""
+    return _Shape("tree") if g.two_way and len(g.und) == g.n - 1 and _connected(g.und, g.nodes) else None
+
+
+def _double_binary_tree(g: _Graph) -> Optional[_Shape]:
+    """Sparse, connected, two-way and of small degree; NCCL's own double binary tree where the edges match it."""
+    n = g.n
+    if not (g.two_way and n - 1 < len(g.und) <= 2 * (n - 1) and g.udeg.max() <= 6 and _connected(g.und, g.nodes)):
+        return None
+    names = g.launch if len([x for x in g.launch if x in g.nodes]) == n else [h for h in g.hosts if h in g.nodes]
+    idx = {h: i for i, h in enumerate(x for x in names if x in g.nodes)}
+    if len(idx) == n and {frozenset(idx[x] for x in p) for p in g.und} == nccl_dtree_pairs(n):
+        which = "launch order" if names is g.launch else "host order"
+        return _Shape("double_binary_tree", notes=[f"edges are exactly NCCL's double binary tree over the {which}"])
+    return _Shape(
+        "double_binary_tree",
+        trust=0.6,
+        notes=[
+            "sparse, connected and of small degree like a double binary tree, but not NCCL's tree over the "
+            "known host order"
+        ],
+    )
+
+
+SHAPES = (_ring, _bidirectional_ring, _star, _mesh, _halving, _tree, _double_binary_tree)  # tried in this order
+
+
 def classify(
     edges: pd.DataFrame, hosts: Sequence[str], addr_host: dict[str, str], launch_order: Optional[Sequence[str]] = None
 ) -> Topology:
     """Name the shape of the heavy-edge graph: the result's topology.
 
     `hosts` are the captured hosts in their given order (run.json order when there is one); the ring is
-    reported as a cycle in the direction the data flows, starting at the first launch-order host.
+    reported as a cycle in the direction the data flows, starting at the first launch-order host. The shapes
+    are tried in the order of SHAPES; the first that fits names it.
     """
     notes: list[str] = []
     total = float(edges["bytes"].sum()) if len(edges) else 0.0
     heavy = heavy_edges(edges)
     nodes = set(heavy["src"]) | set(heavy["dst"]) if len(heavy) else set()
     launch = align_launch_order(launch_order, nodes, addr_host, notes)
-    out: dict[str, Any] = {
-        "kind": "unknown",
-        "order": [],
-        "direction": None,
-        "edges": [],
-        "launch_order": list(launch_order or []),
-        "matches_launch_order": None,
-        "confidence": 0.0,
-        "notes": notes,
-    }
     if len(nodes) < 2:
         notes.append("fewer than two hosts exchange a significant share of the bytes")
-        return from_plain(Topology, out)
-    uncaptured = sorted(nodes - set(hosts))
-    if uncaptured:
+        return Topology(kind="unknown", launch_order=list(launch_order or []), notes=notes)
+    g = _graph(heavy, hosts, nodes, launch)
+    if g.uncaptured:
         notes.append(
-            f"{len(uncaptured)} peer(s) not captured ({', '.join(uncaptured[:5])}"
-            f"{', ...' if len(uncaptured) > 5 else ''}); their edges are inferred from the captured side"
+            f"{len(g.uncaptured)} peer(s) not captured ({', '.join(g.uncaptured[:5])}"
+            f"{', ...' if len(g.uncaptured) > 5 else ''}); their edges are inferred from the captured side"
         )
-    light = total - float(heavy["bytes"].sum())
+    heavy_bytes = float(heavy["bytes"].sum())
+    light = total - heavy_bytes
     if total and light / total > 0.01:
         notes.append(
             f"{light / total:.1%} of inter-host bytes are on light edges (control traffic, ACKs) "
             f"and not part of the shape"
         )
-    pair = {(s, d): b for s, d, b in zip(heavy["src"], heavy["dst"], heavy["bytes"])}
-    und: dict[frozenset, float] = {}
-    for (s, d), b in pair.items():
-        und[frozenset((s, d))] = und.get(frozenset((s, d)), 0.0) + b
-    deg_out = heavy.groupby("src").size().reindex(sorted(nodes), fill_value=0)
-    deg_in = heavy.groupby("dst").size().reindex(sorted(nodes), fill_value=0)
-    udeg = pd.Series([x for p in und for x in p]).value_counts().reindex(sorted(nodes), fill_value=0)
-    n = len(nodes)
-    start = next((x for x in launch if x in nodes), None) or next((h for h in hosts if h in nodes), sorted(nodes)[0])
-    coverage = float(heavy["bytes"].sum()) / total if total else 0.0
-
-    kind, order, used, alike = "unknown", [], heavy, 1.0
-    closing = _closing_edge(deg_out, deg_in, set(uncaptured))
-    if ((deg_out == 1).all() and (deg_in == 1).all()) or closing is not None:
-        succ = dict(zip(heavy["src"], heavy["dst"]))
-        if closing is not None:
-            succ[closing[0]] = closing[1]
-        cyc = _cycle(start, succ)
-        if len(cyc) == n:
-            kind, order = "ring", cyc
-            if closing is not None:
-                coverage *= UNSEEN_EDGE
-                notes.append(
-                    f"the edge {closing[0]} -> {closing[1]} is between two uncaptured peers, so no capture saw it: "
-                    "the ring is closed there by inference"
-                )
-    if (
-        kind == "unknown"
-        and n >= 3
-        and (udeg == 2).all()
-        and all((a, b) in pair and (b, a) in pair for a, b in (tuple(p) for p in und))
-    ):
-        nbr: dict[str, list[str]] = {}
-        for a, b in (tuple(p) for p in und):
-            nbr.setdefault(a, []).append(b)
-            nbr.setdefault(b, []).append(a)
-        walk = [start, sorted(nbr[start])[0]]
-        while len(walk) < n + 1:
-            nxt = [x for x in nbr[walk[-1]] if x != walk[-2]][0]
-            walk.append(nxt)
-        if walk[-1] == start and len(set(walk[:-1])) == n:
-            kind, order = "bidirectional_ring", walk[:-1]
-            if launch and _ring_direction(order, launch) == "against_launch_order":
-                order = [order[0]] + order[:0:-1]
-    if kind == "unknown" and n >= 3:
-        center = udeg.idxmax()
-        if udeg[center] == n - 1 and (udeg.drop(center) == 1).all():
-            kind, order = "star", [center] + sorted(nodes - {center})
-            notes.append(f"{center} exchanges with every other host and they only with it: a parameter server")
-    if kind == "unknown" and n >= 4 and len(und) >= 0.9 * n * (n - 1) / 2:
-        kind = "mesh"
-    cube = hypercube(pair, start) if kind == "unknown" else None
-    if cube is not None:  # its classes differ by design: evenness is within each step's pairs
-        kind, order, alike = "halving_doubling", cube["order"], cube["alike"]
-        coverage *= cube["confidence"]
-        notes.append(
-            f"recursive halving over {n} hosts: {len(cube['classes'])} steps, each pairing every host once, each "
-            f"step's pairs carrying {' then '.join(f'1/{r:.2f}' for r in cube['ratios'])} of the step before's "
-            f"(1/2 in theory); {len(cube['swaps'])} pairs then swap blocks into rank order; order: the hosts by "
-            "their number in the hypercube"
-        )
-    # trees reduce up and broadcast down: every tree edge carries data both ways
-    two_way = all((a, b) in pair and (b, a) in pair for a, b in (tuple(p) for p in und))
-    if kind == "unknown" and two_way and len(und) == n - 1 and _connected(und, nodes):
-        kind = "tree"
-    if kind == "unknown" and two_way and n - 1 < len(und) <= 2 * (n - 1) and udeg.max() <= 6 and _connected(und, nodes):
-        kind = "double_binary_tree"
-        names = launch if len([x for x in launch if x in nodes]) == n else [h for h in hosts if h in nodes]
-        idx = {h: i for i, h in enumerate(x for x in names if x in nodes)}
-        if len(idx) == n and {frozenset(idx[x] for x in p) for p in und} == nccl_dtree_pairs(n):
-            notes.append(
-                "edges are exactly NCCL's double binary tree over the "
-                + ("launch order" if names is launch else "host order")
-            )
-        else:
-            coverage *= 0.6
-            notes.append(
-                "sparse, connected and of small degree like a double binary tree, but not NCCL's "
-                "tree over the known host order"
-            )
-
-    even = float(used["bytes"].min() / used["bytes"].max()) if len(used) else 0.0
-    even = alike if cube is not None else even
-    out["kind"] = kind
-    volume = min(1.0, float(heavy["bytes"].sum()) / MIN_COLLECTIVE_BYTES)
+    shape = next((s for fits in SHAPES if (s := fits(g)) is not None), _Shape("unknown"))
+    notes += shape.notes
+    even = shape.alike if shape.alike is not None else float(heavy["bytes"].min() / heavy["bytes"].max())
+    coverage = (heavy_bytes / total if total else 0.0) * shape.trust
+    volume = min(1.0, heavy_bytes / MIN_COLLECTIVE_BYTES)
     if volume < 1:
         notes.append(
-            f"only {int(heavy['bytes'].sum()):,} bytes on the heavy edges: this may be control "
+            f"only {int(heavy_bytes):,} bytes on the heavy edges: this may be control "
             f"traffic rather than a training collective"
         )
-    out["confidence"] = round(min(1.0, coverage / 0.95) * (0.5 + 0.5 * even) * volume, 3) if kind != "unknown" else 0.0
-    if kind == "unknown":
-        notes.append(f"{n} hosts, {len(und)} heavy host pairs: no ring, tree, star or mesh fits")
-    if kind in ("ring", "bidirectional_ring"):
-        out["order"] = order
-        fit = _launch_fit(order, launch) if launch else None
-        direction = fit[0] if fit is not None else None
-        out["direction"] = "both" if kind == "bidirectional_ring" else direction
-        if launch:
-            out["matches_launch_order"] = direction is not None
-            placed = fit[1] if fit is not None else {}
-            if placed:
-                notes.append(
-                    "uncaptured peers in the launch order's places: "
-                    + ", ".join(f"{address} is {name}" for address, name in placed.items())
-                )
-            if direction is None:
-                notes.append(
-                    "the ring does not follow the launch order: Horovod builds its ring in the order "
-                    "hosts appear on the command line, so check the host list"
-                )
-        if kind == "ring":
-            notes.append(
-                "order is the direction data flows: each host sends to the next, the last to the first"
-                + (
-                    {
-                        "with_launch_order": " (rank r sends to rank r+1, as NCCL does)",
-                        "against_launch_order": " (rank r sends to rank r-1, as gloo's ring does)",
-                    }.get(direction or "", "")
-                )
-            )
-        position = {h: i for i, h in enumerate(order)}
-        used = heavy.assign(_k=[position.get(s, n) for s in heavy["src"]]).sort_values("_k", kind="stable")
-    elif kind in ("star", "halving_doubling"):
-        out["order"] = order
-    out["edges"] = [
-        {
-            "src": r.src,
-            "dst": r.dst,
-            "bytes": int(r.bytes),
-            "payload_bytes": int(r.payload_bytes),
-            "flows": int(r.flows),
-            "share": round(float(r.bytes) / total, 6) if total else 0.0,
-            "inferred": bool(r.inferred),
-        }
+    topology = Topology(kind=shape.kind, launch_order=list(launch_order or []), notes=notes)
+    if shape.kind == "unknown":
+        notes.append(f"{g.n} hosts, {len(g.und)} heavy host pairs: no ring, tree, star or mesh fits")
+    else:
+        topology.confidence = round(min(1.0, coverage / 0.95) * (0.5 + 0.5 * even) * volume, 3)
+    used = heavy
+    if shape.kind in RING_KINDS:
+        _place_ring(topology, shape.order, launch)
+        position = {h: i for i, h in enumerate(shape.order)}
+        used = heavy.assign(_k=[position.get(s, g.n) for s in heavy["src"]]).sort_values("_k", kind="stable")
+    elif shape.kind in ("star", "halving_doubling"):
+        topology.order = shape.order
+    topology.edges = [
+        TopologyEdge(
+            src=r.src,
+            dst=r.dst,
+            bytes=int(r.bytes),
+            payload_bytes=int(r.payload_bytes),
+            flows=int(r.flows),
+            share=round(float(r.bytes) / total, 6) if total else 0.0,
+            inferred=bool(r.inferred),
+        )
         for r in used.itertuples(index=False)
     ]
-    return from_plain(Topology, out)
+    return topology
+
+
+def _place_ring(topology: Topology, order: list[str], launch: list[str]) -> None:
+    """A ring's order, its direction against the launch order, and the notes that explain both."""
+    notes = topology.notes
+    topology.order = order
+    fit = _launch_fit(order, launch) if launch else None
+    direction = fit[0] if fit is not None else None
+    topology.direction = "both" if topology.kind == "bidirectional_ring" else direction
+    if launch:
+        topology.matches_launch_order = direction is not None
+        placed = fit[1] if fit is not None else {}
+        if placed:
+            notes.append(
+                "uncaptured peers in the launch order's places: "
+                + ", ".join(f"{address} is {name}" for address, name in placed.items())
+            )
+        if direction is None:
+            notes.append(
+                "the ring does not follow the launch order: Horovod builds its ring in the order "
+                "hosts appear on the command line, so check the host list"
+            )
+    if topology.kind == "ring":
+        notes.append(
+            "order is the direction data flows: each host sends to the next, the last to the first"
+            + (
+                {
+                    "with_launch_order": " (rank r sends to rank r+1, as NCCL does)",
+                    "against_launch_order": " (rank r sends to rank r-1, as gloo's ring does)",
+                }.get(direction or "", "")
+            )
+        )
 
 
 def _connected(und: dict[frozenset, float], nodes: set[str]) -> bool:

@@ -38,7 +38,7 @@ from analyze.wire.send_rate import (
     fills_link,
     unresolved_evidence,
 )
-from analyze.wire.transport import MIN_EDGE_SHARE, edge_rates, line_rate_unknown, thin
+from analyze.wire.transport import busy_bins, edge_rates, line_rate_unknown, rate_fields, set_aside_light, thin
 
 LOSS_FRACTION = 0.005  # packets sent again above this share of the edge's: loss shapes the transfer
 LOSS_TIME_SHARE = 0.05  # timer stalls and resends taking this share of the edge's busy time: loss shapes it
@@ -150,13 +150,10 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     code_of_flow[judged["flow_id"].to_numpy(np.int64)] = code
     bin_ns = int(result.bin_ns)
     e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
-    busy_bins = np.bincount(e_code[e_busy], minlength=n)
-    weight = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0), minlength=n)
-    busy_util = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0) * e_util, minlength=n)
+    busy = busy_bins(e_code, e_t, e_util, e_busy, n, bin_ns)
     sending = edge_send_rates(
         code, judged["send_rate_bps"].to_numpy(np.float64), judged["data_bytes"].to_numpy(np.int64), n, at_once=False
     )
-    span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
     series = tables.flow_series
     cells_of = dict(tuple(series[series["flow_id"].isin(judged["flow_id"])].groupby("flow_id")))  # one pass
     events_of = _events_by_edge(ev, code_of_flow)  # one pass too: per-edge filters cost edges x events
@@ -164,42 +161,16 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     edges = []
     for i, (s, d) in enumerate(pairs):
         mine = by_edge[i].sort_values("data_bytes", ascending=False)
-        data = mine["data_bytes"].to_numpy(np.int64)
-        packets = int(mine["packets"].sum())
-        resent = int(mine["resent_packets"].sum())
-        busy_ns = float(busy_bins[i] * bin_ns)
-        carrying = data[data > 0]
-        row: dict[str, Any] = {
-            "src": s,
-            "dst": d,
-            "qps": [int(x) for x in mine["qp"]],
-            "qp_payload_bytes": [int(x) for x in data],
-            "qp_imbalance": float(carrying.max() / carrying.min()) if len(carrying) > 1 else None,
-            "payload_bytes": int(data.sum() - mine["resent_bytes"].sum()),
-            "packets": packets,
-            "resent_packets": resent,
-            "resent_fraction": resent / packets if packets else 0.0,
-            "naks": int(mine["naks"].sum()),
-            "timeouts": int(mine["timeouts"].sum()),
-            "stall_ns": int(mine["stall_ns"].sum()),
-            "cnps": int(mine["cnps"].sum()),
-            "cnps_per_s": float(mine["cnps"].sum() / (busy_ns / 1e9)) if busy_ns else None,
-            "ce_marks": int(mine["ce_marks"].sum()),
-            "ce_fraction": float(mine["ce_marks"].sum() / packets) if packets else 0.0,
-            "ack_rtt_median_us": _median_us(events_of.get(i)),
-            "rate_while_busy": float(busy_util[i] / weight[i]) if weight[i] > 0 else None,
-            "burst_rate": float(sending[i] / link[i]) if np.isfinite(sending[i]) else None,
-            "busy_share": float(busy_bins[i] / span_bins) if span_bins else None,
-            "link_speed_bps": float(link[i]),
-            "busy_ns": busy_ns,
-        }
+        row = _edge_row(s, d, mine, float(busy.bins[i] * bin_ns), _median_us(events_of.get(i)))
+        row.update(rate_fields(busy, sending, link, i))
         row["limiter"], confidence, row["evidence"] = _judge(row, bin_ns)
         row["confidence"] = round(float(confidence), 3)
         line_rate_unknown(row, row["src"] in assumed)
         if row["qp_imbalance"] is not None and row["qp_imbalance"] >= IMBALANCED:
+            carrying = sum(1 for b in row["qp_payload_bytes"] if b > 0)
             row["evidence"].append(
-                f"its {len(carrying)} QPs carry unequal bytes (the busiest {row['qp_imbalance']:.1f}x the least): "
-                "whether they share a path is not visible in a capture"
+                f"its {carrying} QPs carry unequal bytes (the busiest {row['qp_imbalance']:.1f}x the "
+                "least): whether they share a path is not visible in a capture"
             )
         del row["busy_ns"], row["stall_ns"]
         on_edge = e_code == i
@@ -207,15 +178,39 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
             (e_t[on_edge], e_util[on_edge]), mine, cells_of, events_of.get(i), float(link[i]), bin_ns, str(s)
         )
         edges.append(row)
-    edges.sort(key=lambda e: -e["payload_bytes"])
-    heaviest = edges[0]["payload_bytes"]
-    for e in edges:
-        if e["payload_bytes"] < MIN_EDGE_SHARE * heaviest:
-            e.update(limiter=None, confidence=0.0, evidence=["too little data to judge (ACKs, control writes)"])
+    set_aside_light(edges, "too little data to judge (ACKs, control writes)")
     out["notes"].extend(shared_paths([e for e in edges if e["limiter"] is not None]))
     out["edges"] = edges
     _verdict(out, [e for e in edges if e["limiter"] is not None])
     return from_plain(Rdma, out)
+
+
+def _edge_row(s: str, d: str, mine: pd.DataFrame, busy_ns: float, ack_rtt_us: Optional[float]) -> dict[str, Any]:
+    """An edge's counters from its queue pairs MINE (heaviest first), before its rates and judgment."""
+    data = mine["data_bytes"].to_numpy(np.int64)
+    packets = int(mine["packets"].sum())
+    resent = int(mine["resent_packets"].sum())
+    carrying = data[data > 0]
+    return {
+        "src": s,
+        "dst": d,
+        "qps": [int(x) for x in mine["qp"]],
+        "qp_payload_bytes": [int(x) for x in data],
+        "qp_imbalance": float(carrying.max() / carrying.min()) if len(carrying) > 1 else None,
+        "payload_bytes": int(data.sum() - mine["resent_bytes"].sum()),
+        "packets": packets,
+        "resent_packets": resent,
+        "resent_fraction": resent / packets if packets else 0.0,
+        "naks": int(mine["naks"].sum()),
+        "timeouts": int(mine["timeouts"].sum()),
+        "stall_ns": int(mine["stall_ns"].sum()),
+        "cnps": int(mine["cnps"].sum()),
+        "cnps_per_s": float(mine["cnps"].sum() / (busy_ns / 1e9)) if busy_ns else None,
+        "ce_marks": int(mine["ce_marks"].sum()),
+        "ce_fraction": float(mine["ce_marks"].sum() / packets) if packets else 0.0,
+        "ack_rtt_median_us": ack_rtt_us,
+        "busy_ns": busy_ns,
+    }
 
 
 def _series(

@@ -26,6 +26,7 @@ per-edge series (rate per bin, round trips over time) for the report.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -344,6 +345,75 @@ def _ms(ns: Any) -> Optional[float]:
 SHARED_SHARE = 0.2
 
 
+@dataclass
+class BusyBins:
+    """Per edge, its busy bins (count), each busy bin weighed by its bytes (its utilization, the edge's link being
+    one: a bin the edge only began or ended sending in counts for less than a full one), and the job's span."""
+
+    bins: np.ndarray
+    util: np.ndarray  # sum of utilization x weight over busy bins
+    weight: np.ndarray  # sum of weights over busy bins
+    span_bins: int
+
+
+def busy_bins(
+    e_code: np.ndarray, e_t: np.ndarray, e_util: np.ndarray, e_busy: np.ndarray, n: int, bin_ns: int
+) -> BusyBins:
+    """The busy bins of N edges from their bins (edge_rates: edge code, time, utilization, busy)."""
+    weights = np.where(e_busy, e_util, 0.0)
+    return BusyBins(
+        bins=np.bincount(e_code[e_busy], minlength=n),
+        util=np.bincount(e_code, weights=weights * e_util, minlength=n),
+        weight=np.bincount(e_code, weights=weights, minlength=n),
+        span_bins=int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0,
+    )
+
+
+def rate_fields(busy: BusyBins, sending: np.ndarray, link: np.ndarray, i: int) -> dict[str, Any]:
+    """Edge I's rates as its row shows them (TCP and RDMA alike): over its busy bins and in its bursts (from packet
+    times), as shares of its sender's line rate, and the share of the job's span it was busy."""
+    return {
+        "rate_while_busy": float(busy.util[i] / busy.weight[i]) if busy.weight[i] > 0 else None,
+        "burst_rate": float(sending[i] / link[i]) if np.isfinite(sending[i]) else None,
+        "busy_share": float(busy.bins[i] / busy.span_bins) if busy.span_bins else None,
+        "link_speed_bps": float(link[i]),
+    }
+
+
+def set_aside_light(edges: list[dict[str, Any]], why: str) -> list[dict[str, Any]]:
+    """Sort EDGES heaviest first and leave unjudged those under MIN_EDGE_SHARE of the heaviest's bytes (WHY in
+    their evidence); returns those."""
+    edges.sort(key=lambda row: -row["payload_bytes"])
+    heaviest = edges[0]["payload_bytes"]
+    light = [row for row in edges if row["payload_bytes"] < MIN_EDGE_SHARE * heaviest]
+    for row in light:
+        row.update(limiter=None, confidence=0.0, evidence=[why])
+    return light
+
+
+@dataclass
+class _Edges:
+    """The judged TCP edges' inputs as whole arrays, index i for PAIRS[i], prepared once (_prepare) so that each
+    edge's row (_edge_row) only reads them."""
+
+    pairs: Any  # (src, dst) per edge
+    code: np.ndarray  # per data flow: its edge
+    per: dict[str, np.ndarray]  # the summed counters per edge
+    inflight_max: np.ndarray
+    rtt: dict[str, np.ndarray]  # per edge: round-trip samples, min, median, p99
+    link: np.ndarray  # the sender's line rate, bit/s
+    busy: BusyBins
+    sending: np.ndarray  # rate while sending, from packet times (bit/s)
+    pace: np.ndarray
+    per_it: list[dict[str, Any]]
+    sockets: list[list[dict[str, Any]]]
+    lag_closed: np.ndarray
+    series: list[dict[str, Any]]  # per edge, thinned for the report
+    count: int  # iterations, where they are sure
+    ring_n: int
+    bin_ns: int
+
+
 def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]]] = None) -> Optional[Transport]:
     """The transport finding from the result's tables (None when it has no tables). SHARED: per sending host, the
     share of its link others took while the job's edges from it were busy, their rate (bit/s) and who (other
@@ -360,7 +430,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
         for host, fraction in held.items()
         if fraction < 1 - GAPPED
     )
-    ft, samples = tables.transport, tables.transport_samples
+    ft = tables.transport
     addr_host = address_hosts(result.hosts)
     captured = set(addr_host.values())
     if ft is not None and len(ft):
@@ -373,8 +443,26 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     if not judged.any():
         out["notes"].append("no TCP data between two captured hosts, captured at its sender: nothing to diagnose")
         return from_plain(Transport, out)
-    assert ft is not None and samples is not None
-    ft, src, dst = ft[judged], src[judged], dst[judged]
+    assert ft is not None
+    e = _prepare(result, ft[judged], src[judged], dst[judged], out["notes"])
+    assumed = {h.name for h in result.hosts if h.link_speed_source == "assumed"}
+    edges = [_edge_row(e, i, shared or {}, assumed) for i in range(len(e.pairs))]
+    for row in set_aside_light(edges, "too little data to judge"):
+        for socket in row["sockets"]:
+            socket["lags"] = False
+    out["edges"] = edges
+    _verdict(out, [row for row in edges if row["limiter"] is not None])
+    for kind in SLOWEST_EDGE:
+        _slowest_edge_verdict(out, kind, [row for row in edges if row["limiter"] == kind])
+    return from_plain(Transport, out)
+
+
+def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray, notes: list[str]) -> _Edges:
+    """The judged data flows FT (sent from SRC to DST) summed per edge, with each edge's round trips, busy bins,
+    rate while sending, pace, per-iteration figures, sockets and report series; what cannot be judged into NOTES."""
+    tables = result.tables
+    assert tables is not None and tables.transport_samples is not None
+    samples = tables.transport_samples
     code, pairs = pd.factorize(pd.MultiIndex.from_arrays([src, dst]))
     n = len(pairs)
     per = {c: np.bincount(code, weights=ft[c].to_numpy(np.float64), minlength=n) for c in _SUMMED}
@@ -386,131 +474,140 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     s_what = samples["what"].cat.codes.to_numpy() if len(samples) else np.zeros(0, np.int8)
     s_t, s_value = samples["t_ns"].to_numpy(np.int64), samples["value"].to_numpy(np.int64)
     trips = (s_code >= 0) & (s_what == ROUND_TRIP)
-    stats = _per_edge_rtt(s_code[trips], s_value[trips], n)
     speeds = {h.name: float(h.link_speed_bps) for h in result.hosts}
-    assumed = {h.name for h in result.hosts if h.link_speed_source == "assumed"}
     link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
     bin_ns = int(result.bin_ns)
     e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
-    busy_bins = np.bincount(e_code[e_busy], minlength=n)
-    # each busy bin weighed by its bytes (its utilization, the edge's link being one): a bin the edge only
-    # began or ended sending in counts for less than a full one
-    busy_util = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0) * e_util, minlength=n)
-    busy_weight = np.bincount(e_code, weights=np.where(e_busy, e_util, 0.0), minlength=n)
-    sending = edge_send_rates(code, ft["send_rate_bps"].to_numpy(np.float64), ft["payload_bytes"].to_numpy(np.int64), n)
-    span_bins = int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0
     iterations = result.iterations or Iterations()
-    ring_n = len(result.topology.order) if result.topology else 0
-    count = iterations.count if iterations.confident else 0
     if not (ft["window_scale"] >= 0).any():
-        out["notes"].append(
+        notes.append(
             "no connection's handshake was captured (long-lived collective connections): the receivers' window "
             "scale is unknown, so window-full cannot be judged; start the capture before the job to see it"
         )
     if not iterations.confident:
-        out["notes"].append("iterations are not known for sure: ring steps, and so latency, are not judged")
-    shift = clock_shift(result, [src for src, _ in pairs])  # each edge's sender clock against the reference
+        notes.append("iterations are not known for sure: ring steps, and so latency, are not judged")
+    shift = clock_shift(result, [s for s, _ in pairs])  # each edge's sender clock against the reference
     resent = (s_code >= 0) & (s_what == RESENT)
     pace = edge_pace(e_code, e_util, n)
-    per_it = _per_iteration(
-        (e_code, e_t - shift[e_code], e_util, sending_bins(e_code, e_util, pace, result.busy_threshold)),
-        (s_code[trips], s_t[trips] - shift[s_code[trips]], s_value[trips]),
-        (s_code[resent], s_t[resent] - shift[s_code[resent]], s_value[resent]),
-        iteration_windows(result, iterations),
-        n,
-        bin_ns,
-    )
     sockets, lag_closed = _sockets(ft, code, n, tables.flows, tables.flow_series, link, bin_ns)
     bins_of = _split(e_code, np.ones(len(e_code), bool), n)
     trips_of = _split(s_code, trips, n)
     flight_of = _split(s_code, (s_code >= 0) & (s_what == IN_FLIGHT), n)
     resent_of = _split(s_code, resent, n)
-    edges = []
-    for i, (s, d) in enumerate(pairs):
-        payload = int(per["payload_bytes"][i])
-        known = int(per["window_n"][i])
-        zero_ns = float(per["zero_window_ns"][i])
-        rate = float(busy_util[i] / busy_weight[i]) if busy_weight[i] > 0 else None
-        row: dict[str, Any] = {
-            "src": s,
-            "dst": d,
-            "flows": int(np.count_nonzero(code == i)),
-            "payload_bytes": payload,
-            "retransmitted_bytes": int(per["retransmitted_bytes"][i]),
-            "retransmitted_fraction": float(per["retransmitted_bytes"][i] / payload) if payload else 0.0,
-            "out_of_order_bytes": int(per["out_of_order_bytes"][i]),
-            "dup_acks": int(per["dup_acks"][i]),
-            "sack_acks": int(per["sack_acks"][i]),
-            "zero_windows": int(per["zero_windows"][i]),
-            "zero_window_ms": _ms(zero_ns),
-            "zero_window_share": zero_ns / (busy_bins[i] * bin_ns) if busy_bins[i] else None,
-            "inflight_mean_bytes": int(per["inflight_sum"][i] / max(1.0, per["inflight_n"][i])),
-            "inflight_max_bytes": int(inflight_max[i]),
-            "window_scale_known": known > 0,
-            "window_mean_bytes": int(per["window_sum"][i] / known) if known else None,
-            "window_full_fraction": float(per["window_full_bytes"][i] / payload) if known and payload else None,
-            "rtt_samples": int(stats["samples"][i]),
-            "rtt_min_ms": _ms(stats["min"][i]),
-            "rtt_median_ms": _ms(stats["median"][i]),
-            "rtt_p99_ms": _ms(stats["p99"][i]),
-            "rate_while_busy": rate,
-            "burst_rate": float(sending[i] / link[i]) if np.isfinite(sending[i]) else None,
-            "busy_share": float(busy_bins[i] / span_bins) if span_bins else None,
-            "link_speed_bps": float(link[i]),
-            "idle_in_communication": float(np.median(per_it[i]["idle_share"])) if per_it[i]["idle_share"] else None,
-            "per_iteration": per_it[i],
-        }
-        step_bdps = None
-        if count and ring_n > 1 and stats["samples"][i]:
-            step_bytes = payload / count / (2 * (ring_n - 1))
-            step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
-        row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps, bin_ns)
-        row["sockets"] = sockets[i]
-        lagging = _lagging(row)
-        # the receiver reads a step's parts in turn: while it waits for a lagging socket the others' windows fill
-        # and close (a CI capture: closed 7 % of the busy time, "receive_window"), which the lag explains where the
-        # lagging socket's own window never closed
-        waits_on_lag = row["limiter"] == "receive_window" and lag_closed[i] == 0
-        if lagging is not None and (row["limiter"] not in ("loss", "receive_window") or waits_on_lag):
-            confidence, text = lagging
-            if waits_on_lag:
-                row["evidence"] = [
-                    f"its other sockets' windows closed while the receiver waited for the lagging one: "
-                    f"{'; '.join(row['evidence'])}"
-                ]
-            row["limiter"], row["evidence"] = "socket", [text, *row["evidence"]]
-        share, rate, by = (shared or {}).get(row["src"], (0.0, 0.0, ""))
-        if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window", "socket"):
-            row["evidence"] = [
-                f"{by} took {share:.0%} of {row['src']}'s link while this edge was busy "
-                f"({rate / 1e6:,.0f} Mbit/s on average); its own evidence reads {row['limiter']}-limited",
-                *row["evidence"],
-            ]
-            row["limiter"], confidence = "shared", min(1.0, share / SHARED_SHARE / 2 + 0.5)
-        row["confidence"] = round(confidence, 3)
-        b = bins_of[i]
-        row["pace_bps"] = float(pace[i] * link[i]) if pace[i] > 0 else None
-        line_rate_unknown(row, row["src"] in assumed)
-        row["series"] = _series(
-            (e_t[b], e_util[b]),
-            (s_t[trips_of[i]], s_value[trips_of[i]]),
-            (s_t[flight_of[i]], s_value[flight_of[i]]),
-            (s_t[resent_of[i]], s_value[resent_of[i]]),
+    return _Edges(
+        pairs=pairs,
+        code=code,
+        per=per,
+        inflight_max=inflight_max,
+        rtt=_per_edge_rtt(s_code[trips], s_value[trips], n),
+        link=link,
+        busy=busy_bins(e_code, e_t, e_util, e_busy, n, bin_ns),
+        sending=edge_send_rates(
+            code, ft["send_rate_bps"].to_numpy(np.float64), ft["payload_bytes"].to_numpy(np.int64), n
+        ),
+        pace=pace,
+        per_it=_per_iteration(
+            (e_code, e_t - shift[e_code], e_util, sending_bins(e_code, e_util, pace, result.busy_threshold)),
+            (s_code[trips], s_t[trips] - shift[s_code[trips]], s_value[trips]),
+            (s_code[resent], s_t[resent] - shift[s_code[resent]], s_value[resent]),
+            iteration_windows(result, iterations),
+            n,
             bin_ns,
-        )
-        edges.append(row)
-    edges.sort(key=lambda e: -e["payload_bytes"])
-    heaviest = edges[0]["payload_bytes"]
-    for e in edges:
-        if e["payload_bytes"] < MIN_EDGE_SHARE * heaviest:
-            e.update(limiter=None, confidence=0.0, evidence=["too little data to judge"])
-            for socket in e["sockets"]:
-                socket["lags"] = False
-    out["edges"] = edges
-    _verdict(out, [e for e in edges if e["limiter"] is not None])
-    for kind in SLOWEST_EDGE:
-        _slowest_edge_verdict(out, kind, [e for e in edges if e["limiter"] == kind])
-    return from_plain(Transport, out)
+        ),
+        sockets=sockets,
+        lag_closed=lag_closed,
+        series=[
+            _series(
+                (e_t[bins_of[i]], e_util[bins_of[i]]),
+                (s_t[trips_of[i]], s_value[trips_of[i]]),
+                (s_t[flight_of[i]], s_value[flight_of[i]]),
+                (s_t[resent_of[i]], s_value[resent_of[i]]),
+                bin_ns,
+            )
+            for i in range(n)
+        ],
+        count=iterations.count if iterations.confident else 0,
+        ring_n=len(result.topology.order) if result.topology else 0,
+        bin_ns=bin_ns,
+    )
+
+
+def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], assumed: set[str]) -> dict[str, Any]:
+    """Edge I's row: its counters, round trips and rates, and the limiter they point to (a lagging socket or a
+    link others took overrides what the edge's own evidence reads)."""
+    s, d = e.pairs[i]
+    per, stats, link, bin_ns = e.per, e.rtt, e.link, e.bin_ns
+    payload = int(per["payload_bytes"][i])
+    known = int(per["window_n"][i])
+    zero_ns = float(per["zero_window_ns"][i])
+    per_it = e.per_it[i]
+    row: dict[str, Any] = {
+        "src": s,
+        "dst": d,
+        "flows": int(np.count_nonzero(e.code == i)),
+        "payload_bytes": payload,
+        "retransmitted_bytes": int(per["retransmitted_bytes"][i]),
+        "retransmitted_fraction": float(per["retransmitted_bytes"][i] / payload) if payload else 0.0,
+        "out_of_order_bytes": int(per["out_of_order_bytes"][i]),
+        "dup_acks": int(per["dup_acks"][i]),
+        "sack_acks": int(per["sack_acks"][i]),
+        "zero_windows": int(per["zero_windows"][i]),
+        "zero_window_ms": _ms(zero_ns),
+        "zero_window_share": zero_ns / (e.busy.bins[i] * bin_ns) if e.busy.bins[i] else None,
+        "inflight_mean_bytes": int(per["inflight_sum"][i] / max(1.0, per["inflight_n"][i])),
+        "inflight_max_bytes": int(e.inflight_max[i]),
+        "window_scale_known": known > 0,
+        "window_mean_bytes": int(per["window_sum"][i] / known) if known else None,
+        "window_full_fraction": float(per["window_full_bytes"][i] / payload) if known and payload else None,
+        "rtt_samples": int(stats["samples"][i]),
+        "rtt_min_ms": _ms(stats["min"][i]),
+        "rtt_median_ms": _ms(stats["median"][i]),
+        "rtt_p99_ms": _ms(stats["p99"][i]),
+        **rate_fields(e.busy, e.sending, link, i),
+        "idle_in_communication": float(np.median(per_it["idle_share"])) if per_it["idle_share"] else None,
+        "per_iteration": per_it,
+    }
+    step_bdps = None
+    if e.count and e.ring_n > 1 and stats["samples"][i]:
+        step_bytes = payload / e.count / (2 * (e.ring_n - 1))
+        step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
+    row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps, bin_ns)
+    row["sockets"] = e.sockets[i]
+    confidence = _overridden(row, confidence, bool(e.lag_closed[i] == 0), shared)
+    row["confidence"] = round(confidence, 3)
+    row["pace_bps"] = float(e.pace[i] * link[i]) if e.pace[i] > 0 else None
+    line_rate_unknown(row, row["src"] in assumed)
+    row["series"] = e.series[i]
+    return row
+
+
+def _overridden(
+    row: dict[str, Any], confidence: float, lag_never_closed: bool, shared: dict[str, tuple[float, float, str]]
+) -> float:
+    """ROW's limiter where a lagging socket or others on the sender's link explain it better than the edge's own
+    evidence (rewritten in ROW); returns the confidence that goes with it."""
+    lagging = _lagging(row)
+    # the receiver reads a step's parts in turn: while it waits for a lagging socket the others' windows fill
+    # and close (a CI capture: closed 7 % of the busy time, "receive_window"), which the lag explains where the
+    # lagging socket's own window never closed
+    waits_on_lag = row["limiter"] == "receive_window" and lag_never_closed
+    if lagging is not None and (row["limiter"] not in ("loss", "receive_window") or waits_on_lag):
+        confidence, text = lagging
+        if waits_on_lag:
+            row["evidence"] = [
+                f"its other sockets' windows closed while the receiver waited for the lagging one: "
+                f"{'; '.join(row['evidence'])}"
+            ]
+        row["limiter"], row["evidence"] = "socket", [text, *row["evidence"]]
+    share, rate, by = shared.get(row["src"], (0.0, 0.0, ""))
+    if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window", "socket"):
+        row["evidence"] = [
+            f"{by} took {share:.0%} of {row['src']}'s link while this edge was busy "
+            f"({rate / 1e6:,.0f} Mbit/s on average); its own evidence reads {row['limiter']}-limited",
+            *row["evidence"],
+        ]
+        row["limiter"], confidence = "shared", min(1.0, share / SHARED_SHARE / 2 + 0.5)
+    return confidence
 
 
 def line_rate_unknown(row: dict[str, Any], assumed: bool) -> None:

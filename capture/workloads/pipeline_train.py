@@ -43,7 +43,7 @@ def stage_layers(model: Any, stages: int, stage: int) -> Any:
     return nn.Sequential(*layers[first:end])
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     mlp.add_arguments(parser)
     parser.add_argument("--stages", type=int, default=2, help="pipeline stages (W must be a multiple)")
@@ -56,6 +56,26 @@ def main(argv: list[str] | None = None) -> int:
         "micro-batch forward, then every one backward; 1f1b: stage s sends stages-s-1 micro-batches ahead, then one "
         "forward, one backward",
     )
+    return parser
+
+
+def _average_gradients(part: Any, group: Any, replicas: int) -> None:
+    """The stage's gradients all-reduced over its data-parallel GROUP as one flat tensor (one collective a step,
+    as DDP's single bucket would) and averaged over its REPLICAS."""
+    import torch
+    import torch.distributed as dist
+
+    flat = torch.cat([p.grad.reshape(-1) for p in part.parameters()])
+    dist.all_reduce(flat, group=group)
+    flat /= replicas
+    at = 0
+    for p in part.parameters():
+        p.grad.copy_(flat[at : at + p.numel()].view_as(p))
+        at += p.numel()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
 
     import torch
@@ -139,13 +159,7 @@ def main(argv: list[str] | None = None) -> int:
             for work, _ in pending:
                 work.wait()
             pending.clear()
-            flat = torch.cat([p.grad.reshape(-1) for p in part.parameters()])
-            dist.all_reduce(flat, group=mine)
-            flat /= replicas
-            at = 0
-            for p in part.parameters():
-                p.grad.copy_(flat[at : at + p.numel()].view_as(p))
-                at += p.numel()
+            _average_gradients(part, mine, replicas)
             optimizer.step()
     if rank == 0:
         mlp.report("pipeline_train", args, 0.0, 0.0, stages=args.stages, replicas=replicas, world_size=world)

@@ -121,3 +121,26 @@ def test_analyze_root_holds_at_most_six_modules_and_the_api_only_faces() -> None
     assert len(root_modules) <= 6, root_modules
     api_lines = len((ROOT / "analyze" / "api.py").read_text().splitlines())
     assert api_lines < 150, api_lines
+
+
+def test_functions_read_in_one_sitting() -> None:
+    """No function body (docstring aside) over 100 lines, outside the compiled kernel, whose packet walk is one
+    numba function on purpose (issue 46: classify, _iterations, diagnose and six more had grown past it)."""
+    long = []
+    for path in [
+        ROOT / "cli.py",
+        *ROOT.glob("analyze/**/*.py"),
+        *ROOT.glob("capture/**/*.py"),
+        *ROOT.glob("reports/**/*.py"),
+    ]:
+        if path.relative_to(ROOT).as_posix() == "analyze/read/kernel.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = node.body
+                if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and len(body) > 1:
+                    body = body[1:]
+                lines = (node.end_lineno or node.lineno) - body[0].lineno + 1
+                if lines > 100:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
+    assert long == []
