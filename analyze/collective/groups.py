@@ -21,6 +21,8 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from analyze.model.findings import Group
+
 GAP = 2.0  # the heavier class of pairs carries at least this many times the lighter's bytes
 SPREAD = 0.03  # a group's bytes per iteration over the whole capture and over the interior windows may differ so much
 FLOOR = 0.01  # pairs under this share of the heaviest pair's bytes are control traffic (a rank mesh, a store)
@@ -102,27 +104,27 @@ def find_groups(edges: pd.DataFrame) -> Optional[dict[str, Any]]:
             continue
         margin = min(float(drops[cut]), float(drops[cut + 1 + later[0]]) if len(later) else np.inf)
         confidence = float(np.clip(0.5 + 0.5 * (min(margin, 2 * GAP) - GAP) / GAP, 0.5, 1.0))
-        out: list[dict[str, Any]] = []
+        out: list[Group] = []
         for g in groups:
             inner = [(s, d) for (s, d) in directed if s in g and d in g and directed[(s, d)] > 0]
             out.append(
-                {
-                    "kind": "data_parallel",
-                    "hosts": sorted(g),
-                    "edges": [[s, d] for s, d in sorted(inner)],
-                    "bytes": sum(carried[e] for e in inner),
-                }
+                Group(
+                    kind="data_parallel",
+                    hosts=sorted(g),
+                    edges=[[s, d] for s, d in sorted(inner)],
+                    bytes=sum(carried[e] for e in inner),
+                )
             )
         for i, j, hosts in links:
             both = sorted([(a, b) for a, b in hosts] + [(b, a) for a, b in hosts])
             out.append(
-                {
-                    "kind": "pipeline",
-                    "hosts": sorted({h for pair in hosts for h in pair}),
-                    "edges": [[s, d] for s, d in both],
-                    "bytes": sum(carried.get(e, 0) for e in both),
-                    "between": [i, j],
-                }
+                Group(
+                    kind="pipeline",
+                    hosts=sorted({h for pair in hosts for h in pair}),
+                    edges=[[s, d] for s, d in both],
+                    bytes=sum(carried.get(e, 0) for e in both),
+                    between=[i, j],
+                )
             )
         evidence = {
             "drop_to_pipeline_links": round(float(drops[cut]), 3),
@@ -132,7 +134,7 @@ def find_groups(edges: pd.DataFrame) -> Optional[dict[str, Any]]:
     return None
 
 
-def ring_sends(flows: pd.DataFrame, groups: list[dict[str, Any]]) -> dict[tuple[str, ...], int]:
+def ring_sends(flows: pd.DataFrame, groups: list[Group]) -> dict[tuple[str, ...], int]:
     """Per data-parallel group (by its hosts), the connections on its edges that carry its ring: one per rank whose
     ring successor is on another host (FLOWS: src_host, dst_host, sport, dport, bytes, a connection once per view).
 
@@ -145,16 +147,16 @@ def ring_sends(flows: pd.DataFrame, groups: list[dict[str, Any]]) -> dict[tuple[
     one = flows.drop_duplicates(["src_host", "dst_host", "sport", "dport"])
     pair = one["src_host"].astype(str) + "\0" + one["dst_host"].astype(str)
     for g in groups:
-        if g["kind"] != "data_parallel":
+        if g.kind != "data_parallel":
             continue
-        on = one[pair.isin([f"{s}\0{d}" for s, d in g["edges"]]).to_numpy()]
+        on = one[pair.isin([f"{s}\0{d}" for s, d in g.edges]).to_numpy()]
         if len(on):
-            out[tuple(g["hosts"])] = int((on["bytes"] >= HEAVY_SEND * on["bytes"].max()).sum())
+            out[tuple(g.hosts)] = int((on["bytes"] >= HEAVY_SEND * on["bytes"].max()).sum())
     return out
 
 
 def per_iteration_bytes(
-    groups: list[dict[str, Any]],
+    groups: list[Group],
     per_it: list[dict[str, Any]],
     ranks_per_host: Optional[dict[str, int]],
     confidence: float,
@@ -176,21 +178,21 @@ def per_iteration_bytes(
     if not inner:
         return
     for g in groups:
-        keys = [f"{s}->{d}" for s, d in g["edges"]]
+        keys = [f"{s}->{d}" for s, d in g.edges]
         windows = float(np.mean([sum(it["bytes_by_edge"].get(k, 0) for k in keys) for it in inner]))
-        bpi = g["bytes"] / len(per_it)
-        g["bytes_per_iteration"] = round(bpi, 1)
-        dp = g["kind"] == "data_parallel"
+        bpi = g.bytes / len(per_it)
+        g.bytes_per_iteration = round(bpi, 1)
+        dp = g.kind == "data_parallel"
         if dp:
-            w = sum((ranks_per_host or {}).get(h, 1) for h in g["hosts"])
-            crossing = min((sends or {}).get(tuple(g["hosts"]), w), w) or w
-            g["implied_bytes"] = round(bpi * w / (2 * (w - 1) * crossing), 1) if w > 1 else None
-            g["formula"] = (
+            w = sum((ranks_per_host or {}).get(h, 1) for h in g.hosts)
+            crossing = min((sends or {}).get(tuple(g.hosts), w), w) or w
+            g.implied_bytes = round(bpi * w / (2 * (w - 1) * crossing), 1) if w > 1 else None
+            g.formula = (
                 f"the stage's gradients all-reduced over W_g = {w} ranks: 2(W_g-1)/W_g x S_g on each of its "
                 f"{crossing} ring edges between hosts"
             )
         else:
-            g["implied_bytes"] = round(bpi / max(1, len(keys)), 1)
-            g["formula"] = "activations forward and their gradients back: bytes per link per direction per iteration"
+            g.implied_bytes = round(bpi / max(1, len(keys)), 1)
+            g.formula = "activations forward and their gradients back: bytes per link per direction per iteration"
         sure = confidence if windows and abs(bpi / windows - 1) <= SPREAD else min(confidence, 0.5)
-        g["confidence"] = round(min(sure, 0.5) if dp and not ranks_sure else sure, 3)
+        g.confidence = round(min(sure, 0.5) if dp and not ranks_sure else sure, 3)

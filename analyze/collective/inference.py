@@ -95,7 +95,7 @@ def add_collective(
     # one way round, or halving by steps: one collective
     found = find_groups(edges) if topo.kind not in ("ring", "halving_doubling") else None
     if found is not None:
-        topo.groups = [from_plain(Group, g) for g in found["groups"]]
+        topo.groups = found["groups"]
         stages = sum(g.kind == "data_parallel" for g in topo.groups)
         topo.notes.append(
             f"{stages} data-parallel groups joined by pipeline links, confidence {found['confidence']:.2f}: the host "
@@ -132,11 +132,11 @@ def add_collective(
     result.topology = topo
     mesh = traffic is not None  # gloo's rank mesh: the framework the bytes theory depends on
     its = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations, found, mesh)
-    result.iterations = from_plain(Iterations, its)
+    result.iterations = from_plain(Iterations, its, strict=True)
 
 
 def _schedules(
-    groups: list[dict[str, Any]],
+    groups: list[Group],
     series: pd.DataFrame,
     flows: pd.DataFrame,
     clock: Optional[Clock],
@@ -146,27 +146,22 @@ def _schedules(
 ) -> None:
     """Each pipeline boundary's micro-batches, in flight and schedule (analyze.collective.microbatches), as sure as
     its reading (and, one micro-batch at a time, the iterations it counts per: SURE)."""
-    stages = sum(g["kind"] == "data_parallel" for g in groups)
+    stages = sum(g.kind == "data_parallel" for g in groups)
     views = flows.drop_duplicates("flow_id").set_index("flow_id")["view"]
     offsets = {h.name: int(h.offset_ns or 0) for h in (clock.hosts if clock is not None else [])}
     cells = boundary_cells(series, views, offsets)
     for g in groups:
-        if g["kind"] != "pipeline":
+        if g.kind != "pipeline":
             continue
-        links = sorted({(a, b) for a, b in g["edges"] if a < b})
+        links = sorted({(a, b) for a, b in g.edges if a < b})
         found = boundary_schedule(cells, links, bin_ns, count, stages)
         if found is None:
             continue
-        g.update(
-            micro_batches=found.micro_batches,
-            in_flight=found.in_flight,
-            schedule=found.kind,
-            bubble_share=found.bubble_share,
-            # F^k (BF)^(m-k) B^k repeats as a whole only once an iteration for k > 1; k = 1 is FB m times over, so m
-            # is the iteration count's
-            schedule_confidence=round(found.confidence if found.in_flight > 1 else min(found.confidence, sure), 3),
-            schedule_evidence=found.evidence,
-        )
+        g.micro_batches, g.in_flight, g.schedule = found.micro_batches, found.in_flight, found.kind
+        g.bubble_share, g.schedule_evidence = found.bubble_share, found.evidence
+        # F^k (BF)^(m-k) B^k repeats as a whole only once an iteration for k > 1; k = 1 is FB m times over, so m
+        # is the iteration count's
+        g.schedule_confidence = round(found.confidence if found.in_flight > 1 else min(found.confidence, sure), 3)
 
 
 def _spread(world_size: int, hosts: list[str]) -> Optional[dict[str, int]]:
@@ -413,10 +408,10 @@ def _groups_pattern(
     """A job of data-parallel groups joined by pipeline links: each group's bytes per iteration and S_g, each
     boundary's micro-batch schedule (into TOPO's groups), and the pipeline's pattern."""
     bin_ns = int(result.bin_ns)
-    groups = [asdict(g) for g in topo.groups or []]
+    groups = topo.groups or []
     # as sure as the groups and the iterations it divides by (S_g also as the ranks W_g counts)
     sure = min(found["confidence"], out["confidence"])
-    per_host = ranks.per_host or _spread(ranks.world_size, sorted({h for g in groups for h in g["hosts"]}))
+    per_host = ranks.per_host or _spread(ranks.world_size, sorted({h for g in groups for h in g.hosts}))
     sends = ring_sends(flow_hosts(flows, addr_host), groups)
     per_iteration_bytes(groups, per_it, per_host, sure, ranks.sure and per_host is not None, sends)
     # the bin chosen from the traffic fits the ring's bursts, not a boundary's micro-batches: between merging
@@ -424,7 +419,6 @@ def _groups_pattern(
     # (GPipe, 4 micro-batches, read as 3 at 0.83 in CI); it reads at the old default unless --bin is given
     wide = bin_ns if result.bin_choice in (None, GIVEN) else max(bin_ns, LADDER_NS[-1])
     _schedules(groups, series, flows, result.clock, wide, len(per_it), out["confidence"])
-    topo.groups = [from_plain(Group, g) for g in groups]
     return pipeline_pattern(found["confidence"], found["evidence"])
 
 

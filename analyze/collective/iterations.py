@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
+from analyze.model.findings import Percentiles
 from analyze.read.groupsum import group_sum
 
 ACTIVE_FRACTION = 0.01  # a bin is active at >= 1% of the 90th-percentile non-empty bin
@@ -191,18 +192,18 @@ def _active_spans(
     return dict(zip(p_it[cuts].tolist(), zip(lo.tolist(), span.tolist())))
 
 
-def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -> dict[str, Any]:
+def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -> Percentiles:
     """Median, p5 and p95 over every (iteration, host) value of a per-iteration byte map, and each host's own
     median (a pipeline's stages send unlike bytes: one median over all hosts hides which)."""
     if not per_it or not hosts:
-        return {"median": None, "p5": None, "p95": None, "by_host": {}}
+        return Percentiles()
     vals = np.array([[it[key].get(h, 0) for h in hosts] for it in per_it], dtype=np.float64)
-    return {
-        "median": float(np.median(vals)),
-        "p5": float(np.percentile(vals, 5)),
-        "p95": float(np.percentile(vals, 95)),
-        "by_host": {h: float(x) for h, x in zip(hosts, np.median(vals, axis=0))},
-    }
+    return Percentiles(
+        median=float(np.median(vals)),
+        p5=float(np.percentile(vals, 5)),
+        p95=float(np.percentile(vals, 95)),
+        by_host={h: float(x) for h, x in zip(hosts, np.median(vals, axis=0))},
+    )
 
 
 def per_ring_send(

@@ -18,13 +18,12 @@ does not hold.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 import numpy as np
 import pandas as pd
 
-from analyze.model.findings import KeepAlives
-from analyze.model.jsonform import from_plain
+from analyze.model.findings import KeepAlives, Silence
 from analyze.model.result import Result
 from analyze.tables.hosts import address_hosts, flow_hosts
 
@@ -67,17 +66,17 @@ def find_keepalives(result: Result) -> tuple[Optional[KeepAlives], np.ndarray]:
     dst = ends["dst_host"].to_numpy()[both & talking]
     end_ns = int(chosen["end_ns"].max())
     silences = _silences(chosen["flow_id"].tolist(), src, dst, sends, end_ns, int(result.bin_ns))
-    out: dict[str, Any] = {
-        "connections": len(chosen) // 2,
-        "hosts": sorted({str(h) for h in np.concatenate([src, dst])}),
-        "messages": int(chosen["payload_bytes"].sum() // MESSAGE),
-        "silences": silences,
-        "notes": [
+    found = KeepAlives(
+        connections=len(chosen) // 2,
+        hosts=sorted({str(h) for h in np.concatenate([src, dst])}),
+        messages=int(chosen["payload_bytes"].sum() // MESSAGE),
+        silences=silences,
+        notes=[
             "set apart from the collective: one 60-byte message a second each way (NCCL's RAS; the processes "
             "per host are not countable from it, as same-host neighbours talk over loopback)"
         ],
-    }
-    return from_plain(KeepAlives, out), chosen["flow_id"].to_numpy(np.int64)
+    )
+    return found, chosen["flow_id"].to_numpy(np.int64)
 
 
 def _message_times(flows: pd.DataFrame, series: pd.DataFrame) -> dict[int, np.ndarray]:
@@ -100,7 +99,7 @@ def _connection_keys(flows: pd.DataFrame) -> np.ndarray:
 
 def _silences(
     ids: list[int], src: np.ndarray, dst: np.ndarray, sends: dict[int, np.ndarray], end_ns: int, bin_ns: int
-) -> list[dict[str, Any]]:
+) -> list[Silence]:
     """Per sending host: the stretches in which none of its keep-alive connections carried one, from 5 s on."""
     out = []
     for host in sorted({str(h) for h in src}):
@@ -115,13 +114,13 @@ def _silences(
             seconds = float(gaps[k])
             meaning = next(text for limit, text in SILENCES if seconds >= limit)
             out.append(
-                {
-                    "host": host,
-                    "peers": peers,
-                    "start_ns": int(times[k]),
-                    "seconds": round(seconds, 1),
-                    "until_end": bool(k == len(times) - 1),
-                    "meaning": meaning,
-                }
+                Silence(
+                    host=host,
+                    peers=peers,
+                    start_ns=int(times[k]),
+                    seconds=round(seconds, 1),
+                    until_end=bool(k == len(times) - 1),
+                    meaning=meaning,
+                )
             )
     return out

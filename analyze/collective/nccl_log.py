@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from analyze.model.findings import NcclComparison
-from analyze.model.jsonform import from_plain
+from analyze.model.findings import NcclComparison, NcclNetEdge
 
 _PREFIX = re.compile(
     r"(?:\[\d+,(?P<mpirank>\d+)\]<std(?:out|err)>:)?(?P<host>[\w.\-]+):(?P<pid>\d+):\d+ \[\d+\] NCCL INFO "
@@ -144,32 +143,31 @@ def compare_rings(log: NcclLog, packet_order: Sequence[str], addr_host: dict[str
     """Compare the log's host ring with the packet ring (same cycle and direction, any rotation)."""
     net = sorted({(e["src"], e["dst"]) for e in log.edges if e["via"].startswith("NET")})
     host_ring = [addr_host.get(h, h) for h in log.host_ring()]
-    out: dict[str, Any] = {
-        "nranks": log.nranks,
-        "rings": {str(k): v for k, v in sorted(log.rings.items())},
-        "host_ring": host_ring,
-        "net_edges": [
-            {
-                "src": s,
-                "dst": d,
-                "src_host": addr_host.get(log.host_of(s), log.host_of(s)),
-                "dst_host": addr_host.get(log.host_of(d), log.host_of(d)),
-            }
-            for s, d in net
-        ],
-        "sockets_per_peer": log.sockets_per_peer,
-        "ranks_per_host": log.ranks_per_host(),
-        "matches": None,
-    }
+    matches = None
     if host_ring and packet_order:
         ring = list(packet_order)
-        same = (
+        matches = (
             len(ring) == len(host_ring)
             and ring[0] in host_ring
             and (host_ring[host_ring.index(ring[0]) :] + host_ring[: host_ring.index(ring[0])] == ring)
         )
-        out["matches"] = bool(same)
-    return from_plain(NcclComparison, out)
+    return NcclComparison(
+        nranks=log.nranks,
+        rings={str(k): v for k, v in sorted(log.rings.items())},
+        host_ring=host_ring,
+        net_edges=[
+            NcclNetEdge(
+                src=s,
+                dst=d,
+                src_host=addr_host.get(log.host_of(s), log.host_of(s)),
+                dst_host=addr_host.get(log.host_of(d), log.host_of(d)),
+            )
+            for s, d in net
+        ],
+        sockets_per_peer=log.sockets_per_peer,
+        ranks_per_host=log.ranks_per_host(),
+        matches=matches,
+    )
 
 
 __all__ = ["NcclLog", "parse_nccl_log", "read_nccl_log", "compare_rings"]

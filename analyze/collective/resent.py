@@ -20,8 +20,6 @@ from dataclasses import replace
 
 from analyze.collective.iterations import host_percentiles, per_ring_send, ring_theory
 from analyze.collective.topology import RING_KINDS
-from analyze.model.findings import Percentiles
-from analyze.model.jsonform import from_plain
 from analyze.model.result import Result
 
 
@@ -60,7 +58,7 @@ def leave_out_resent(result: Result) -> None:
         {"unique": {h: max(0, it.bytes_by_host.get(h, 0) - gone.get(h, 0)) for h in nodes}}
         for it, gone in zip(its.per_iteration, resent)
     ]
-    its.unique_bytes_per_iteration_per_host = from_plain(Percentiles, host_percentiles(unique, "unique", nodes))
+    its.unique_bytes_per_iteration_per_host = host_percentiles(unique, "unique", nodes)
     median = its.unique_bytes_per_iteration_per_host.median
     per_send = per_ring_send(unique, "unique", nodes, its.ring_sends_per_host)
     as_sent = its.implied_gradient_bytes

@@ -45,7 +45,7 @@ class NcclNetEdge:
 class NcclComparison:
     """The NCCL log's rings beside the ring the packets took (analyze.collective.nccl_log)."""
 
-    nranks: int
+    nranks: int | None  # None: the log did not say
     rings: dict[str, list[int]]  # channel -> ranks in ring order
     host_ring: list[str]
     net_edges: list[NcclNetEdge]

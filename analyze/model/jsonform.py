@@ -5,7 +5,10 @@ hand-written pair each is eighty places to forget a key. `plain` writes a record
 field by field in declaration order; `from_plain` reads one back from its type hints. A field declared with
 `optional()` is left out of the JSON while it is None (a key the analysis adds only when it has something to
 say); every other field is always written, null included, so the JSON only ever gains keys. Keys a reader does
-not know (a newer ringscope's) are ignored, not an error.
+not know (a newer ringscope's) are ignored, not an error, unless the document is the project's own and its
+version is this one (`strict`): there an unknown key is a misspelt one, and it fails instead of vanishing.
+
+The analyses build their records directly (dataclass constructors, which mypy checks); `from_plain` reads JSON.
 """
 
 from __future__ import annotations
@@ -58,13 +61,19 @@ def plain(value: Any) -> Any:
     return value
 
 
-def from_plain(kind: type[T], data: Any, complete: bool = False) -> T:
+def from_plain(kind: type[T], data: Any, complete: bool = False, strict: bool = False) -> T:
     """The record of type KIND that `plain` wrote as DATA (missing keys take the field's default, or None: what a
     partial document does not say is unknown). ValueError, naming the place, where DATA does not have the record's
     shape: a list or an object where the type wants another, text where it wants a number; with COMPLETE, also a
-    required key missing (a document that will be rendered whole). A result JSON edited or cut by hand then ends in
-    one line, not in a traceback from the code that renders it."""
-    return _read(kind, data, "$", complete)
+    required key missing (a document that will be rendered whole); with STRICT, also a key the record does not
+    have (the project's own document of this version: a misspelt key). A result JSON edited or cut by hand then
+    ends in one line, not in a traceback from the code that renders it."""
+    return _read(kind, data, "$", (complete, strict))
+
+
+@lru_cache(maxsize=None)
+def _names(kind: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(kind))
 
 
 @lru_cache(maxsize=None)
@@ -102,28 +111,35 @@ def _spelt(where: Where) -> str:
     return where + "".join(reversed(parts))
 
 
-def _read(hint: Any, data: Any, where: Where, complete: bool) -> Any:
+def _read(hint: Any, data: Any, where: Where, rules: tuple[bool, bool]) -> Any:
     if data is None or hint is Any:
         return data
     shape, args = _shape(hint)
     if shape == "union":
-        return _read(args[0], data, where, complete) if len(args) == 1 else data
+        return _read(args[0], data, where, rules) if len(args) == 1 else data
     if shape == "list":
         _expect(isinstance(data, list), "a list", data, where)
         (item,) = args
         if item in _NUMBERS and all(type(v) in _NUMBERS[item] for v in data):
             return data  # a series of plain numbers, checked in one pass (a call per number took 1 s at 250 k)
-        return [_read(item, v, (where, i), complete) for i, v in enumerate(data)]
+        return [_read(item, v, (where, i), rules) for i, v in enumerate(data)]
     if shape == "dict":
         _expect(isinstance(data, dict), "an object", data, where)
         item = args[1]
-        return {k: _read(item, v, (where, k), complete) for k, v in data.items()}
+        return {k: _read(item, v, (where, k), rules) for k, v in data.items()}
     if shape == "record":
+        if isinstance(data, hint):
+            return data  # a record already built (a producer's part, while its parent is still a dict)
         _expect(isinstance(data, dict), "an object", data, where)
+        complete, strict = rules
         kwargs = {}
-        for name, sub, f in _hints(hint):
+        hints = _hints(hint)
+        unknown = sorted(k for k in data if k not in _names(hint)) if strict else []
+        if unknown:
+            raise ValueError(f"{_spelt(where)}: {', '.join(map(repr, unknown))} not a field of {hint.__name__}")
+        for name, sub, f in hints:
             if name in data:
-                kwargs[name] = _read(sub, data[name], (where, name), complete)
+                kwargs[name] = _read(sub, data[name], (where, name), rules)
             elif f.default is MISSING and f.default_factory is MISSING:
                 if complete:
                     raise ValueError(f"{_spelt(where)}: no {name!r}")

@@ -214,10 +214,14 @@ class Result:
     @classmethod
     def from_json(cls, doc: dict[str, Any], complete: bool = False) -> "Result":
         """The result a JSON form holds, without its tables (those live beside it, as CSV or Parquet). ValueError
-        where a value has the wrong shape, and with COMPLETE where a required key is missing
-        (analyze.model.jsonform)."""
+        where a value has the wrong shape, with COMPLETE where a required key is missing, and where this very
+        version wrote it, at a key it does not know: a misspelt one (analyze.model.jsonform); another version's
+        keys it does not know are left aside, as the JSON only gains keys."""
+        from analyze import __version__
+
         body = {k: v for k, v in doc.items() if k not in ("schema", "ringscope_version", "tables")}
-        return from_plain(cls, body, complete)
+        own = doc.get("ringscope_version") == __version__ and doc.get("schema") == SCHEMA_VERSION
+        return from_plain(cls, body, complete, strict=own)
 
     def write_json(self, path: Path) -> None:
         """Write the JSON form; '-' means stdout."""

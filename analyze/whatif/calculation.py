@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 from itertools import product
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -39,7 +39,6 @@ from analyze.model.findings import (
     SweepCurve,
     WhatIf,
 )
-from analyze.model.jsonform import from_plain
 from analyze.whatif.replay import HIDE_TOLERANCE, Counterfactual, Replay
 from analyze.whatif.wire_replay import WireReplays, wire_assumptions, wire_replays
 from analyze.whatif.verdict import verdict_text
@@ -243,22 +242,30 @@ def _evaluate(
 
 def _measured(replay: Counterfactual, t: float, inputs: WhatIfInputs, single_worker_measured: bool) -> Measured:
     """The run as measured beside the model at full and at measured utilization of its own link."""
-    out: dict[str, Any] = inputs.to_dict()
+    out = Measured(
+        workers=inputs.workers,
+        link_speed_bps=inputs.link_speed_bps,
+        iteration_time_s=inputs.iteration_time_s,
+        gradient_bytes=inputs.gradient_bytes,
+        comm_time_s=inputs.comm_time_s,
+        transport_efficiency=inputs.transport_efficiency,
+        achieved_rate_bps=inputs.achieved_rate_bps(),
+    )
     if inputs.workers and inputs.link_speed_bps:
         # a replay that sends at its own measured efficiency is asked for line rate as the speed it would
         # take that efficiency to reach it
-        out["full_utilization_scaling_factor"] = float(
+        out.full_utilization_scaling_factor = float(
             replay.scaling_factor(t, inputs.workers, inputs.link_speed_bps / replay.efficiency)[0]
         )
         if inputs.transport_efficiency:
-            out["scaling_factor_at_measured_efficiency"] = float(
+            out.scaling_factor_at_measured_efficiency = float(
                 replay.scaling_factor(
                     t, inputs.workers, inputs.link_speed_bps * inputs.transport_efficiency / replay.efficiency
                 )[0]
             )
     if single_worker_measured and inputs.iteration_time_s:
-        out["measured_scaling_factor"] = t / inputs.iteration_time_s
-    return from_plain(Measured, out)
+        out.measured_scaling_factor = t / inputs.iteration_time_s
+    return out
 
 
 def _replay_measured(

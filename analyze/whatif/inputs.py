@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
 from analyze.confidence.doubt import doubt
 from analyze.confidence.thresholds import CONFIDENT
@@ -57,18 +57,6 @@ class WhatIfInputs:
         if not (self.workers and self.gradient_bytes and self.comm_time_s and self.workers > 1):
             return None
         return 2 * (self.workers - 1) / self.workers * 8 * self.gradient_bytes / self.comm_time_s
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {
-            "workers": self.workers,
-            "link_speed_bps": self.link_speed_bps,
-            "iteration_time_s": self.iteration_time_s,
-            "gradient_bytes": self.gradient_bytes,
-            "comm_time_s": self.comm_time_s,
-            "transport_efficiency": self.transport_efficiency,
-            "achieved_rate_bps": self.achieved_rate_bps(),
-        }
 
 
 def _number(value: Optional[float]) -> Optional[float]:

@@ -139,7 +139,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     judged = qps[qps["src_host"].isin(captured) & qps["dst_host"].isin(captured)].copy()
     if judged.empty:
         out["notes"].append("no queue pair between two captured hosts: nothing to judge")
-        return from_plain(Rdma, out)
+        return from_plain(Rdma, out, strict=True)
     judged["data_bytes"] = judged["write_bytes"] + judged["send_bytes"] + judged["read_bytes"]
     code, pairs = pd.factorize(pd.MultiIndex.from_arrays([judged["src_host"], judged["dst_host"]]))
     n = len(pairs)
@@ -182,7 +182,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     out["notes"].extend(shared_paths([e for e in edges if e["limiter"] is not None]))
     out["edges"] = edges
     _verdict(out, [e for e in edges if e["limiter"] is not None])
-    return from_plain(Rdma, out)
+    return from_plain(Rdma, out, strict=True)
 
 
 def _edge_row(s: str, d: str, mine: pd.DataFrame, busy_ns: float, ack_rtt_us: Optional[float]) -> dict[str, Any]:

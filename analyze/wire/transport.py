@@ -442,7 +442,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
         judged = np.zeros(0, bool)
     if not judged.any():
         out["notes"].append("no TCP data between two captured hosts, captured at its sender: nothing to diagnose")
-        return from_plain(Transport, out)
+        return from_plain(Transport, out, strict=True)
     assert ft is not None
     e = _prepare(result, ft[judged], src[judged], dst[judged], out["notes"])
     assumed = {h.name for h in result.hosts if h.link_speed_source == "assumed"}
@@ -454,7 +454,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     _verdict(out, [row for row in edges if row["limiter"] is not None])
     for kind in SLOWEST_EDGE:
         _slowest_edge_verdict(out, kind, [row for row in edges if row["limiter"] == kind])
-    return from_plain(Transport, out)
+    return from_plain(Transport, out, strict=True)
 
 
 def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray, notes: list[str]) -> _Edges:

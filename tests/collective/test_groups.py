@@ -27,15 +27,15 @@ def _pipeline(dp=DP, pp=PP):
 def test_two_stages_of_two_replicas():
     found = find_groups(_pipeline())
     assert found is not None and found["confidence"] == 1.0  # 8 MB against 1.4 MB: a drop of 5.7
-    kinds = [(g["kind"], g["hosts"]) for g in found["groups"]]
+    kinds = [(g.kind, g.hosts) for g in found["groups"]]
     assert kinds == [
         ("data_parallel", ["a", "b"]),
         ("data_parallel", ["c", "d"]),
         ("pipeline", ["a", "b", "c", "d"]),
     ]
     pipe = found["groups"][2]
-    assert pipe["edges"] == [["a", "c"], ["b", "d"], ["c", "a"], ["d", "b"]] and pipe["bytes"] == 4 * PP
-    assert found["groups"][0]["bytes"] == 2 * DP
+    assert pipe.edges == [["a", "c"], ["b", "d"], ["c", "a"], ["d", "b"]] and pipe.bytes == 4 * PP
+    assert found["groups"][0].bytes == 2 * DP
 
 
 def test_the_drop_sets_the_confidence():

@@ -108,3 +108,22 @@ def test_a_result_json_of_the_wrong_shape_is_one_line_naming_the_place(result, t
     assert Result.from_json(doc).topology.kind is None  # a partial document: what it does not say is unknown
     with pytest.raises(ValueError, match=r"\$\.topology: no 'kind'"):
         Result.from_json(doc, complete=True)  # what a report draws whole must be whole
+
+
+def test_a_misspelt_key_fails_in_this_versions_document_and_is_left_aside_in_anothers(result) -> None:  # noqa: ANN001
+    """jsonform's strict mode: a document this very version wrote has no key it does not know, so an unknown one
+    is misspelt (it would vanish, and what it held with it); another version's document may carry keys added
+    since (the JSON only gains keys), so there they are left aside."""
+    from analyze.model.findings import Silence
+    from analyze.model.jsonform import from_plain
+
+    doc = json.loads(json.dumps(result.to_json()))
+    doc["topology"]["kinds"] = "ring"
+    with pytest.raises(ValueError, match=r"^\$\.topology: 'kinds' not a field of Topology$"):
+        Result.from_json(doc)
+    doc["ringscope_version"] = "99.0.0"  # a newer ringscope's: its new keys are not errors here
+    assert Result.from_json(doc).topology.kind == result.topology.kind
+    row = {"host": "a", "peers": [], "start_ns": 0, "seconds": 9.0, "until_end": False, "meaning": "", "peer": 1}
+    with pytest.raises(ValueError, match=r"^\$\[0\]: 'peer' not a field of Silence$"):
+        from_plain(list[Silence], [row], strict=True)
+    assert from_plain(Silence, row).host == "a"
