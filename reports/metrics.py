@@ -1,5 +1,5 @@
 """Prometheus metrics: the families ringscope exports, from a running capture (a live poll) and from a finished
-analysis (its JSON document), written in the Prometheus text format or in OpenMetrics.
+analysis (its typed Result), written in the Prometheus text format or in OpenMetrics.
 
 Why these names: a dashboard joins them with NCCL Inspector's, so the labels that mean the same thing take its
 names (`node` for a host, `n_nodes`, `nranks`, `comm_name` for a job); units are Prometheus's base units (bytes,
@@ -24,6 +24,7 @@ from analyze.confidence.thresholds import CONFIDENT
 from analyze.live.now import HEAVY_EDGE, Now
 
 if TYPE_CHECKING:
+    from analyze.model.findings import Iterations, Straggler, Transport, WhatIf
     from analyze.model.result import Result
 
 PREFIX = "ringscope_"
@@ -158,74 +159,93 @@ def _limiter_families() -> tuple[Family, Family]:
     )
 
 
-def analysis_families(doc: dict[str, Any]) -> list[Family]:
-    """A finished analysis (its JSON document, `analyze --json`): the live families for the whole capture, and per
-    job its iterations, their mean length and bytes per host, each host's utilization, the limiter, the what-if's
-    scaling factor at line rate, the stragglers' lost time; the capture's start and end times."""
+def analysis_families(result: "Result") -> list[Family]:
+    """A finished analysis: the live families for the whole capture, and per job its iterations, their mean length
+    and bytes per host, each host's utilization, the limiter, the what-if's scaling factor at line rate, the
+    stragglers' lost time; the capture's start and end times. Read from the typed Result (a saved one read back
+    with Result.from_json serves as well)."""
     f = _shared_families()
     util = Family("host_utilization_ratio", "gauge", "Mean share of line rate the host's link carried.")
     resent_by_host: dict[str, float] = {}
-    names = {a: h["name"] for h in doc.get("hosts") or [] for a in h.get("addresses") or []}
-    for flow in doc.get("flows") or []:
-        host = names.get(flow.get("src"))
+    names = {a: h.name for h in result.hosts for a in h.addresses or []}
+    for flow in result.flows:
+        host = names.get(flow.src)
         if host:
-            resent_by_host[host] = resent_by_host.get(host, 0) + (flow.get("retransmitted_bytes") or 0)
-    for h in doc.get("hosts") or []:
-        name = h["name"]
-        f["tx"].add(h.get("tx_bytes"), node=name)
-        f["rx"].add(h.get("rx_bytes"), node=name)
-        speed = h.get("link_speed_bps")
-        f["speed"].add(None if not speed else speed / 8, node=name)
-        f["resent"].add(resent_by_host.get(name, 0), node=name)
-        f["packets"].add((h.get("tx_packets") or 0) + (h.get("rx_packets") or 0), node=name)
-        for direction in ("tx", "rx"):
-            f_util = (h.get(f"{direction}_utilization") or {}).get("mean")
-            util.add(f_util, node=name, direction=direction)
-        drops = (h.get("drops") or {}).get("dropped_by_kernel")
-        f["drops"].add(drops, node=name)
-    for (src, dst), sent in _heavy_edges(doc, names).items():
+            resent_by_host[host] = resent_by_host.get(host, 0) + (flow.retransmitted_bytes or 0)
+    for h in result.hosts:
+        f["tx"].add(h.tx_bytes, node=h.name)
+        f["rx"].add(h.rx_bytes, node=h.name)
+        f["speed"].add(None if not h.link_speed_bps else h.link_speed_bps / 8, node=h.name)
+        f["resent"].add(resent_by_host.get(h.name, 0), node=h.name)
+        f["packets"].add((h.tx_packets or 0) + (h.rx_packets or 0), node=h.name)
+        for direction, used in (("tx", h.tx_utilization), ("rx", h.rx_utilization)):
+            util.add(used.mean if used is not None else None, node=h.name, direction=direction)
+        f["drops"].add((h.drops or {}).get("dropped_by_kernel"), node=h.name)
+    for (src, dst), sent in _heavy_edges(result, names).items():
         f["edges"].add(sent, node=src, peer=dst)
     mean = Family("iteration_duration_seconds", "gauge", "The job's mean iteration length.")
     per_host = Family("iteration_transmit_bytes", "gauge", "What each host sent per iteration, on average.")
     limiter, sure = _limiter_families()
     scaling = Family("whatif_scaling_factor_ratio", "gauge", "Scaling factor with the network at line rate.")
     lost = Family("straggler_lost_seconds", "gauge", "Time per iteration the ring waits for a straggler.")
-    for name, job in _jobs(doc):
-        _job_families(name, job, len(doc.get("hosts") or []), f, mean, per_host, [limiter, sure], scaling, lost)
-    run = doc.get("run") or {}
+    for job in _jobs(result):
+        _job_families(job, f, mean, per_host, [limiter, sure], scaling, lost)
+    run = result.run or {}
     start = Family("capture_start_timestamp_seconds", "gauge", "When the capture started (Unix time).")
     end = Family("capture_end_timestamp_seconds", "gauge", "When the capture ended (Unix time).")
-    firsts = [h["first_ns"] for h in doc.get("hosts") or [] if h.get("first_ns")]
-    lasts = [h["last_ns"] for h in doc.get("hosts") or [] if h.get("last_ns")]
+    firsts = [h.first_ns for h in result.hosts if h.first_ns]
+    lasts = [h.last_ns for h in result.hosts if h.last_ns]
     start.add((run.get("start_ns") or min(firsts, default=None) or math.nan) / 1e9)
     end.add((run.get("end_ns") or max(lasts, default=None) or math.nan) / 1e9)
     return [*f.values(), util, mean, per_host, limiter, sure, scaling, lost, start, end]
 
 
-def _heavy_edges(doc: dict[str, Any], names: dict[str, str]) -> dict[tuple[str, str], int]:
+def _heavy_edges(result: "Result", names: dict[str, str]) -> dict[tuple[str, str], int]:
     """Bytes (the analysis's byte mode; IP by default, as the live view counts) per pair of captured hosts, the
     pairs under a tenth of the heaviest one's left out."""
     sent: dict[tuple[str, str], int] = {}
-    for flow in doc.get("flows") or []:
-        src, dst = names.get(flow.get("src")), names.get(flow.get("dst"))
+    for flow in result.flows:
+        src, dst = names.get(flow.src), names.get(flow.dst)
         if src and dst and src != dst:
-            sent[(src, dst)] = sent.get((src, dst), 0) + int(flow.get("bytes") or 0)
+            sent[(src, dst)] = sent.get((src, dst), 0) + int(flow.bytes or 0)
     heaviest = max(sent.values(), default=0)
     return {pair: b for pair, b in sorted(sent.items()) if b >= HEAVY_EDGE * heaviest}
 
 
-def _jobs(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """(comm_name, the job's part of the document): each job of a capture that holds several, else the whole."""
-    jobs = doc.get("jobs") or []
-    if jobs:
-        return [(str(j.get("name") or f"job {i + 1}"), j) for i, j in enumerate(jobs)]
-    return [(JOB, doc)]
+@dataclass
+class _JobPart:
+    """What the families read of one job: a job of a capture that holds several, else the whole result."""
+
+    name: str  # comm_name
+    n_nodes: int
+    world_size: Optional[int]
+    iterations: Optional["Iterations"]
+    transport: Optional["Transport"]
+    scaling: Optional["WhatIf"]
+    stragglers: list["Straggler"]
+
+
+def _jobs(result: "Result") -> list[_JobPart]:
+    """Each job of a capture that holds several, else the whole capture as one."""
+    hosts = len(result.hosts)
+    if result.jobs:
+        return [
+            _JobPart(
+                j.name or f"job {i + 1}",
+                len(j.hosts) if j.hosts else hosts,
+                j.world_size,
+                j.iterations,
+                j.transport,
+                j.scaling,
+                j.stragglers or [],
+            )
+            for i, j in enumerate(result.jobs)
+        ]
+    return [_JobPart(JOB, hosts, None, result.iterations, result.transport, result.scaling, result.stragglers or [])]
 
 
 def _job_families(
-    name: str,
-    job: dict[str, Any],
-    hosts: int,
+    job: _JobPart,
     its: dict[str, Family],
     mean: Family,
     per_host: Family,
@@ -233,40 +253,44 @@ def _job_families(
     scaling: Family,
     lost: Family,
 ) -> None:
-    """One job's samples into the families (HOSTS: the capture's, where the document is one job)."""
-    it = job.get("iterations") or {}
-    n_nodes = str(len(job["hosts"]) if job.get("hosts") else hosts)
-    labels = {"comm_name": name, "n_nodes": n_nodes, "nranks": str(job.get("world_size") or it.get("ring_size") or "")}
-    if it.get("count"):
-        its["count"].add(it["count"], source=it.get("source") or "", **labels)
-        its["confidence"].add(it.get("confidence"), **labels)
-        mean.add(None if not it.get("period_ns") else it["period_ns"] / 1e9, **labels)
-        windows = it.get("per_iteration") or []
+    """One job's samples into the families."""
+    it = job.iterations
+    name = job.name
+    labels = {
+        "comm_name": name,
+        "n_nodes": str(job.n_nodes),
+        "nranks": str(job.world_size or (it.ring_size if it is not None else None) or ""),
+    }
+    if it is not None and it.count:
+        its["count"].add(it.count, source=it.source or "", **labels)
+        its["confidence"].add(it.confidence, **labels)
+        mean.add(None if not it.period_ns else it.period_ns / 1e9, **labels)
+        windows = it.per_iteration or []
         if windows:
-            its["last"].add((windows[-1]["end_ns"] - windows[-1]["start_ns"]) / 1e9, **labels)
-            for host, sent in sorted((windows[-1].get("bytes_by_host") or {}).items()):
+            its["last"].add((windows[-1].end_ns - windows[-1].start_ns) / 1e9, **labels)
+            for host, sent in sorted((windows[-1].bytes_by_host or {}).items()):
                 its["last_bytes"].add(sent, comm_name=name, node=host)
         sums: dict[str, float] = {}
         for w in windows:
-            for host, sent in (w.get("bytes_by_host") or {}).items():
+            for host, sent in (w.bytes_by_host or {}).items():
                 sums[host] = sums.get(host, 0.0) + sent
         for host, total in sorted(sums.items()):
             per_host.add(total / len(windows), comm_name=name, node=host)
-    transport = job.get("transport") or {}
-    if transport.get("limiter"):
-        limiter[0].add(1, **limiter_labels(transport["limiter"], float(transport.get("confidence") or 0.0)), **labels)
-        limiter[1].add(transport.get("confidence"), **labels)
-    what = job.get("scaling") or {}
-    if not what.get("unsure"):  # an unsure what-if is not a number to put on a dashboard
-        scaling.add((what.get("measured") or {}).get("full_utilization_scaling_factor"), **labels)
-    for s in job.get("stragglers") or []:
-        lost.add(s["lost_ns_per_iteration"] / 1e9, comm_name=name, node=s["host"], kind=s["kind"])
+    transport = job.transport
+    if transport is not None and transport.limiter:
+        limiter[0].add(1, **limiter_labels(transport.limiter, float(transport.confidence or 0.0)), **labels)
+        limiter[1].add(transport.confidence, **labels)
+    what = job.scaling
+    if what is not None and not what.unsure:  # an unsure what-if is not a number to put on a dashboard
+        scaling.add(what.measured.full_utilization_scaling_factor if what.measured is not None else None, **labels)
+    for s in job.stragglers:
+        lost.add(s.lost_ns_per_iteration / 1e9, comm_name=name, node=s.host, kind=s.kind)
 
 
 def write_metrics(result: "Result", path: Path) -> int:
     """A finished analysis as a textfile for node_exporter's collector (text format, `.prom`); its size. Written
     beside and renamed into place, so a collector never reads half a file."""
-    text = render(analysis_families(result.to_json()))
+    text = render(analysis_families(result))
     part = path.with_name(f".{path.name}.part")
     part.write_text(text)
     os.replace(part, path)

@@ -88,7 +88,7 @@ def test_an_analysis_as_a_textfile(tmp_path):
     from analyze.api import analyze
     from reports.metrics import analysis_families
 
-    families = analysis_families(analyze([EXAMPLE]).to_json())
+    families = analysis_families(analyze([EXAMPLE]))
     assert _samples(render(families, openmetrics=True), openmetrics=True) == samples
 
 
@@ -197,6 +197,7 @@ def test_each_job_of_a_capture_gets_its_own_series():
     """A capture of several jobs: per job (comm_name job 1, job 2) its iterations, nodes, ranks and limiter, from
     each job's part of the document; the hosts' families once for the capture."""
     from analyze.api import analyze
+    from analyze.model.result import Result
     from reports.metrics import analysis_families
 
     doc = analyze([EXAMPLE]).to_json()
@@ -207,12 +208,12 @@ def test_each_job_of_a_capture_gets_its_own_series():
         {"name": "job 1", "hosts": ["h1", "h2", "h3", "h4"], "world_size": 4, **part},
         {"name": "job 2", "hosts": ["h1", "h2"], "world_size": 2, **second},
     ]
-    samples = _samples(render(analysis_families(doc)))
+    samples = _samples(render(analysis_families(Result.from_json(doc))))
     assert _value(samples, "ringscope_iterations", comm_name="job 1", n_nodes="4", nranks="4") == 10
     assert _value(samples, "ringscope_iterations", comm_name="job 2", n_nodes="2", nranks="2") == 7
     assert _value(samples, "ringscope_limiter_info", comm_name="job 2", limiter="loss") == 1
     # below CONFIDENT the limiter is "unsure" (an alert on limiter="loss" must not fire on a guess), its reading kept
     second["transport"]["confidence"] = 0.5
-    unsure = _samples(render(analysis_families(doc)))
+    unsure = _samples(render(analysis_families(Result.from_json(doc))))
     assert _value(unsure, "ringscope_limiter_info", comm_name="job 2", limiter="unsure", reading="loss") == 1
     assert len([1 for (n, _) in samples if n == "ringscope_host_transmit_bytes_total"]) == 4
