@@ -160,15 +160,15 @@ def analyze(
 ) -> None:
     """Read captures and print a flow and link-utilization summary."""
     _analysis_command()
-    from analyze.read.reading import check_options
     from analyze.model.result import Given
+    from analyze.read.reading import ReadOptions
     from capture.units import parse_bin, parse_duration, parse_rate, parse_size
 
     try:
         order = [h.strip() for h in launch_order.split(",") if h.strip()] if launch_order else None
         link_bps = parse_rate(link_speed) if link_speed else None
         bin_ns = parse_bin(bin_) if bin_ is not None else None
-        check_options(bin_ns, byte_mode, workers, scheduler)
+        options = ReadOptions(bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, scheduler=scheduler)
         given = Given(  # every job option checked once, as analyze.api.analyze checks it
             launch_order=order,
             gradient_bytes=parse_size(gradient_bytes) if gradient_bytes else None,
@@ -196,15 +196,7 @@ def analyze(
     quiet = str(json_out) == "-" or not sys.stderr.isatty()
     try:
         with _Progress(quiet) as progress:
-            reading = open_source(
-                paths,
-                bin_ns=bin_ns,
-                byte_mode=byte_mode,
-                workers=workers,
-                progress=progress,
-                scheduler=scheduler,
-                busy_bytes=TABLE_IMPORT_BYTES,
-            )
+            reading = open_source(paths, options, progress=progress, busy_bytes=TABLE_IMPORT_BYTES)
             from analyze.api import finish  # pandas and the table code load while a local pool reads
 
             result = finish(reading, link_speed_bps=link_bps, given=given)
@@ -270,12 +262,11 @@ def convert(
     """Write a run's captures once as a Parquet dataset that DuckDB, Polars and pandas read, and `ringscope
     analyze OUT` analyzes without the pcaps (with the same result)."""
     _analysis_command()
-    from analyze.read.reading import check_options
+    from analyze.read.reading import ReadOptions
     from capture.units import parse_bin
 
     try:
-        bin_ns = parse_bin(bin_)
-        check_options(bin_ns, byte_mode, workers, scheduler)
+        options = ReadOptions(bin_ns=parse_bin(bin_), byte_mode=byte_mode, workers=workers, scheduler=scheduler)
     except ValueError as exc:
         raise fail(str(exc)) from None
     from analyze.dataset.convert import convert as convert_run
@@ -284,15 +275,7 @@ def convert(
 
     try:
         with _Progress(not sys.stderr.isatty()) as progress:
-            done = convert_run(
-                paths,
-                parquet,
-                bin_ns=bin_ns,
-                byte_mode=byte_mode,
-                workers=workers,
-                scheduler=scheduler,
-                progress=progress,
-            )
+            done = convert_run(paths, parquet, options, progress=progress)
     except (FileError, ClusterError) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:

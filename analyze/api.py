@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from analyze.read.work import Progress
 from analyze.model.result import Given, Result
-from analyze.read.reading import Reading
+from analyze.read.reading import ReadOptions, Reading
 from analyze.source import open_source
 from analyze.read.bin_choice import choose as choose_width, coarsen, given as given_width
 from analyze.model.findings import WhatIf
@@ -68,9 +68,8 @@ def analyze(
         ranks_per_host=ranks_per_host,
         profiles=profiles,
     )
-    reading = open_source(
-        paths, bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, progress=progress, scheduler=scheduler
-    )
+    options = ReadOptions(bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, scheduler=scheduler)
+    reading = open_source(paths, options, progress=progress)
     return finish(reading, link_speed_bps=link_speed_bps, busy_threshold=busy_threshold, given=given)
 
 

@@ -15,7 +15,6 @@ capture of one job.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Mapping, Optional
 
 import numpy as np
@@ -94,15 +93,7 @@ def _by_job(result: Result, metas: Mapping[str, Any], given: Given) -> None:
 def _analyze(
     result: Result, metas: Mapping[str, Any], given: Given, shared: Optional[dict[str, tuple[float, float, str]]]
 ) -> None:
-    add_collective(
-        result,
-        launch_order=given.launch_order,
-        gradient_bytes=given.gradient_bytes,
-        nccl_log=Path(given.nccl_log) if given.nccl_log else None,
-        iterations=given.iterations,
-        world_size=given.world_size,
-        ranks_per_host=given.ranks_per_host,
-    )
+    add_collective(result, given)
     views = result.tables.flow_views if result.tables is not None else pd.DataFrame()
     own = [metas.get(h.name) for h in result.hosts]
     result.capture_problems = capture_problems(result.hosts, own, views, result.iterations) or None

@@ -10,31 +10,20 @@ from typing import Optional, Sequence
 
 from analyze.dataset.manifest import is_dataset
 from analyze.read.work import Progress
-from analyze.read.reading import Reading, start_reading
+from analyze.read.reading import ReadOptions, Reading, start_reading
 
 
 def open_source(
     paths: Sequence[str | Path],
+    options: ReadOptions = ReadOptions(),
     *,
-    bin_ns: Optional[int] = None,
-    byte_mode: Optional[str] = None,
-    workers: Optional[int] = None,
     progress: Optional[Progress] = None,
-    scheduler: Optional[str] = None,
     busy_bytes: int = 0,
 ) -> Reading:
-    """A dataset's scans read back (its own bin_ns and byte_mode unless given), or the captures' scans started
-    (analyze.read.reading.start_reading, whose options and errors these are)."""
+    """A dataset's scans read back (its own bin width and byte mode unless OPTIONS give them), or the captures'
+    scans started (analyze.read.reading.start_reading, whose options and errors these are)."""
     if len(paths) == 1 and is_dataset(Path(paths[0])):
         from analyze.dataset.load import read_dataset  # pyarrow, only for a dataset
 
-        return read_dataset(Path(paths[0]), bin_ns=bin_ns, byte_mode=byte_mode)
-    return start_reading(
-        paths,
-        bin_ns=bin_ns,
-        byte_mode=byte_mode,
-        workers=workers,
-        progress=progress,
-        scheduler=scheduler,
-        busy_bytes=busy_bytes,
-    )
+        return read_dataset(Path(paths[0]), bin_ns=options.bin_ns, byte_mode=options.byte_mode)
+    return start_reading(paths, options, progress=progress, busy_bytes=busy_bytes)

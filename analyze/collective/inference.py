@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
@@ -28,7 +28,7 @@ from analyze.confidence.thresholds import CONFIDENT
 from analyze.model.findings import Clock, Group, Iterations, Pattern, Topology
 from analyze.model.jsonform import from_plain
 from analyze.read.bin_choice import GIVEN, LADDER_NS
-from analyze.model.result import Result
+from analyze.model.result import Given, Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer, widened
 from analyze.collective.halving import cube_sends, cube_step, settled
 from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends
@@ -50,19 +50,14 @@ def _markers_gradient_bytes(markers: pd.DataFrame) -> Optional[float]:
     return float(markers["gradient_bytes"].dropna().median())
 
 
-def add_collective(
-    result: Result,
-    *,
-    launch_order: Optional[Sequence[str]] = None,
-    gradient_bytes: Optional[float] = None,
-    nccl_log: Optional[Path] = None,
-    iterations: Optional[int] = None,
-    world_size: Optional[int] = None,
-    ranks_per_host: Optional[int] = None,
-) -> None:
-    """Compute the topology and the iterations from the result's tables and set them on the result.
-    gradient_bytes (S) and iterations (the count the user knows) anchor the inference without markers;
-    world_size or ranks_per_host (W, or W per host) are checked against the connections (analyze.collective.ranks)."""
+def add_collective(result: Result, given: Given = Given()) -> None:
+    """Compute the topology and the iterations from the result's tables and set them on the result, the job as
+    GIVEN: its gradient bytes (S) and iteration count (the one the user knows) anchor the inference without
+    markers; its world size or ranks per host (W, or W per host) are checked against the connections
+    (analyze.collective.ranks); its launch order and NCCL log name the ring's direction and rings."""
+    launch_order, gradient_bytes, iterations = given.launch_order, given.gradient_bytes, given.iterations
+    world_size, ranks_per_host = given.world_size, given.ranks_per_host
+    nccl_log = Path(given.nccl_log) if given.nccl_log else None
     tables = result.tables
     addr_host = address_hosts(result.hosts)
     host_names = [h.name for h in result.hosts]

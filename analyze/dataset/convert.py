@@ -31,7 +31,8 @@ from analyze.read.work import Progress, biggest_first
 from analyze.read.fold import scan_host
 from analyze.read.formats import scan_bytes
 from analyze.read.inputs import HostInput, discover
-from analyze.read.reading import check_options, common_mtu
+from analyze.read.bin_choice import BASE_BIN_NS
+from analyze.read.reading import ReadOptions, common_mtu
 from analyze.read.scan import StreamScan
 
 COMPRESSION = "zstd"  # headers-only packet columns shrink 4-6x; DuckDB, Polars and pandas all read it
@@ -104,19 +105,19 @@ def convert_host(
 def convert(
     paths: Sequence[str | Path],
     out: Path,
+    options: ReadOptions = ReadOptions(),
     *,
-    bin_ns: int,
-    byte_mode: str,
-    workers: Optional[int] = None,
-    scheduler: Optional[str] = None,
     progress: Optional[Progress] = None,
 ) -> Converted:
-    """Write the captures under PATHS as a dataset in OUT (a new or empty folder).
+    """Write the captures under PATHS as a dataset in OUT (a new or empty folder), read as OPTIONS say (the bin
+    BASE_BIN_NS and IP bytes unless given: the width an analysis reads at before it chooses its own).
 
-    Raises ValueError for bad options, analyze.read.formats.FileError (DatasetError for OUT) for input or output
-    that cannot be used, and analyze.read.cluster.ClusterError when the Dask cluster cannot do the work.
+    Raises analyze.read.formats.FileError (DatasetError for OUT) for input or output that cannot be used, and
+    analyze.read.cluster.ClusterError when the Dask cluster cannot do the work.
     """
-    check_options(bin_ns, byte_mode, workers, scheduler)
+    bin_ns = BASE_BIN_NS if options.bin_ns is None else options.bin_ns
+    byte_mode = options.byte_mode or "ip"
+    workers, scheduler = options.workers, options.scheduler
     run_input = discover([Path(p) for p in paths])
     _claim(out)
     streams = [h.files for h in run_input.hosts]

@@ -29,48 +29,52 @@ class Reading:
     bin_given: bool = True  # False: the analysis chooses its width from the traffic (analyze.read.bin_choice)
 
 
+@dataclass(frozen=True)
+class ReadOptions:
+    """How captures are read, checked once when made: ValueError (one line, naming the command-line option) for
+    options no scan can run with, from the CLI (`analyze`, `convert`) and the Python API alike. None is the
+    default and always good: the bin chosen from the traffic (read at BASE_BIN_NS), IP bytes, a local pool."""
+
+    bin_ns: Optional[int] = None
+    byte_mode: Optional[str] = None  # ip | wire | payload
+    workers: Optional[int] = None  # local processes
+    scheduler: Optional[str] = None  # tcp://HOST:PORT: a Dask cluster reads instead
+
+    def __post_init__(self) -> None:
+        if self.byte_mode is not None and self.byte_mode not in L.BYTE_MODES:
+            raise ValueError(f"bad --bytes {self.byte_mode!r}: choose ip, wire or payload")
+        if self.bin_ns is not None and self.bin_ns <= 0:
+            raise ValueError(f"bad --bin {self.bin_ns} ns: must be longer than 0")
+        if self.workers is not None and self.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        if self.scheduler is not None and self.workers is not None:
+            raise ValueError("--workers sets local processes and --scheduler reads on a Dask cluster: give one of them")
+
+
 def start_reading(
     paths: Sequence[str | Path],
+    options: ReadOptions = ReadOptions(),
     *,
-    bin_ns: Optional[int] = None,
-    byte_mode: Optional[str] = None,
-    workers: Optional[int] = None,
     progress: Optional[Progress] = None,
-    scheduler: Optional[str] = None,
     busy_bytes: int = 0,
 ) -> Reading:
-    """Check the options, find the captures under `paths` and start scanning them (see analyze.api.analyze).
+    """Find the captures under `paths` and start scanning them as OPTIONS say (see analyze.api.analyze).
 
-    Without bin_ns the captures are read at BASE_BIN_NS and the analysis picks its width from the traffic
-    (analyze.read.bin_choice); byte_mode defaults to "ip". A Parquet dataset (`ringscope convert`) is read back
-    instead, one layer up (analyze.source).
+    Without a bin width the captures are read at BASE_BIN_NS and the analysis picks its width from the traffic
+    (analyze.read.bin_choice); the byte mode defaults to "ip". A Parquet dataset (`ringscope convert`) is read
+    back instead, one layer up (analyze.source).
     busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_host_scans).
 
-    Raises ValueError for bad options and analyze.read.formats.FileError when the input cannot be found.
+    Raises analyze.read.formats.FileError when the input cannot be found.
     """
-    bin_given = bin_ns is not None
-    bin_ns = BASE_BIN_NS if bin_ns is None else bin_ns
-    byte_mode = byte_mode or "ip"
-    check_options(bin_ns, byte_mode, workers, scheduler)
+    bin_ns = BASE_BIN_NS if options.bin_ns is None else options.bin_ns
+    byte_mode = options.byte_mode or "ip"
     run_input = discover([Path(p) for p in paths])
     opts = ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=common_mtu(run_input))
-    collect = start_host_scans([h.files for h in run_input.hosts], opts, workers, progress, scheduler, busy_bytes)
-    return Reading(run_input=run_input, collect=collect, bin_ns=bin_ns, byte_mode=byte_mode, bin_given=bin_given)
-
-
-def check_options(
-    bin_ns: Optional[int], byte_mode: Optional[str], workers: Optional[int], scheduler: Optional[str]
-) -> None:
-    """ValueError (one line, naming the command-line option) for options no scan can run with; None is the
-    default and always good. The one check of these options: the CLI, `convert` and every read call it."""
-    if byte_mode is not None and byte_mode not in L.BYTE_MODES:
-        raise ValueError(f"bad --bytes {byte_mode!r}: choose ip, wire or payload")
-    if bin_ns is not None and bin_ns <= 0:
-        raise ValueError(f"bad --bin {bin_ns} ns: must be longer than 0")
-    if workers is not None and workers < 1:
-        raise ValueError("--workers must be at least 1")
-    if scheduler is not None and workers is not None:
-        raise ValueError("--workers sets local processes and --scheduler reads on a Dask cluster: give one of them")
+    collect = start_host_scans(
+        [h.files for h in run_input.hosts], opts, options.workers, progress, options.scheduler, busy_bytes
+    )
+    return Reading(run_input, collect, bin_ns, byte_mode, bin_given=options.bin_ns is not None)
 
 
 def common_mtu(run_input: RunInput) -> int:

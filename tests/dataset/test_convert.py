@@ -210,12 +210,13 @@ def test_a_dataset_converts_alike_in_a_pool_and_in_small_blocks(tmp_path: Path, 
     """Two workers (a host each) write what one does; rows handed over in blocks of 1,000 (many row groups, the
     memory bound at work) are the rows of one block."""
     from analyze.dataset.convert import convert
+    from analyze.read.reading import ReadOptions
     from analyze.read import scan
 
-    whole = convert([EXAMPLE / "run"], tmp_path / "one", bin_ns=10**7, byte_mode="ip", workers=1)
-    pooled = convert([EXAMPLE / "run"], tmp_path / "two", bin_ns=10**7, byte_mode="ip", workers=2)
+    whole = convert([EXAMPLE / "run"], tmp_path / "one", ReadOptions(bin_ns=10**7, byte_mode="ip", workers=1))
+    pooled = convert([EXAMPLE / "run"], tmp_path / "two", ReadOptions(bin_ns=10**7, byte_mode="ip", workers=2))
     monkeypatch.setattr(scan, "ROWS_PER_FLUSH", 1000)
-    blocks = convert([EXAMPLE / "run"], tmp_path / "blocks", bin_ns=10**7, byte_mode="ip", workers=1)
+    blocks = convert([EXAMPLE / "run"], tmp_path / "blocks", ReadOptions(bin_ns=10**7, byte_mode="ip", workers=1))
     assert whole.packets == pooled.packets == blocks.packets == 28_174
     for table in ("packets", "flows", "flow_bins", "samples", "files"):
         one = _query(f"select * from read_parquet('{tmp_path}/one/{table}/*/*.parquet', hive_partitioning=true)")

@@ -186,7 +186,7 @@ def test_bad_option_values_are_one_line_and_exit_2(option: str, value: str, frag
     ],
 )
 def test_one_check_per_option_says_the_same_in_analyze_and_convert(tmp_path: Path, options: list, line: str) -> None:
-    """The scan options are checked in one place (analyze.read.reading.check_options): both commands that read
+    """The scan options are checked in one place (analyze.read.reading.ReadOptions): both commands that read
     captures print the same line for the same bad value, and neither starts reading."""
     capture = FIXTURES / "formats/pcap-us-le.pcap"
     assert one_line_error(ringscope("analyze", capture, *options)) == line
@@ -347,17 +347,25 @@ def test_report_of_a_saved_result_takes_a_whatif_json_and_judges_again(tmp_path:
             {"world_size": 8, "ranks_per_host": 2},
             "give --world-size or --ranks-per-host, not both",
         ),
+        (["--bytes", "bogus"], {"byte_mode": "bogus"}, "bad --bytes 'bogus': choose ip, wire or payload"),
+        (["--workers", "0"], {"workers": 0}, "--workers must be at least 1"),
+        (
+            ["--workers", "2", "--scheduler", "tcp://127.0.0.1:1"],
+            {"workers": 2, "scheduler": "tcp://127.0.0.1:1"},
+            "--workers sets local processes and --scheduler reads on a Dask cluster: give one of them",
+        ),
     ],
 )
 def test_the_python_api_refuses_what_the_command_refuses(options: list, kwargs: dict, words: str) -> None:
-    """The job options are one record checked once (analyze.model.result.Given): `analyze(paths, world_size=0)` from a
-    notebook gets the ValueError the command prints as its one line (issue 46: it was taken and ignored)."""
+    """The job options (analyze.model.result.Given) and the read options (analyze.read.reading.ReadOptions) are
+    records checked once when made: `analyze(paths, world_size=0)` from a notebook gets the ValueError the command
+    prints as its one line (issue 46: it was taken and ignored)."""
     from analyze.api import analyze
 
     capture = FIXTURES / "formats/pcap-us-le.pcap"
     assert one_line_error(ringscope("analyze", capture, *options)) == f"ringscope: error: {words}"
     with pytest.raises(ValueError) as refused:
-        analyze([capture], workers=1, **kwargs)
+        analyze([capture], **{"workers": 1, **kwargs})
     assert str(refused.value) == words
 
 

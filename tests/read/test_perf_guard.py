@@ -16,7 +16,7 @@ from unittest import mock
 import pandas as pd
 
 from analyze.api import finish
-from analyze.read.reading import start_reading
+from analyze.read.reading import ReadOptions, start_reading
 from analyze.read.scan import scan_stream
 from tests.benchmarks.catlike import CAT_BLOCK, read_like_cat
 from tests.benchmarks.synth import ring_capture
@@ -62,7 +62,7 @@ def _frames_built_after_reading(root: Path, hosts: int) -> tuple[int, str]:
     for i in range(hosts):
         files.append(root / f"host{i + 1:02d}.pcap")
         ring_capture(files[-1], packets=3000, hosts=hosts, me=i + 1, seed=i)
-    reading = start_reading(files, bin_ns=10_000_000, byte_mode="ip", workers=1)
+    reading = start_reading(files, ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=1))
     built = [0]
     construct = pd.DataFrame.__init__
 

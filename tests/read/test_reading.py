@@ -16,7 +16,7 @@ from analyze.read import engine
 from analyze.read import layouts as L
 from analyze.read.engine import POOL_MIN_BYTES
 from analyze.read.fold import merge_host
-from analyze.read.reading import start_reading
+from analyze.read.reading import ReadOptions, start_reading
 from analyze.read.scan import scan_stream
 from tests.support.expect import FIXTURES, ROOT, same_scan
 from tests.benchmarks.synth import ring_capture
@@ -24,8 +24,9 @@ from tests.benchmarks.synth import ring_capture
 
 def test_starting_a_run_imports_no_pandas() -> None:
     code = (
-        "import sys; from analyze.read.reading import start_reading; "
-        f"r = start_reading([{str(FIXTURES / 'example')!r}], bin_ns=10_000_000, byte_mode='ip', workers=1); "
+        "import sys; from analyze.read.reading import ReadOptions, start_reading; "
+        f"r = start_reading([{str(FIXTURES / 'example')!r}], "
+        "ReadOptions(bin_ns=10_000_000, byte_mode='ip', workers=1)); "
         "print(sorted(m for m in ('pandas', 'numba') if m in sys.modules), len(r.collect()))"
     )
     out = subprocess.run(
@@ -42,14 +43,14 @@ def test_the_pool_is_reading_when_start_returns(tmp_path: Path) -> None:
         paths.append(tmp_path / f"h{i}.pcap")
         truths.append(ring_capture(paths[-1], packets=400_000, seed=i))
     assert sum(p.stat().st_size for p in paths) > POOL_MIN_BYTES
-    reading = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=2)
+    reading = start_reading(paths, ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=2))
     try:
         workers_running = len(multiprocessing.active_children())
     finally:
         pooled = reading.collect()
     assert workers_running == 2
     assert multiprocessing.active_children() == []
-    here = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=1).collect()
+    here = start_reading(paths, ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=1)).collect()
     assert [s.records for s in pooled] == [s.records for s in here] == [400_000, 400_000]
     assert [int(s.agg[:, 1].sum()) for s in pooled] == [int(t.ip_bytes.sum()) for t in truths]
     for a, b in zip(pooled, here):
@@ -62,13 +63,13 @@ def test_one_stream_that_cannot_be_cut_still_goes_to_a_worker(tmp_path: Path) ->
     path = tmp_path / "h.pcapng"
     truth = ring_capture(path, packets=50_000, fmt="pcapng")
     with mock.patch.object(engine, "POOL_MIN_BYTES", 0):
-        reading = start_reading([path], bin_ns=10_000_000, byte_mode="ip", workers=2)
+        reading = start_reading([path], ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=2))
     try:
         workers_running = len(multiprocessing.active_children())
     finally:
         pooled = reading.collect()
     assert workers_running == 1
-    here = start_reading([path], bin_ns=10_000_000, byte_mode="ip", workers=1).collect()
+    here = start_reading([path], ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=1)).collect()
     assert int(pooled[0].agg[:, 1].sum()) == int(truth.ip_bytes.sum())
     same_scan(pooled[0], here[0])
 
@@ -80,11 +81,13 @@ def test_a_pool_gets_no_more_workers_than_finish_before_the_caller(tmp_path: Pat
     paths = [tmp_path / f"h{i}.pcap" for i in range(2)]
     truths = [ring_capture(p, packets=30_000, seed=i) for i, p in enumerate(paths)]
     size = paths[0].stat().st_size
-    here = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=1).collect()
+    here = start_reading(paths, ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=1)).collect()
     per_host = size + engine.STREAM_COST_BYTES
     for busy_bytes, want in ((2 * per_host, 1), (per_host, 2)):
         with mock.patch.object(engine, "POOL_MIN_BYTES", 0):
-            reading = start_reading(paths, bin_ns=10_000_000, byte_mode="ip", workers=4, busy_bytes=busy_bytes)
+            reading = start_reading(
+                paths, ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=4), busy_bytes=busy_bytes
+            )
         try:
             workers_running = len(multiprocessing.active_children())
         finally:
@@ -111,7 +114,7 @@ def test_a_whole_stream_is_folded_where_it_is_read(tmp_path: Path) -> None:
     ring_capture(rot[0], packets=20_000, seed=1)
     ring_capture(rot[1], packets=20_000, seed=2, start_ns=1_763_000_100_000_000_000)
     with mock.patch.object(engine, "POOL_MIN_BYTES", 0):
-        pooled = start_reading([tmp_path], bin_ns=10_000_000, byte_mode="ip", workers=2).collect()
+        pooled = start_reading([tmp_path], ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=2)).collect()
     assert [s.folded for s in pooled] == [True]
     got, want = merge_host("h", pooled), merge_host("h", [scan_stream(rot, bin_ns=10_000_000, byte_mode=0)])
     for field in ("keys", "agg", "cell_flow", "cell_bin", "cell_bytes"):
