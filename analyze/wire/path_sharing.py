@@ -9,8 +9,7 @@ fabric, so the edge's verdict stays unsure and says what else fits, with what sp
 
 from __future__ import annotations
 
-from typing import Any
-
+from analyze.model.findings import RdmaEdge
 from analyze.wire.send_rate import UNRESOLVED_CONFIDENCE
 
 SHARERS = (2, 3, 4)  # k flows on one path: each at 1/k of line rate
@@ -18,29 +17,29 @@ NEAR = 0.06  # a burst rate this close to 1/k (of line rate) fits k sharers
 FULL = 0.85  # an edge at this share of line rate or more runs alone on its path
 
 
-def shared_paths(edges: list[dict[str, Any]]) -> list[str]:
+def shared_paths(edges: list[RdmaEdge]) -> list[str]:
     """Mark each judged edge whose bursts run at about line rate / k, with no loss, CE mark or CNP, while another
     edge runs at line rate: its verdict is capped at UNRESOLVED_CONFIDENCE and its evidence names the path hint.
     Returns the finding's note (empty when no edge fits)."""
-    full = [e for e in edges if (e.get("burst_rate") or 0.0) >= FULL]
+    full = [e for e in edges if (e.burst_rate or 0.0) >= FULL]
     if not full:
         return []
     alone = {id(e) for e in full}
     hits = []
     for e in edges:
-        rate = e.get("burst_rate")
-        clean = not (e["naks"] or e["timeouts"] or e["cnps"] or e["ce_marks"] or e["resent_packets"])
+        rate = e.burst_rate
+        clean = not (e.naks or e.timeouts or e.cnps or e.ce_marks or e.resent_packets)
         k = next((k for k in SHARERS if rate is not None and abs(rate - 1 / k) <= NEAR), None)
         if k is None or not clean or id(e) in alone:
             continue
-        e["confidence"] = min(e["confidence"], UNRESOLVED_CONFIDENCE)
-        e["evidence"].append(
+        e.confidence = min(e.confidence, UNRESOLVED_CONFIDENCE)
+        e.evidence.append(
             f"its bursts run at {rate:.0%} of line rate (about 1/{k}) with no loss, CE mark or CNP while "
             f"{len(full)} other edge(s) run at line rate: likely {k} flows hashed onto one path through the fabric "
             f"(ECMP), which the capture cannot see; spread apart, its bytes would take 1/{k} of the time "
-            f"(its QPs: {', '.join(str(q) for q in e['qps'])})"
+            f"(its QPs: {', '.join(str(q) for q in e.qps)})"
         )
-        hits.append(f"{e['src']} -> {e['dst']} (1/{k})")
+        hits.append(f"{e.src} -> {e.dst} (1/{k})")
     if not hits:
         return []
     return [

@@ -26,8 +26,7 @@ import numpy as np
 import pandas as pd
 
 from analyze.confidence.thresholds import FILLS_LINK
-from analyze.model.findings import Rdma, Transport
-from analyze.model.jsonform import from_plain
+from analyze.model.findings import QpRate, Rdma, RdmaEdge, RdmaQp, RdmaSeries, Transport
 from analyze.model.result import Result
 from analyze.wire.path_sharing import shared_paths
 from analyze.tables.hosts import address_hosts, flow_hosts
@@ -46,42 +45,44 @@ CNP_SPACING_NS = 50_000  # a notification point sends at most one CNP per queue 
 IMBALANCED = 1.5  # an edge's busiest QP carrying this many times its least busy one's bytes is shown as unequal
 
 
-def _judge(row: dict[str, Any], bin_ns: int) -> tuple[str, float, list[str]]:
-    """An edge's limiter, how sure, and the evidence, from its folded counters."""
+def _judge(row: RdmaEdge, busy_ns: float, stall_ns: int, bin_ns: int) -> tuple[str, float, list[str]]:
+    """An edge's limiter, how sure, and the evidence, from its folded counters, its BUSY_NS (busy bins x bin) and
+    the requester's timer stalls (STALL_NS)."""
     evidence = []
-    if row["resent_packets"]:
+    if row.resent_packets:
         evidence.append(
-            f"{row['resent_packets']:,} packets sent again ({row['resent_fraction']:.2%}) after {row['naks']} NAK(s)"
-            f" and {row['timeouts']} timeout(s)"
+            f"{row.resent_packets:,} packets sent again ({row.resent_fraction:.2%}) after {row.naks} NAK(s)"
+            f" and {row.timeouts} timeout(s)"
         )
-    if row["cnps"] or row["ce_marks"]:
-        rate = f" ({row['cnps_per_s']:,.0f}/s while busy)" if row["cnps_per_s"] is not None else ""
-        evidence.append(f"{row['cnps']} CNPs{rate}, {row['ce_marks']} packets marked CE ({row['ce_fraction']:.2%})")
-    busy, burst = row["rate_while_busy"], row["burst_rate"]
+    if row.cnps or row.ce_marks:
+        rate = f" ({row.cnps_per_s:,.0f}/s while busy)" if row.cnps_per_s is not None else ""
+        evidence.append(f"{row.cnps} CNPs{rate}, {row.ce_marks} packets marked CE ({row.ce_fraction:.2%})")
+    busy, burst = row.rate_while_busy, row.burst_rate
     link_full = fills_link(burst, busy)
     if link_full is None and burst is not None:
         evidence.append(unresolved_evidence(burst, busy, bin_ns))
     elif burst is not None or busy is not None:
         evidence.append(f"sends at {burst if burst is not None else busy:.0%} of line rate while busy")
     # what loss cost: the timer's stalls, and the packets sent twice at the rate the edge sends
-    packet_ns = row["busy_ns"] / row["packets"] if row["packets"] else 0.0
-    lost_share = (row["stall_ns"] + row["resent_packets"] * packet_ns) / row["busy_ns"] if row["busy_ns"] else 0.0
-    if row["timeouts"]:
+    packet_ns = busy_ns / row.packets if row.packets else 0.0
+    lost_share = (stall_ns + row.resent_packets * packet_ns) / busy_ns if busy_ns else 0.0
+    if row.timeouts:
         evidence.insert(
             0,
-            f"the requester's timer fired {row['timeouts']} time(s), stalling its queue pair "
-            f"{row['stall_ns'] / 1e6:,.1f} ms in all ({lost_share:.0%} of the edge's busy time with its resends)",
+            f"the requester's timer fired {row.timeouts} time(s), stalling its queue pair "
+            f"{stall_ns / 1e6:,.1f} ms in all ({lost_share:.0%} of the edge's busy time with its resends)",
         )
-    if lost_share >= LOSS_TIME_SHARE or row["resent_fraction"] >= LOSS_FRACTION:
-        sure = max(lost_share / LOSS_TIME_SHARE, row["resent_fraction"] / LOSS_FRACTION)
+    if lost_share >= LOSS_TIME_SHARE or row.resent_fraction >= LOSS_FRACTION:
+        sure = max(lost_share / LOSS_TIME_SHARE, row.resent_fraction / LOSS_FRACTION)
         return "loss", min(1.0, 0.5 + sure / 4), evidence
-    if (row["cnps"] or row["ce_marks"]) and not link_full:
+    if (row.cnps or row.ce_marks) and not link_full:
         # each CNP stands for at least the notification point's spacing of marked traffic
-        share = row["cnps"] * CNP_SPACING_NS / max(1.0, row["busy_ns"]) if row["busy_ns"] else 0.0
+        share = row.cnps * CNP_SPACING_NS / max(1.0, busy_ns) if busy_ns else 0.0
         below = 1.0 if busy is None else min(1.0, (FILLS_LINK - busy) / 0.2)
         return "congestion", round(min(1.0, 0.5 + 0.5 * min(1.0, share * 4)) * (0.5 + 0.5 * below), 3), evidence
     shown = burst if burst is not None else busy
     if link_full:  # as sure as the weaker of the two readings (analyze.wire.transport._judge)
+        assert shown is not None  # fills_link reads a full link from a rate it was given
         weaker = min(shown, busy if busy is not None else shown)
         return "link", min(1.0, 0.5 + (weaker - FILLS_LINK) * 5), evidence
     if link_full is None or shown is None:
@@ -122,24 +123,23 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     qp_rows = []
     for q, n_rtt, med in zip(qps.to_dict("records"), rtt_n.to_numpy(), rtt_med.to_numpy()):
         qp_rows.append(
-            {
-                "src": q["src_host"] if isinstance(q["src_host"], str) else q["src"],
-                "dst": q["dst_host"] if isinstance(q["dst_host"], str) else q["dst"],
-                "qp": int(q["qp"]),
-                "transport": VERSIONS.get(int(q["version"]), "RDMA"),
-                "reverse_qp": None if pd.isna(q["reverse_qp"]) else int(q["reverse_qp"]),
+            RdmaQp(
+                src=q["src_host"] if isinstance(q["src_host"], str) else q["src"],
+                dst=q["dst_host"] if isinstance(q["dst_host"], str) else q["dst"],
+                qp=int(q["qp"]),
+                transport=VERSIONS.get(int(q["version"]), "RDMA"),
+                reverse_qp=None if pd.isna(q["reverse_qp"]) else int(q["reverse_qp"]),
                 **{c: int(q[c]) for c in (*COUNTERS, *ANSWERS) if c != "stall_ns"},
-                "ack_rtt_samples": int(n_rtt),
-                "ack_rtt_median_us": None if pd.isna(med) else round(float(med) / 1e3, 3),
-            }
+                ack_rtt_samples=int(n_rtt),
+                ack_rtt_median_us=None if pd.isna(med) else round(float(med) / 1e3, 3),
+            )
         )
-    out: dict[str, Any] = {"limiter": None, "confidence": 0.0, "evidence": [], "edges": [], "notes": [], "qps": []}
-    out["qps"] = sorted(qp_rows, key=lambda r: (r["src"], r["dst"], r["qp"]))
+    out = Rdma(qps=sorted(qp_rows, key=lambda r: (r.src, r.dst, r.qp)))
     captured = {h.name for h in result.hosts}
     judged = qps[qps["src_host"].isin(captured) & qps["dst_host"].isin(captured)].copy()
     if judged.empty:
-        out["notes"].append("no queue pair between two captured hosts: nothing to judge")
-        return from_plain(Rdma, out, strict=True)
+        out.notes.append("no queue pair between two captured hosts: nothing to judge")
+        return out
     judged["data_bytes"] = judged["write_bytes"] + judged["send_bytes"] + judged["read_bytes"]
     code, pairs = pd.factorize(pd.MultiIndex.from_arrays([judged["src_host"], judged["dst_host"]]))
     n = len(pairs)
@@ -161,56 +161,61 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     edges = []
     for i, (s, d) in enumerate(pairs):
         mine = by_edge[i].sort_values("data_bytes", ascending=False)
-        row = _edge_row(s, d, mine, float(busy.bins[i] * bin_ns), _median_us(events_of.get(i)))
-        row.update(rate_fields(busy, sending, link, i))
-        row["limiter"], confidence, row["evidence"] = _judge(row, bin_ns)
-        row["confidence"] = round(float(confidence), 3)
-        line_rate_unknown(row, row["src"] in assumed)
-        if row["qp_imbalance"] is not None and row["qp_imbalance"] >= IMBALANCED:
-            carrying = sum(1 for b in row["qp_payload_bytes"] if b > 0)
-            row["evidence"].append(
-                f"its {carrying} QPs carry unequal bytes (the busiest {row['qp_imbalance']:.1f}x the "
-                "least): whether they share a path is not visible in a capture"
-            )
-        del row["busy_ns"], row["stall_ns"]
+        busy_ns = float(busy.bins[i] * bin_ns)
         on_edge = e_code == i
-        row["series"] = _series(
+        row = _edge_row(s, d, mine, busy_ns, _median_us(events_of.get(i)), rate_fields(busy, sending, link, i))
+        row.series = _series(
             (e_t[on_edge], e_util[on_edge]), mine, cells_of, events_of.get(i), float(link[i]), bin_ns, str(s)
         )
+        row.limiter, confidence, row.evidence = _judge(row, busy_ns, int(mine["stall_ns"].sum()), bin_ns)
+        row.confidence = round(float(confidence), 3)
+        line_rate_unknown(row, row.src in assumed)
+        if row.qp_imbalance is not None and row.qp_imbalance >= IMBALANCED:
+            carrying = sum(1 for b in row.qp_payload_bytes if b > 0)
+            row.evidence.append(
+                f"its {carrying} QPs carry unequal bytes (the busiest {row.qp_imbalance:.1f}x the "
+                "least): whether they share a path is not visible in a capture"
+            )
         edges.append(row)
     set_aside_light(edges, "too little data to judge (ACKs, control writes)")
-    out["notes"].extend(shared_paths([e for e in edges if e["limiter"] is not None]))
-    out["edges"] = edges
-    _verdict(out, [e for e in edges if e["limiter"] is not None])
-    return from_plain(Rdma, out, strict=True)
+    out.notes.extend(shared_paths([e for e in edges if e.limiter is not None]))
+    out.edges = edges
+    _verdict(out, [e for e in edges if e.limiter is not None])
+    return out
 
 
-def _edge_row(s: str, d: str, mine: pd.DataFrame, busy_ns: float, ack_rtt_us: Optional[float]) -> dict[str, Any]:
-    """An edge's counters from its queue pairs MINE (heaviest first), before its rates and judgment."""
+def _edge_row(
+    s: str, d: str, mine: pd.DataFrame, busy_ns: float, ack_rtt_us: Optional[float], rates: dict[str, Any]
+) -> RdmaEdge:
+    """An edge's counters from its queue pairs MINE (heaviest first) and its RATES (transport.rate_fields), before
+    its judgment."""
     data = mine["data_bytes"].to_numpy(np.int64)
     packets = int(mine["packets"].sum())
     resent = int(mine["resent_packets"].sum())
     carrying = data[data > 0]
-    return {
-        "src": s,
-        "dst": d,
-        "qps": [int(x) for x in mine["qp"]],
-        "qp_payload_bytes": [int(x) for x in data],
-        "qp_imbalance": float(carrying.max() / carrying.min()) if len(carrying) > 1 else None,
-        "payload_bytes": int(data.sum() - mine["resent_bytes"].sum()),
-        "packets": packets,
-        "resent_packets": resent,
-        "resent_fraction": resent / packets if packets else 0.0,
-        "naks": int(mine["naks"].sum()),
-        "timeouts": int(mine["timeouts"].sum()),
-        "stall_ns": int(mine["stall_ns"].sum()),
-        "cnps": int(mine["cnps"].sum()),
-        "cnps_per_s": float(mine["cnps"].sum() / (busy_ns / 1e9)) if busy_ns else None,
-        "ce_marks": int(mine["ce_marks"].sum()),
-        "ce_fraction": float(mine["ce_marks"].sum() / packets) if packets else 0.0,
-        "ack_rtt_median_us": ack_rtt_us,
-        "busy_ns": busy_ns,
-    }
+    cnps, ce = int(mine["cnps"].sum()), int(mine["ce_marks"].sum())
+    return RdmaEdge(
+        src=s,
+        dst=d,
+        qps=[int(x) for x in mine["qp"]],
+        qp_payload_bytes=[int(x) for x in data],
+        qp_imbalance=float(carrying.max() / carrying.min()) if len(carrying) > 1 else None,
+        payload_bytes=int(data.sum() - mine["resent_bytes"].sum()),
+        packets=packets,
+        resent_packets=resent,
+        resent_fraction=resent / packets if packets else 0.0,
+        naks=int(mine["naks"].sum()),
+        timeouts=int(mine["timeouts"].sum()),
+        cnps=cnps,
+        cnps_per_s=float(cnps / (busy_ns / 1e9)) if busy_ns else None,
+        ce_marks=ce,
+        ce_fraction=float(ce / packets) if packets else 0.0,
+        ack_rtt_median_us=ack_rtt_us,
+        **rates,
+        limiter=None,
+        confidence=0.0,
+        evidence=[],
+    )
 
 
 def _series(
@@ -221,7 +226,7 @@ def _series(
     link_bps: float,
     bin_ns: int,
     sender: str,
-) -> dict[str, Any]:
+) -> RdmaSeries:
     """The edge's series for the report: its rate and each QP's per bin, and its events in the sender's capture."""
     t, util = edge
     keep = thin(t)
@@ -230,19 +235,17 @@ def _series(
         cells = cells_of.get(flow_id, pd.DataFrame({"t_ns": [], "bytes": []}))
         q_t, q_b = cells["t_ns"].to_numpy(np.int64), cells["bytes"].to_numpy(np.float64)
         k = thin(q_t)
-        qp_rates.append(
-            {"qp": int(qp), "t_ns": q_t[k].tolist(), "utilization": (q_b[k] * 8e9 / bin_ns / link_bps).tolist()}
-        )
-    out: dict[str, Any] = {"t_ns": t[keep].tolist(), "utilization": util[keep].tolist(), "qp_rates": qp_rates}
+        qp_rates.append(QpRate(int(qp), q_t[k].tolist(), (q_b[k] * 8e9 / bin_ns / link_bps).tolist()))
+    out = RdmaSeries(t_ns=t[keep].tolist(), utilization=util[keep].tolist(), qp_rates=qp_rates)
     mine_ev = pd.DataFrame(columns=["t_ns", "what", "value", "host"]) if ev is None else ev
     mine_ev = mine_ev[mine_ev["host"] == sender]
     for name, kinds in (("cnp", ["cnp"]), ("nak", ["nak", "rnr_nak", "nak_error"]), ("resent", ["resent"])):
         times = np.sort(mine_ev.loc[mine_ev["what"].isin(kinds), "t_ns"].to_numpy(np.int64))
-        out[f"{name}_t_ns"] = times[thin(times)].tolist()
+        setattr(out, f"{name}_t_ns", times[thin(times)].tolist())
     trips = mine_ev[mine_ev["what"] == "ack_rtt_ns"].sort_values("t_ns")
     k = thin(trips["t_ns"].to_numpy())
-    out["rtt_t_ns"] = trips["t_ns"].to_numpy(np.int64)[k].tolist()
-    out["rtt_us"] = (trips["value"].to_numpy(np.float64)[k] / 1e3).tolist()
+    out.rtt_t_ns = trips["t_ns"].to_numpy(np.int64)[k].tolist()
+    out.rtt_us = (trips["value"].to_numpy(np.float64)[k] / 1e3).tolist()
     return out
 
 
@@ -263,33 +266,33 @@ def _median_us(ev: Optional[pd.DataFrame]) -> Optional[float]:
     return round(float(values.median()) / 1e3, 3) if len(values) else None
 
 
-def _verdict(out: dict[str, Any], edges: list[dict[str, Any]]) -> None:
+def _verdict(out: Rdma, edges: list[RdmaEdge]) -> None:
     """The job's limiter: an edge limited by loss or congestion limits the collective (it runs at its slowest
     edge's pace); else the edges' limiters weighed by their bytes."""
     if not edges:
         return
     for kind in ("loss", "congestion"):
-        hit = [e for e in edges if e["limiter"] == kind]
+        hit = [e for e in edges if e.limiter == kind]
         if hit:
-            worst = max(hit, key=lambda e: e["confidence"])
-            out["limiter"], out["confidence"] = kind, worst["confidence"]
-            out["evidence"] = [
+            worst = max(hit, key=lambda e: e.confidence)
+            out.limiter, out.confidence = kind, worst.confidence
+            out.evidence = [
                 f"{len(hit)} of {len(edges)} edges are {kind}-limited; the collective runs at its slowest edge's pace",
-                *(f"{worst['src']} -> {worst['dst']}: {text}" for text in worst["evidence"]),
+                *(f"{worst.src} -> {worst.dst}: {text}" for text in worst.evidence),
             ]
             return
-    total = float(sum(e["payload_bytes"] for e in edges)) or 1.0
+    total = float(sum(e.payload_bytes for e in edges)) or 1.0
     share: dict[str, float] = {}
     for e in edges:
-        share[e["limiter"]] = share.get(e["limiter"], 0.0) + e["payload_bytes"] / total
+        share[e.limiter or ""] = share.get(e.limiter or "", 0.0) + e.payload_bytes / total
     limiter = max(share, key=lambda k: share[k])
-    mine = [e for e in edges if e["limiter"] == limiter]
-    out["limiter"] = limiter
-    out["confidence"] = round(share[limiter] * min(e["confidence"] for e in mine), 3)
-    heaviest = max(mine, key=lambda e: e["payload_bytes"])
-    out["evidence"] = [
+    mine = [e for e in edges if e.limiter == limiter]
+    out.limiter = limiter
+    out.confidence = round(share[limiter] * min(e.confidence for e in mine), 3)
+    heaviest = max(mine, key=lambda e: e.payload_bytes)
+    out.evidence = [
         f"{len(mine)} of {len(edges)} edges ({share[limiter]:.0%} of the bytes) are {limiter}-limited",
-        *(f"{heaviest['src']} -> {heaviest['dst']}: {text}" for text in heaviest["evidence"]),
+        *(f"{heaviest.src} -> {heaviest.dst}: {text}" for text in heaviest.evidence),
     ]
 
 

@@ -27,14 +27,13 @@ per-edge series (rate per bin, round trips over time) for the report.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from analyze.confidence.thresholds import FILLS_LINK
-from analyze.model.findings import Iterations, Transport
-from analyze.model.jsonform import from_plain
+from analyze.model.findings import EdgeIterations, EdgeSeries, Iterations, RdmaEdge, Socket, Transport, TransportEdge
 from analyze.model.result import Result
 from analyze.tables.capture_holes import GAPPED
 from analyze.tables.hosts import address_hosts, flow_hosts
@@ -135,7 +134,7 @@ def _per_iteration(
     windows: np.ndarray,
     n: int,
     bin_ns: int,
-) -> list[dict[str, list[Any]]]:
+) -> list[EdgeIterations]:
     """Per edge, for each iteration it sent in: its rate over its busy bins, the share of its communication
     span (first to last busy bin) it sat idle, waiting on a previous ring step or on the sender, when it began
     and stopped sending and where its last run of busy bins after a pause began (analyze.wire.stragglers reads
@@ -165,21 +164,21 @@ def _per_iteration(
     x_it = _iteration_of(x_t, windows)
     x_in = x_it >= 0
     lost = np.bincount(x_code[x_in] * k + x_it[x_in], weights=x_bytes[x_in], minlength=size)
-    out: list[dict[str, list[Any]]] = []
+    out: list[EdgeIterations] = []
     for e in range(n):
         rows = np.flatnonzero(count[e * k : (e + 1) * k] > 0)
         at = e * k + rows
         out.append(
-            {
-                "index": [int(x) for x in rows],
-                "rate_while_busy": [round(float(x), 4) for x in squares[at] / total[at]],
-                "idle_share": [round(float(x), 4) for x in 1 - count[at] / span[at]],
-                "start_ns": [int(x) for x in first[at]],
-                "end_ns": [int(x) + bin_ns for x in last[at]],
-                "tail_ns": [int(x) if x > f else None for x, f in zip(tail[at], first[at])],
-                "rtt_median_ms": [_ms(x) for x in median[at]],
-                "resent_bytes": [int(x) for x in lost[at]],
-            }
+            EdgeIterations(
+                index=[int(x) for x in rows],
+                rate_while_busy=[round(float(x), 4) for x in squares[at] / total[at]],
+                idle_share=[round(float(x), 4) for x in 1 - count[at] / span[at]],
+                start_ns=[int(x) for x in first[at]],
+                end_ns=[int(x) + bin_ns for x in last[at]],
+                tail_ns=[int(x) if x > f else None for x, f in zip(tail[at], first[at])],
+                rtt_median_ms=[_ms(x) for x in median[at]],
+                resent_bytes=[int(x) for x in lost[at]],
+            )
         )
     return out
 
@@ -198,7 +197,7 @@ def _last_runs(key: np.ndarray, t: np.ndarray, size: int, bin_ns: int) -> np.nda
 
 def _sockets(
     ft: pd.DataFrame, code: np.ndarray, n: int, flows: pd.DataFrame, series: pd.DataFrame, link: np.ndarray, bin_ns: int
-) -> tuple[list[list[dict[str, Any]]], np.ndarray]:
+) -> tuple[list[list[Socket]], np.ndarray]:
     """Per edge carried over several connections, each connection's ports, bytes, share of the edge's and pace
     (byte-weighted share of line rate over the bins it sent in), a data socket below SOCKET_LAG of its data
     siblings' median pace marked `lags`; [] for an edge of one connection. Why per socket: NCCL deals each ring
@@ -207,7 +206,7 @@ def _sockets(
     windows closed (0 where none lags)."""
     fid = ft["flow_id"].to_numpy(np.int64)
     per_edge = np.bincount(code, minlength=n)
-    out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    out: list[list[Socket]] = [[] for _ in range(n)]
     lag_closed = np.zeros(n)
     if not (per_edge > 1).any():
         return out, lag_closed
@@ -230,36 +229,37 @@ def _sockets(
         pace = np.nanmedian(rate[rows][data]) if data.sum() >= 2 else np.nan
         total = max(1, int(payload[rows].sum()))
         out[e] = [
-            {
-                "sport": int(ports[r, 0]),
-                "dport": int(ports[r, 1]),
-                "payload_bytes": int(payload[r]),
-                "share": round(float(payload[r] / total), 4),
-                "rate_while_busy": None if not np.isfinite(rate[r]) else round(float(rate[r]), 4),
-                "data": bool(d),
-                "lags": bool(d and np.isfinite(pace) and np.isfinite(rate[r]) and rate[r] < SOCKET_LAG * pace),
-            }
+            Socket(
+                sport=int(ports[r, 0]),
+                dport=int(ports[r, 1]),
+                payload_bytes=int(payload[r]),
+                share=round(float(payload[r] / total), 4),
+                rate_while_busy=None if not np.isfinite(rate[r]) else round(float(rate[r]), 4),
+                data=bool(d),
+                lags=bool(d and np.isfinite(pace) and np.isfinite(rate[r]) and rate[r] < SOCKET_LAG * pace),
+            )
             for r, d in zip(rows, data)
         ]
-        lag_closed[e] = sum(float(closed[r]) for r, s in zip(rows, out[e]) if s["lags"])
+        lag_closed[e] = sum(float(closed[r]) for r, s in zip(rows, out[e]) if s.lags)
     return out, lag_closed
 
 
-def _lagging(row: dict[str, Any]) -> Optional[tuple[float, str]]:
+def _lagging(row: TransportEdge) -> Optional[tuple[float, str]]:
     """The confidence and the evidence that ROW's edge waits for a lagging socket; None when none lags."""
-    sockets = row["sockets"]
-    slow = [s for s in sockets if s["lags"]]
+    sockets = row.sockets
+    slow = [s for s in sockets if s.lags]
     if not slow:
         return None
-    data = [s for s in sockets if s["data"]]
-    others = [s["rate_while_busy"] for s in data if not s["lags"] and s["rate_while_busy"] is not None]
-    worst = min(slow, key=lambda s: s["rate_while_busy"])
-    pace = float(np.median(others)) if others else worst["rate_while_busy"] / SOCKET_LAG
-    mbit = row["link_speed_bps"] / 1e6
-    names = ", ".join(f":{s['sport']} -> :{s['dport']}" for s in slow)
-    return _margin(SOCKET_LAG, max(worst["rate_while_busy"] / max(pace, 1e-12), 1e-9)), (
-        f"{len(slow)} of its {len(data)} data sockets lag ({names}): {worst['share']:.0%} of the edge's bytes at "
-        f"{worst['rate_while_busy'] * mbit:,.0f} Mbit/s while sending, the others at {pace * mbit:,.0f} Mbit/s "
+    data = [s for s in sockets if s.data]
+    others = [s.rate_while_busy for s in data if not s.lags and s.rate_while_busy is not None]
+    worst = min(slow, key=lambda s: s.rate_while_busy or 0.0)
+    worst_rate = worst.rate_while_busy or 0.0
+    pace = float(np.median(others)) if others else worst_rate / SOCKET_LAG
+    mbit = row.link_speed_bps / 1e6
+    names = ", ".join(f":{s.sport} -> :{s.dport}" for s in slow)
+    return _margin(SOCKET_LAG, max(worst_rate / max(pace, 1e-12), 1e-9)), (
+        f"{len(slow)} of its {len(data)} data sockets lag ({names}): {worst.share:.0%} of the edge's bytes at "
+        f"{worst_rate * mbit:,.0f} Mbit/s while sending, the others at {pace * mbit:,.0f} Mbit/s "
         f"(median); each step ends when the slowest socket has sent its part"
     )
 
@@ -269,27 +269,27 @@ def thin(x: np.ndarray, n: int = SERIES_POINTS) -> np.ndarray:
     return np.unique(np.linspace(0, len(x) - 1, n).astype(np.int64)) if len(x) > n else np.arange(len(x))
 
 
-def _judge(row: dict[str, Any], step_bdps: Optional[float], bin_ns: int) -> tuple[str, float, list[str]]:
+def _judge(row: TransportEdge, step_bdps: Optional[float], bin_ns: int) -> tuple[str, float, list[str]]:
     """The limiter an edge's evidence supports best, its confidence and the evidence in words."""
     evidence: list[str] = []
-    loss = row["retransmitted_fraction"]
-    full = row["window_full_fraction"]
-    zero = row["zero_window_share"] or 0.0
-    rate, burst = row["rate_while_busy"], row["burst_rate"]
+    loss = row.retransmitted_fraction
+    full = row.window_full_fraction
+    zero = row.zero_window_share or 0.0
+    rate, burst = row.rate_while_busy, row.burst_rate
     link_full = fills_link(burst, rate)
     if loss >= LOSS_FRACTION:
         evidence.append(
-            f"{loss:.2%} of bytes re-sent, {row['dup_acks']:,} duplicate ACKs, {row['sack_acks']:,} ACKs with SACK"
+            f"{loss:.2%} of bytes re-sent, {row.dup_acks:,} duplicate ACKs, {row.sack_acks:,} ACKs with SACK"
         )
-        if row["rtt_median_ms"] is not None and row["rtt_p99_ms"] is not None:
-            evidence.append(f"round trips median {row['rtt_median_ms']:.3g} ms, p99 {row['rtt_p99_ms']:.3g} ms")
+        if row.rtt_median_ms is not None and row.rtt_p99_ms is not None:
+            evidence.append(f"round trips median {row.rtt_median_ms:.3g} ms, p99 {row.rtt_p99_ms:.3g} ms")
         return "loss", _margin(loss, LOSS_FRACTION), evidence
     if (full is not None and full >= WINDOW_FULL_FRACTION) or zero >= ZERO_WINDOW_SHARE:
         if full is not None:
             evidence.append(f"{full:.0%} of data sent with the receiver's window full")
-        if row["zero_windows"]:
-            evidence.append(f"window closed {row['zero_windows']:,} times ({zero:.1%} of busy time)")
-        evidence.append(f"mean in flight {row['inflight_mean_bytes']:,} B, mean window {row['window_mean_bytes']:,} B")
+        if row.zero_windows:
+            evidence.append(f"window closed {row.zero_windows:,} times ({zero:.1%} of busy time)")
+        evidence.append(f"mean in flight {row.inflight_mean_bytes:,} B, mean window {row.window_mean_bytes:,} B")
         return (
             "receive_window",
             max(_margin(full or 0.0, WINDOW_FULL_FRACTION), _margin(zero, ZERO_WINDOW_SHARE)),
@@ -297,6 +297,7 @@ def _judge(row: dict[str, Any], step_bdps: Optional[float], bin_ns: int) -> tupl
         )
     if link_full:
         shown = burst if burst is not None else rate
+        assert shown is not None  # fills_link reads a full link from a rate it was given
         evidence.append(f"{shown:.0%} of line rate while sending")
         # as sure as the weaker reading: bins just over FILLS_LINK barely rule out waits between ring steps, and
         # just under it the edge is sender at UNRESOLVED_CONFIDENCE: no jump where a clock shift moves a bin
@@ -304,7 +305,7 @@ def _judge(row: dict[str, Any], step_bdps: Optional[float], bin_ns: int) -> tupl
     if step_bdps is not None and step_bdps < LATENCY_STEP_BDPS:
         evidence.append(
             f"each ring step carries {step_bdps:.2g} bandwidth-delay products (line rate × min round trip "
-            f"{row['rtt_min_ms']:.3g} ms): steps wait on round trips"
+            f"{row.rtt_min_ms:.3g} ms): steps wait on round trips"
         )
         return "latency", _margin(LATENCY_STEP_BDPS, max(step_bdps, 1e-9)), evidence
     if link_full is None and burst is not None:
@@ -312,14 +313,14 @@ def _judge(row: dict[str, Any], step_bdps: Optional[float], bin_ns: int) -> tupl
     elif burst is not None or rate is not None:
         shown = burst if burst is not None else rate
         evidence.append(f"only {shown:.0%} of line rate while sending, little loss ({loss:.2%} re-sent)")
-    if row.get("idle_in_communication") is not None:
+    if row.idle_in_communication is not None:
         evidence.append(
-            f"the link idles {row['idle_in_communication']:.0%} of each iteration's communication (median): "
+            f"the link idles {row.idle_in_communication:.0%} of each iteration's communication (median): "
             f"sends wait on the previous ring step or on the application"
         )
-    if row["window_mean_bytes"]:
+    if row.window_mean_bytes:
         evidence.append(
-            f"in flight {row['inflight_mean_bytes']:,} B on average against a {row['window_mean_bytes']:,} B window"
+            f"in flight {row.inflight_mean_bytes:,} B on average against a {row.window_mean_bytes:,} B window"
         )
     shown = burst if burst is not None else rate
     if link_full is None or shown is None:
@@ -343,6 +344,7 @@ def _ms(ns: Any) -> Optional[float]:
 # the edge is called `shared` rather than limited by its sender or its link: a 300 MB copy beside a DDP job took
 # 40-60 % of it.
 SHARED_SHARE = 0.2
+Edge = TypeVar("Edge", TransportEdge, RdmaEdge)  # the edges set_aside_light sorts and marks, TCP's or RDMA's
 
 
 @dataclass
@@ -380,14 +382,14 @@ def rate_fields(busy: BusyBins, sending: np.ndarray, link: np.ndarray, i: int) -
     }
 
 
-def set_aside_light(edges: list[dict[str, Any]], why: str) -> list[dict[str, Any]]:
+def set_aside_light(edges: list[Edge], why: str) -> list[Edge]:
     """Sort EDGES heaviest first and leave unjudged those under MIN_EDGE_SHARE of the heaviest's bytes (WHY in
     their evidence); returns those."""
-    edges.sort(key=lambda row: -row["payload_bytes"])
-    heaviest = edges[0]["payload_bytes"]
-    light = [row for row in edges if row["payload_bytes"] < MIN_EDGE_SHARE * heaviest]
+    edges.sort(key=lambda row: -row.payload_bytes)
+    heaviest = edges[0].payload_bytes
+    light = [row for row in edges if row.payload_bytes < MIN_EDGE_SHARE * heaviest]
     for row in light:
-        row.update(limiter=None, confidence=0.0, evidence=[why])
+        row.limiter, row.confidence, row.evidence = None, 0.0, [why]
     return light
 
 
@@ -405,10 +407,10 @@ class _Edges:
     busy: BusyBins
     sending: np.ndarray  # rate while sending, from packet times (bit/s)
     pace: np.ndarray
-    per_it: list[dict[str, Any]]
-    sockets: list[list[dict[str, Any]]]
+    per_it: list[EdgeIterations]
+    sockets: list[list[Socket]]
     lag_closed: np.ndarray
-    series: list[dict[str, Any]]  # per edge, thinned for the report
+    series: list[EdgeSeries]  # per edge, thinned for the report
     count: int  # iterations, where they are sure
     ring_n: int
     bin_ns: int
@@ -422,9 +424,9 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     tables = result.tables
     if tables is None:
         return None
-    out: dict[str, Any] = {"limiter": None, "confidence": 0.0, "evidence": [], "edges": [], "notes": []}
+    out = Transport()
     held = {c.host: c.coverage.fraction for c in result.captures if c.coverage is not None}
-    out["notes"].extend(
+    out.notes.extend(
         f"{host}: its sends are not judged: its capture holds {fraction:.1%} of its traffic, and its holes would "
         "read as pauses or losses"
         for host, fraction in held.items()
@@ -441,20 +443,20 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     else:
         judged = np.zeros(0, bool)
     if not judged.any():
-        out["notes"].append("no TCP data between two captured hosts, captured at its sender: nothing to diagnose")
-        return from_plain(Transport, out, strict=True)
+        out.notes.append("no TCP data between two captured hosts, captured at its sender: nothing to diagnose")
+        return out
     assert ft is not None
-    e = _prepare(result, ft[judged], src[judged], dst[judged], out["notes"])
+    e = _prepare(result, ft[judged], src[judged], dst[judged], out.notes)
     assumed = {h.name for h in result.hosts if h.link_speed_source == "assumed"}
     edges = [_edge_row(e, i, shared or {}, assumed) for i in range(len(e.pairs))]
     for row in set_aside_light(edges, "too little data to judge"):
-        for socket in row["sockets"]:
-            socket["lags"] = False
-    out["edges"] = edges
-    _verdict(out, [row for row in edges if row["limiter"] is not None])
+        for socket in row.sockets:
+            socket.lags = False
+    out.edges = edges
+    _verdict(out, [row for row in edges if row.limiter is not None])
     for kind in SLOWEST_EDGE:
-        _slowest_edge_verdict(out, kind, [row for row in edges if row["limiter"] == kind])
-    return from_plain(Transport, out, strict=True)
+        _slowest_edge_verdict(out, kind, [row for row in edges if row.limiter == kind])
+    return out
 
 
 def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray, notes: list[str]) -> _Edges:
@@ -532,7 +534,7 @@ def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray,
     )
 
 
-def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], assumed: set[str]) -> dict[str, Any]:
+def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], assumed: set[str]) -> TransportEdge:
     """Edge I's row: its counters, round trips and rates, and the limiter they point to (a lagging socket or a
     link others took overrides what the edge's own evidence reads)."""
     s, d = e.pairs[i]
@@ -541,48 +543,51 @@ def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], as
     known = int(per["window_n"][i])
     zero_ns = float(per["zero_window_ns"][i])
     per_it = e.per_it[i]
-    row: dict[str, Any] = {
-        "src": s,
-        "dst": d,
-        "flows": int(np.count_nonzero(e.code == i)),
-        "payload_bytes": payload,
-        "retransmitted_bytes": int(per["retransmitted_bytes"][i]),
-        "retransmitted_fraction": float(per["retransmitted_bytes"][i] / payload) if payload else 0.0,
-        "out_of_order_bytes": int(per["out_of_order_bytes"][i]),
-        "dup_acks": int(per["dup_acks"][i]),
-        "sack_acks": int(per["sack_acks"][i]),
-        "zero_windows": int(per["zero_windows"][i]),
-        "zero_window_ms": _ms(zero_ns),
-        "zero_window_share": zero_ns / (e.busy.bins[i] * bin_ns) if e.busy.bins[i] else None,
-        "inflight_mean_bytes": int(per["inflight_sum"][i] / max(1.0, per["inflight_n"][i])),
-        "inflight_max_bytes": int(e.inflight_max[i]),
-        "window_scale_known": known > 0,
-        "window_mean_bytes": int(per["window_sum"][i] / known) if known else None,
-        "window_full_fraction": float(per["window_full_bytes"][i] / payload) if known and payload else None,
-        "rtt_samples": int(stats["samples"][i]),
-        "rtt_min_ms": _ms(stats["min"][i]),
-        "rtt_median_ms": _ms(stats["median"][i]),
-        "rtt_p99_ms": _ms(stats["p99"][i]),
+    row = TransportEdge(
+        src=s,
+        dst=d,
+        flows=int(np.count_nonzero(e.code == i)),
+        payload_bytes=payload,
+        retransmitted_bytes=int(per["retransmitted_bytes"][i]),
+        retransmitted_fraction=float(per["retransmitted_bytes"][i] / payload) if payload else 0.0,
+        out_of_order_bytes=int(per["out_of_order_bytes"][i]),
+        dup_acks=int(per["dup_acks"][i]),
+        sack_acks=int(per["sack_acks"][i]),
+        zero_windows=int(per["zero_windows"][i]),
+        zero_window_ms=_ms(zero_ns),
+        zero_window_share=zero_ns / (e.busy.bins[i] * bin_ns) if e.busy.bins[i] else None,
+        inflight_mean_bytes=int(per["inflight_sum"][i] / max(1.0, per["inflight_n"][i])),
+        inflight_max_bytes=int(e.inflight_max[i]),
+        window_scale_known=known > 0,
+        window_mean_bytes=int(per["window_sum"][i] / known) if known else None,
+        window_full_fraction=float(per["window_full_bytes"][i] / payload) if known and payload else None,
+        rtt_samples=int(stats["samples"][i]),
+        rtt_min_ms=_ms(stats["min"][i]),
+        rtt_median_ms=_ms(stats["median"][i]),
+        rtt_p99_ms=_ms(stats["p99"][i]),
         **rate_fields(e.busy, e.sending, link, i),
-        "idle_in_communication": float(np.median(per_it["idle_share"])) if per_it["idle_share"] else None,
-        "per_iteration": per_it,
-    }
+        idle_in_communication=float(np.median(per_it.idle_share)) if per_it.idle_share else None,
+        per_iteration=per_it,
+        limiter=None,
+        evidence=[],
+        confidence=0.0,
+        series=e.series[i],
+        sockets=e.sockets[i],
+    )
     step_bdps = None
     if e.count and e.ring_n > 1 and stats["samples"][i]:
         step_bytes = payload / e.count / (2 * (e.ring_n - 1))
         step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
-    row["limiter"], confidence, row["evidence"] = _judge(row, step_bdps, bin_ns)
-    row["sockets"] = e.sockets[i]
+    row.limiter, confidence, row.evidence = _judge(row, step_bdps, bin_ns)
     confidence = _overridden(row, confidence, bool(e.lag_closed[i] == 0), shared)
-    row["confidence"] = round(confidence, 3)
-    row["pace_bps"] = float(e.pace[i] * link[i]) if e.pace[i] > 0 else None
-    line_rate_unknown(row, row["src"] in assumed)
-    row["series"] = e.series[i]
+    row.confidence = round(confidence, 3)
+    row.pace_bps = float(e.pace[i] * link[i]) if e.pace[i] > 0 else None
+    line_rate_unknown(row, row.src in assumed)
     return row
 
 
 def _overridden(
-    row: dict[str, Any], confidence: float, lag_never_closed: bool, shared: dict[str, tuple[float, float, str]]
+    row: TransportEdge, confidence: float, lag_never_closed: bool, shared: dict[str, tuple[float, float, str]]
 ) -> float:
     """ROW's limiter where a lagging socket or others on the sender's link explain it better than the edge's own
     evidence (rewritten in ROW); returns the confidence that goes with it."""
@@ -590,38 +595,38 @@ def _overridden(
     # the receiver reads a step's parts in turn: while it waits for a lagging socket the others' windows fill
     # and close (a CI capture: closed 7 % of the busy time, "receive_window"), which the lag explains where the
     # lagging socket's own window never closed
-    waits_on_lag = row["limiter"] == "receive_window" and lag_never_closed
-    if lagging is not None and (row["limiter"] not in ("loss", "receive_window") or waits_on_lag):
+    waits_on_lag = row.limiter == "receive_window" and lag_never_closed
+    if lagging is not None and (row.limiter not in ("loss", "receive_window") or waits_on_lag):
         confidence, text = lagging
         if waits_on_lag:
-            row["evidence"] = [
+            row.evidence = [
                 f"its other sockets' windows closed while the receiver waited for the lagging one: "
-                f"{'; '.join(row['evidence'])}"
+                f"{'; '.join(row.evidence)}"
             ]
-        row["limiter"], row["evidence"] = "socket", [text, *row["evidence"]]
-    share, rate, by = shared.get(row["src"], (0.0, 0.0, ""))
-    if share >= SHARED_SHARE and row["limiter"] not in ("loss", "receive_window", "socket"):
-        row["evidence"] = [
-            f"{by} took {share:.0%} of {row['src']}'s link while this edge was busy "
-            f"({rate / 1e6:,.0f} Mbit/s on average); its own evidence reads {row['limiter']}-limited",
-            *row["evidence"],
+        row.limiter, row.evidence = "socket", [text, *row.evidence]
+    share, rate, by = shared.get(row.src, (0.0, 0.0, ""))
+    if share >= SHARED_SHARE and row.limiter not in ("loss", "receive_window", "socket"):
+        row.evidence = [
+            f"{by} took {share:.0%} of {row.src}'s link while this edge was busy "
+            f"({rate / 1e6:,.0f} Mbit/s on average); its own evidence reads {row.limiter}-limited",
+            *row.evidence,
         ]
-        row["limiter"], confidence = "shared", min(1.0, share / SHARED_SHARE / 2 + 0.5)
+        row.limiter, confidence = "shared", min(1.0, share / SHARED_SHARE / 2 + 0.5)
     return confidence
 
 
-def line_rate_unknown(row: dict[str, Any], assumed: bool) -> None:
+def line_rate_unknown(row: TransportEdge | RdmaEdge, assumed: bool) -> None:
     """Where the sender's link speed is ASSUMED (no --link-speed, none in its meta.json), a limiter read against
     line rate (LINE_RATE_LIMITERS) is unsure: the same DDP capture at 1 Gbit/s read "sender, 1.00, 9 % of line
     rate" against the 10 Gbit/s assumed and "link" when told 1 Gbit/s. The other limiters rest on the packets
     alone (re-sent bytes, the receiver's window, one socket against its siblings) and keep their confidence."""
-    if not assumed or row["limiter"] not in LINE_RATE_LIMITERS:
+    if not assumed or row.limiter not in LINE_RATE_LIMITERS:
         return
-    row["confidence"] = min(row["confidence"], UNKNOWN_LINE_RATE_CONFIDENCE)
-    pace = row.get("pace_bps")
-    row["evidence"].append(
-        f"{row['src']}'s link speed is not known (assumed {row['link_speed_bps'] / 1e9:g} Gbit/s): "
-        f"{row['limiter']} is judged against a line rate no one measured"
+    row.confidence = min(row.confidence, UNKNOWN_LINE_RATE_CONFIDENCE)
+    pace = getattr(row, "pace_bps", None)
+    row.evidence.append(
+        f"{row.src}'s link speed is not known (assumed {row.link_speed_bps / 1e9:g} Gbit/s): "
+        f"{row.limiter} is judged against a line rate no one measured"
         + (f"; the edge sends at up to {pace / 1e6:,.0f} Mbit/s" if pace else "")
         + ": give --link-speed"
     )
@@ -655,7 +660,7 @@ def _split(code: np.ndarray, use: np.ndarray, n: int) -> list[np.ndarray]:
 Pair = tuple[np.ndarray, np.ndarray]
 
 
-def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) -> dict[str, Any]:
+def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) -> EdgeSeries:
     """An edge over time, for the report, each thinned to SERIES_POINTS: its share of line rate per bin, its
     round trips, its bytes in flight after marked segments, and its re-sent bytes per bin (the heaviest bins).
     Each part comes in time order (transport_samples is sorted by time)."""
@@ -665,16 +670,16 @@ def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) ->
     per_bin = np.bincount(inverse.ravel(), weights=resent[1], minlength=len(bins))
     keep_b = np.argsort(-per_bin, kind="stable")[:SERIES_POINTS]
     keep_b.sort()
-    return {
-        "t_ns": [int(x) for x in t[keep]],
-        "utilization": [round(float(x), 4) for x in u[keep]],
-        "rtt_t_ns": [int(x) for x in trips[0][keep_r]],
-        "rtt_ms": [round(float(x) / 1e6, 4) for x in trips[1][keep_r]],
-        "inflight_t_ns": [int(x) for x in flight[0][keep_f]],
-        "inflight_bytes": [int(x) for x in flight[1][keep_f]],
-        "resent_t_ns": [int(x) * bin_ns for x in bins[keep_b]],
-        "resent_bytes": [int(x) for x in per_bin[keep_b]],
-    }
+    return EdgeSeries(
+        t_ns=[int(x) for x in t[keep]],
+        utilization=[round(float(x), 4) for x in u[keep]],
+        rtt_t_ns=[int(x) for x in trips[0][keep_r]],
+        rtt_ms=[round(float(x) / 1e6, 4) for x in trips[1][keep_r]],
+        inflight_t_ns=[int(x) for x in flight[0][keep_f]],
+        inflight_bytes=[int(x) for x in flight[1][keep_f]],
+        resent_t_ns=[int(x) * bin_ns for x in bins[keep_b]],
+        resent_bytes=[int(x) for x in per_bin[keep_b]],
+    )
 
 
 SLOWEST_EDGE = {  # edge limiters that hold the whole collective back, and how the job's evidence names them
@@ -683,48 +688,48 @@ SLOWEST_EDGE = {  # edge limiters that hold the whole collective back, and how t
 }
 
 
-def _slowest_edge_verdict(out: dict[str, Any], kind: str, edges: list[dict[str, Any]]) -> None:
+def _slowest_edge_verdict(out: Transport, kind: str, edges: list[TransportEdge]) -> None:
     """A job with an edge limited by KIND (SLOWEST_EDGE) is limited by that, whatever most bytes say: a ring (and
     any collective) runs at the pace of its slowest edge, so a copy on one host's link, or one lagging socket of
     one edge, slows every step. The bytes-weighted limiter of the rest is kept as a note."""
-    if not edges or out["limiter"] == kind:
+    if not edges or out.limiter == kind:
         return
-    worst = max(edges, key=lambda e: e["confidence"])
-    out["notes"].append(f"apart from that, the edges are {out['limiter']}-limited ({out['confidence']:.2f})")
-    out["limiter"], out["confidence"] = kind, worst["confidence"]
-    out["evidence"] = [
+    worst = max(edges, key=lambda e: e.confidence)
+    out.notes.append(f"apart from that, the edges are {out.limiter}-limited ({out.confidence:.2f})")
+    out.limiter, out.confidence = kind, worst.confidence
+    out.evidence = [
         f"{len(edges)} edge(s) {SLOWEST_EDGE[kind]}; the collective runs at its slowest edge's pace",
-        *(f"{worst['src']} -> {worst['dst']}: {text}" for text in worst["evidence"]),
+        *(f"{worst.src} -> {worst.dst}: {text}" for text in worst.evidence),
     ]
 
 
-def _verdict(out: dict[str, Any], edges: list[dict[str, Any]]) -> None:
+def _verdict(out: Transport, edges: list[TransportEdge]) -> None:
     """The job's limiter: the edges' limiters weighed by their bytes; `none` when that is not a fault of the
     transport (link, latency, sender) and no edge is busy for long: the job waits on something else."""
-    weights = [e["payload_bytes"] for e in edges]
+    weights = [e.payload_bytes for e in edges]
     total = float(sum(weights)) or 1.0
     share: dict[str, float] = {}
     for w, e in zip(weights, edges):
-        share[e["limiter"]] = share.get(e["limiter"], 0.0) + w / total
+        share[e.limiter or ""] = share.get(e.limiter or "", 0.0) + w / total
     limiter = max(share, key=lambda k: share[k])
-    busy = [e["busy_share"] for e in edges if e["busy_share"] is not None]
+    busy = [e.busy_share for e in edges if e.busy_share is not None]
     if limiter in ("link", "latency", "sender") and busy and max(busy) < NONE_BUSY_SHARE:
-        out["limiter"] = "none"
-        out["confidence"] = round(_margin(NONE_BUSY_SHARE, max(max(busy), 1e-9)), 3)
-        out["evidence"] = [
+        out.limiter = "none"
+        out.confidence = round(_margin(NONE_BUSY_SHARE, max(max(busy), 1e-9)), 3)
+        out.evidence = [
             f"the busiest edge carries data in only {max(busy):.0%} of the capture's bins: the job waits on "
             f"something else (while sending, the edges are {limiter}-limited)"
         ]
         return
-    mine = [(w, e) for w, e in zip(weights, edges) if e["limiter"] == limiter]
-    confidence = share[limiter] * sum(w * e["confidence"] for w, e in mine) / max(1.0, sum(w for w, _ in mine))
-    out["limiter"] = limiter
-    out["confidence"] = round(float(confidence), 3)
+    mine = [(w, e) for w, e in zip(weights, edges) if e.limiter == limiter]
+    confidence = share[limiter] * sum(w * e.confidence for w, e in mine) / max(1.0, sum(w for w, _ in mine))
+    out.limiter = limiter
+    out.confidence = round(float(confidence), 3)
     heaviest = max(mine, key=lambda x: x[0])[1]
-    out["evidence"] = [
+    out.evidence = [
         f"{len(mine)} of {len(edges)} edges ({share[limiter]:.0%} of the bytes) are {limiter}-limited",
-        *(f"{heaviest['src']} -> {heaviest['dst']}: {text}" for text in heaviest["evidence"]),
+        *(f"{heaviest.src} -> {heaviest.dst}: {text}" for text in heaviest.evidence),
     ]
     others = sorted((k for k in share if k != limiter), key=lambda k: -share[k])
     if others:
-        out["notes"].append("other edges: " + ", ".join(f"{k} ({share[k]:.0%} of the bytes)" for k in others))
+        out.notes.append("other edges: " + ", ".join(f"{k} ({share[k]:.0%} of the bytes)" for k in others))
