@@ -21,7 +21,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
-from analyze.model.findings import Group
+from analyze.model.findings import Group, IterationRecord
 
 GAP = 2.0  # the heavier class of pairs carries at least this many times the lighter's bytes
 SPREAD = 0.03  # a group's bytes per iteration over the whole capture and over the interior windows may differ so much
@@ -157,7 +157,7 @@ def ring_sends(flows: pd.DataFrame, groups: list[Group]) -> dict[tuple[str, ...]
 
 def per_iteration_bytes(
     groups: list[Group],
-    per_it: list[dict[str, Any]],
+    per_it: list[IterationRecord],
     ranks_per_host: Optional[dict[str, int]],
     confidence: float,
     ranks_sure: bool,
@@ -179,7 +179,7 @@ def per_iteration_bytes(
         return
     for g in groups:
         keys = [f"{s}->{d}" for s, d in g.edges]
-        windows = float(np.mean([sum(it["bytes_by_edge"].get(k, 0) for k in keys) for it in inner]))
+        windows = float(np.mean([sum(it.bytes_by_edge.get(k, 0) for k in keys) for it in inner]))
         bpi = g.bytes / len(per_it)
         g.bytes_per_iteration = round(bpi, 1)
         dp = g.kind == "data_parallel"

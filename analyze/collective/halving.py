@@ -19,7 +19,7 @@ import math
 from statistics import median
 from typing import Any, Callable, Optional
 
-from analyze.model.findings import Pattern
+from analyze.model.findings import IterationRecord, Pattern
 
 HALVES = (1.6, 2.5)  # consecutive classes' bytes within this ratio (2 in theory): else no halving
 HALVES_SURE = (1.8, 2.2)  # within this ratio every step, and ALIKE_SURE, it is sure
@@ -137,14 +137,14 @@ def _numbering(
     return plain
 
 
-def cube_sends(per_it: list[dict[str, Any]], order: list[str]) -> Optional[float]:
+def cube_sends(per_it: list[IterationRecord], order: list[str]) -> Optional[float]:
     """The median over every (iteration, host) of the bytes the host sent over its cube's pairs (ORDER: the hosts
     by their number, so a pair's numbers differ in one bit), (W-1)/W x S each; the swaps after the halving, S/W
     from half the ranks or so, left out."""
     sends = {  # each host's cube edges: to the hosts whose numbers differ from its own in one bit
         a: [f"{a}->{order[i ^ (1 << bit)]}" for bit in range(len(order).bit_length() - 1)] for i, a in enumerate(order)
     }
-    vals = [sum(it["bytes_by_edge"].get(key, 0) for key in keys) for it in per_it for keys in sends.values()]
+    vals = [sum(it.bytes_by_edge.get(key, 0) for key in keys) for it in per_it for keys in sends.values()]
     return float(median(vals)) if vals else None
 
 

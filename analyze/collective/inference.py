@@ -7,7 +7,7 @@ only file it may read is the NCCL log the user named.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -25,8 +25,7 @@ from analyze.collective.iterations import (
 from analyze.collective.nccl_log import compare_rings, read_nccl_log
 from analyze.collective.ranks import RingRanks, TrafficRanks, ranks_from_connections, ring_ranks
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.model.findings import Clock, Group, Iterations, Pattern, Topology
-from analyze.model.jsonform import from_plain
+from analyze.model.findings import Clock, Group, IterationRecord, Iterations, Pattern, Phase, Topology
 from analyze.read.bin_choice import GIVEN, LADDER_NS
 from analyze.model.result import Given, Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer, widened
@@ -127,7 +126,7 @@ def add_collective(result: Result, given: Given = Given()) -> None:
     result.topology = topo
     mesh = traffic is not None  # gloo's rank mesh: the framework the bytes theory depends on
     its = _iterations(result, flows, addr_host, topo, markers, gradient_bytes, ranks, iterations, found, mesh)
-    result.iterations = from_plain(Iterations, its, strict=True)
+    result.iterations = its
 
 
 def _schedules(
@@ -248,29 +247,15 @@ def _iterations(
     count_given: Optional[int] = None,
     found: Optional[dict[str, Any]] = None,
     mesh: bool = True,
-) -> dict[str, Any]:
+) -> Iterations:
     """The `iterations` key: windows (markers or inferred), per-iteration bytes and the theory check. FOUND: the
     job's data-parallel groups and pipeline links (analyze.collective.groups), whose theory replaces the ring's.
     MESH: gloo's rank mesh is in the connections (the framework, which the bytes theory depends on)."""
     bin_ns = int(result.bin_ns)
-    out: dict[str, Any] = {
-        "source": None,
-        "method": None,
-        "confidence": 0.0,
-        "confident": False,
-        "count": 0,
-        "period_ns": None,
-        "per_iteration": [],
-        "bytes_per_iteration_per_host": host_percentiles([], "", []),
-        "rx_bytes_per_iteration_per_host": host_percentiles([], "", []),
-        "implied_gradient_bytes": None,
-        "theory_ratio": None,
-        "evidence": {},
-        "notes": [],
-    }
+    out = Iterations()
     fs = result.tables.flow_series if result.tables is not None else pd.DataFrame()
     if flows.empty or fs is None or fs.empty:
-        out["notes"].append("no traffic to cut into iterations")
+        out.notes.append("no traffic to cut into iterations")
         return out
     series = _with_hosts(fs, flow_hosts(flows, addr_host))
     series = series[series["src_host"] != series["dst_host"]]
@@ -287,23 +272,19 @@ def _iterations(
         cell_iteration = cell_iteration[keep]
     per_it = _per_iteration_bytes(out, series, windows, pairs, topo, markers, nodes, cell_iteration, bin_ns)
     known, source = (gradient_bytes, "option") if gradient_bytes else (_markers_gradient_bytes(markers), "markers")
-    out["gradient_bytes"] = known
-    out["gradient_bytes_source"] = source if known else None
-    out["ring_sends_per_host"] = ranks.sends
-    out["ranks_per_host"] = ranks.per_host
-    out["ring_size_source"] = ranks.source
-    out["ring_size_sure"] = ranks.sure
+    out.gradient_bytes, out.gradient_bytes_source = known, source if known else None
+    out.ring_sends_per_host, out.ranks_per_host = ranks.sends, ranks.per_host
+    out.ring_size_source, out.ring_size_sure = ranks.source, ranks.sure
     if found is not None and topo.groups:
         pattern = _groups_pattern(out, result, flows, addr_host, topo, series, per_it, ranks, found)
     else:
         pattern = name_pattern(topo.kind, topo.order, per_it, n, mesh)
-    pattern = _theory(out, result, pattern, topo, per_it, nodes, ranks, known, mesh)
-    out["pattern"] = asdict(pattern)
+    out.pattern = _theory(out, result, pattern, topo, per_it, nodes, ranks, known, mesh)
     return out
 
 
 def _windows(
-    out: dict[str, Any],
+    out: Iterations,
     result: Result,
     flows: pd.DataFrame,
     addr_host: dict[str, str],
@@ -322,9 +303,9 @@ def _windows(
     cell_iteration = None
     if len(markers):
         windows = windows_from_markers(markers)
-        out.update(source="markers", method="markers", confidence=1.0, confident=True)
+        out.source, out.method, out.confidence, out.confident = "markers", "markers", 1.0, True
         if count_given and count_given != len(windows):
-            out["notes"].append(
+            out.notes.append(
                 f"DISAGREEMENT: --iterations {count_given} was given, but the markers hold "
                 f"{len(windows)} iterations; the markers are used"
             )
@@ -337,28 +318,22 @@ def _windows(
             stairs = _check_anchors(stairs, infer(edges, bin_ns, step=step), count_given, gradient_bytes, hint)
         if not count_given:
             stairs = _checked_at_double_bin(stairs, edges, bin_ns, hint, step)
-        out["notes"].extend(stairs.notes)
+        out.notes.extend(stairs.notes)
         if stairs.count < 1:
-            out["notes"].append("no repeating iterations found in the collective's traffic")
+            out.notes.append("no repeating iterations found in the collective's traffic")
             return None
         windows, cell_iteration = _stair_windows(stairs, series, flows)
-        out.update(
-            source="inferred",
-            method="bytes_staircase",
-            confidence=stairs.confidence,
-            confident=stairs.confidence >= CONFIDENT,
-            evidence=stairs.evidence,
-            period_bytes_per_edge=round(stairs.period_bytes, 1),
-            clock=stairs.edges[0].view,
-        )
+        out.source, out.method, out.evidence = "inferred", "bytes_staircase", stairs.evidence
+        out.confidence, out.confident = stairs.confidence, stairs.confidence >= CONFIDENT
+        out.period_bytes_per_edge, out.clock = round(stairs.period_bytes, 1), stairs.edges[0].view
     else:
-        out["notes"].append("no collective traffic to cut into iterations")
+        out.notes.append("no collective traffic to cut into iterations")
         return None
     return windows, cell_iteration
 
 
 def _per_iteration_bytes(
-    out: dict[str, Any],
+    out: Iterations,
     series: pd.DataFrame,
     windows: pd.DataFrame,
     pairs: list[tuple[str, str]],
@@ -367,36 +342,32 @@ def _per_iteration_bytes(
     nodes: list[str],
     cell_iteration: Optional[np.ndarray],
     bin_ns: int,
-) -> list[dict[str, Any]]:
+) -> list[IterationRecord]:
     """Each iteration's bytes per host and edge (analyze.collective.iterations.per_iteration), with the count, the
     period, each host's percentiles, the communication time and rate, and the set-up and teardown phases, in OUT."""
     grouped = [(e[0], e[1]) for g in topo.groups or [] for e in g.edges]
     on_edges = pairs + [e for e in grouped if e not in pairs]
     per_it = per_iteration(series, windows, on_edges, bin_ns, markers, nodes, cell_iteration)
     starts = windows["start_ns"].to_numpy(np.int64)
-    out["phases"] = _phases(series, int(starts.min()), int(windows["end_ns"].max()), bin_ns)
-    out.update(
-        count=len(per_it),
-        period_ns=steady_period(starts),
-        per_iteration=per_it,
-        bytes_per_iteration_per_host=host_percentiles(per_it, "bytes_by_host", nodes),
-        rx_bytes_per_iteration_per_host=host_percentiles(per_it, "rx_bytes_by_host", nodes),
-    )
-    comm = np.array([it["comm_ns"] for it in per_it if it["comm_ns"] > 0], dtype=np.float64)
-    rates = np.array([it["rate_bps"] for it in per_it if it["comm_ns"] > 0], dtype=np.float64)
-    out["comm_ns_median"] = float(np.median(comm)) if len(comm) else None
-    out["rate_bps_median"] = float(np.median(rates)) if len(rates) else None
+    out.phases = _phases(series, int(starts.min()), int(windows["end_ns"].max()), bin_ns)
+    out.count, out.period_ns, out.per_iteration = len(per_it), steady_period(starts), per_it
+    out.bytes_per_iteration_per_host = host_percentiles([it.bytes_by_host for it in per_it], nodes)
+    out.rx_bytes_per_iteration_per_host = host_percentiles([it.rx_bytes_by_host for it in per_it], nodes)
+    comm = np.array([it.comm_ns for it in per_it if it.comm_ns > 0], dtype=np.float64)
+    rates = np.array([it.rate_bps for it in per_it if it.comm_ns > 0], dtype=np.float64)
+    out.comm_ns_median = float(np.median(comm)) if len(comm) else None
+    out.rate_bps_median = float(np.median(rates)) if len(rates) else None
     return per_it
 
 
 def _groups_pattern(
-    out: dict[str, Any],
+    out: Iterations,
     result: Result,
     flows: pd.DataFrame,
     addr_host: dict[str, str],
     topo: Topology,
     series: pd.DataFrame,
-    per_it: list[dict[str, Any]],
+    per_it: list[IterationRecord],
     ranks: RingRanks,
     found: dict[str, Any],
 ) -> Pattern:
@@ -405,7 +376,7 @@ def _groups_pattern(
     bin_ns = int(result.bin_ns)
     groups = topo.groups or []
     # as sure as the groups and the iterations it divides by (S_g also as the ranks W_g counts)
-    sure = min(found["confidence"], out["confidence"])
+    sure = min(found["confidence"], out.confidence)
     per_host = ranks.per_host or _spread(ranks.world_size, sorted({h for g in groups for h in g.hosts}))
     sends = ring_sends(flow_hosts(flows, addr_host), groups)
     per_iteration_bytes(groups, per_it, per_host, sure, ranks.sure and per_host is not None, sends)
@@ -413,16 +384,16 @@ def _groups_pattern(
     # them all (10 ms: unread or unsure) and resolving them (a fine --bin), it split some and merged others
     # (GPipe, 4 micro-batches, read as 3 at 0.83 in CI); it reads at the old default unless --bin is given
     wide = bin_ns if result.bin_choice in (None, GIVEN) else max(bin_ns, LADDER_NS[-1])
-    _schedules(groups, series, flows, result.clock, wide, len(per_it), out["confidence"])
+    _schedules(groups, series, flows, result.clock, wide, len(per_it), out.confidence)
     return pipeline_pattern(found["confidence"], found["evidence"])
 
 
 def _theory(
-    out: dict[str, Any],
+    out: Iterations,
     result: Result,
     pattern: Pattern,
     topo: Topology,
-    per_it: list[dict[str, Any]],
+    per_it: list[IterationRecord],
     nodes: list[str],
     ranks: RingRanks,
     known: Optional[float],
@@ -435,40 +406,38 @@ def _theory(
         if topo.kind == "halving_doubling":  # what each host sends over its cube's pairs, not the swaps after
             per_send = cube_sends(per_it, topo.order)
         else:
-            per_send = per_ring_send(per_it, "bytes_by_host", nodes, ranks.sends)
+            per_send = per_ring_send([it.bytes_by_host for it in per_it], nodes, ranks.sends)
         theory = ring_theory(per_send, n, known, pattern.factor)
-        pattern = confirmed(pattern, theory["theory_ratio"] if known else None)
-        doubled = settled(pattern, theory["theory_ratio"] if known else None, n)
+        pattern = confirmed(pattern, theory.theory_ratio if known else None)
+        doubled = settled(pattern, theory.theory_ratio if known else None, n)
         if doubled.factor != pattern.factor:  # an all-reduce by halving and doubling: its own theory, read again
             theory = ring_theory(per_send, n, known, doubled.factor)
         pattern = doubled
-        sharded = nccl_sharded(pattern, theory["theory_ratio"] if known else None, mesh, n)
+        sharded = nccl_sharded(pattern, theory.theory_ratio if known else None, mesh, n)
         if sharded is not pattern:  # NCCL's FSDP: its own theory, read again
             pattern, theory = sharded, ring_theory(per_send, n, known, sharded.factor)
-        out.update(theory)
+        theory.into(out)
         # S implied by the bytes per iteration is as sure as the iterations it divides by and the pattern it reads
-        sure = (
-            min(out["confidence"], pattern.confidence) if ranks.sure and ranks.placed else min(out["confidence"], 0.5)
-        )
-        out["implied_gradient_bytes_confidence"] = sure if theory["implied_gradient_bytes"] else None
-        out["notes"].append(
+        sure = min(out.confidence, pattern.confidence) if ranks.sure and ranks.placed else min(out.confidence, 0.5)
+        out.implied_gradient_bytes_confidence = sure if theory.implied_gradient_bytes else None
+        out.notes.append(
             f"theory: {pattern.formula}; over N={n} ranks {pattern.factor:.4g} x S per host per iteration"
             + (f", per rank whose ring successor is on another host ({ranks.source})" if ranks.sends else "")
         )
         if ranks.note:
-            out["notes"].append(ranks.note)
-        if known and theory["theory_ratio"] is not None:
-            out["notes"].append(
-                f"measured/theory = {theory['theory_ratio']:.4f} ({result.byte_mode} bytes; "
+            out.notes.append(ranks.note)
+        if known and theory.theory_ratio is not None:
+            out.notes.append(
+                f"measured/theory = {theory.theory_ratio:.4f} ({result.byte_mode} bytes; "
                 f"headers above the gradient payload count in ip and wire modes)"
             )
     else:
-        out.update(ring_theory(None, n, None))
-        out["notes"].append(f"S unsure: {pattern.formula}")
+        ring_theory(None, n, None).into(out)
+        out.notes.append(f"S unsure: {pattern.formula}")
     return pattern
 
 
-def _phases(series: pd.DataFrame, first_ns: int, last_ns: int, bin_ns: int) -> list[dict[str, Any]]:
+def _phases(series: pd.DataFrame, first_ns: int, last_ns: int, bin_ns: int) -> list[Phase]:
     """The job's bytes between its hosts before its first iteration (set-up: rendezvous, the parameter
     broadcast) and after its last (teardown), with when: reported apart, never part of an iteration or the shape."""
     t = series["t_ns"].to_numpy(np.int64)
@@ -477,7 +446,7 @@ def _phases(series: pd.DataFrame, first_ns: int, last_ns: int, bin_ns: int) -> l
     for name, sel in (("set-up", t < first_ns), ("teardown", t >= last_ns)):
         if sel.any():
             lo, hi = int(t[sel].min()), int(t[sel].max()) + bin_ns
-            out.append({"name": name, "start_ns": lo, "end_ns": hi, "bytes": int(nbytes[sel].sum())})
+            out.append(Phase(name=name, start_ns=lo, end_ns=hi, bytes=int(nbytes[sel].sum())))
     return out
 
 

@@ -6,12 +6,14 @@ Windows come from markers (markers.jsonl: ground truth when a job wrote them) or
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Callable, Optional
 
 import numpy as np
 import pandas as pd
 
-from analyze.model.findings import Percentiles
+from analyze.model.findings import IterationRecord, Iterations, Percentiles
 from analyze.read.groupsum import group_sum
 
 ACTIVE_FRACTION = 0.01  # a bin is active at >= 1% of the 90th-percentile non-empty bin
@@ -98,7 +100,7 @@ def per_iteration(
     markers: Optional[pd.DataFrame] = None,
     hosts: Optional[list[str]] = None,
     cell_iteration: Optional[np.ndarray] = None,
-) -> list[dict[str, Any]]:
+) -> list[IterationRecord]:
     """Per window: tx and rx bytes per host, bytes per edge, and first-to-last byte of the collective.
 
     `series` is flow_series with src_host/dst_host; host bytes count every inter-host flow, the
@@ -135,17 +137,17 @@ def per_iteration(
         by_host = tx_by.get(i, {})
         busiest = max(by_host.values(), default=0)
         out.append(
-            {
-                "index": int(w.iteration),
-                "start_ns": int(w.start_ns),
-                "end_ns": int(w.end_ns),
-                "bytes_by_host": by_host,
-                "rx_bytes_by_host": rx_by.get(i, {}),
-                "bytes_by_edge": edge_by.get(i, {}),
-                "comm_start_ns": first,
-                "comm_ns": comm,
-                "rate_bps": busiest * 8e9 / comm if comm > 0 else 0.0,
-            }
+            IterationRecord(
+                index=int(w.iteration),
+                start_ns=int(w.start_ns),
+                end_ns=int(w.end_ns),
+                bytes_by_host=by_host,
+                rx_bytes_by_host=rx_by.get(i, {}),
+                bytes_by_edge=edge_by.get(i, {}),
+                comm_start_ns=first,
+                comm_ns=comm,
+                rate_bps=busiest * 8e9 / comm if comm > 0 else 0.0,
+            )
         )
     return out
 
@@ -192,12 +194,12 @@ def _active_spans(
     return dict(zip(p_it[cuts].tolist(), zip(lo.tolist(), span.tolist())))
 
 
-def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -> Percentiles:
-    """Median, p5 and p95 over every (iteration, host) value of a per-iteration byte map, and each host's own
-    median (a pipeline's stages send unlike bytes: one median over all hosts hides which)."""
-    if not per_it or not hosts:
+def host_percentiles(maps: Sequence[Mapping[str, float]], hosts: list[str]) -> Percentiles:
+    """Median, p5 and p95 over every (iteration, host) value of MAPS (per iteration: host -> bytes), and each
+    host's own median (a pipeline's stages send unlike bytes: one median over all hosts hides which)."""
+    if not maps or not hosts:
         return Percentiles()
-    vals = np.array([[it[key].get(h, 0) for h in hosts] for it in per_it], dtype=np.float64)
+    vals = np.array([[m.get(h, 0) for h in hosts] for m in maps], dtype=np.float64)
     return Percentiles(
         median=float(np.median(vals)),
         p5=float(np.percentile(vals, 5)),
@@ -207,38 +209,55 @@ def host_percentiles(per_it: list[dict[str, Any]], key: str, hosts: list[str]) -
 
 
 def per_ring_send(
-    per_it: list[dict[str, Any]], key: str, hosts: list[str], sends: Optional[dict[str, int]]
+    maps: Sequence[Mapping[str, float]], hosts: list[str], sends: Optional[dict[str, int]]
 ) -> Optional[float]:
     """The median over every (iteration, host) of what one of the host's ring sends carried: its bytes divided by
     how many of its ranks send to a rank on another host (SENDS; one each when None). A host whose ranks sit
     interleaved with other hosts' in the ring (round-robin placement) sends 2(W-1)/W x S once per such rank."""
-    vals = np.array(
-        [it[key].get(h, 0) / max(1, (sends or {}).get(h, 1)) for it in per_it for h in hosts], dtype=np.float64
-    )
+    vals = np.array([m.get(h, 0) / max(1, (sends or {}).get(h, 1)) for m in maps for h in hosts], dtype=np.float64)
     return float(np.median(vals)) if len(vals) else None
+
+
+@dataclass
+class Theory:
+    """S implied by the bytes each host sends per ring send, with the parameters it stands for, and measured over
+    theory where S is known (None where unknown)."""
+
+    ring_size: int
+    implied_gradient_bytes: Optional[float] = None
+    implied_params_fp32: Optional[float] = None
+    implied_params_fp16: Optional[float] = None
+    theory_bytes_per_host: Optional[float] = None
+    theory_ratio: Optional[float] = None
+
+    def into(self, its: Iterations) -> None:
+        """Set on ITS, whose fields these are."""
+        its.ring_size, its.theory_bytes_per_host, its.theory_ratio = (
+            self.ring_size,
+            self.theory_bytes_per_host,
+            self.theory_ratio,
+        )
+        its.implied_gradient_bytes, its.implied_params_fp32, its.implied_params_fp16 = (
+            self.implied_gradient_bytes,
+            self.implied_params_fp32,
+            self.implied_params_fp16,
+        )
 
 
 def ring_theory(
     bytes_per_host: Optional[float], n: int, gradient_bytes: Optional[float], factor: Optional[float] = None
-) -> dict[str, Any]:
+) -> Theory:
     """Implied S (and parameters) and measured/theory where each host sends `factor` x S per ring send: by default
     a ring all-reduce's 2(N-1)/N (analyze.collective.pattern gives the others)."""
-    out: dict[str, Any] = {
-        "ring_size": n,
-        "implied_gradient_bytes": None,
-        "implied_params_fp32": None,
-        "implied_params_fp16": None,
-        "theory_bytes_per_host": None,
-        "theory_ratio": None,
-    }
+    out = Theory(ring_size=n)
     if n < 2 or not bytes_per_host:
         return out
     factor = factor or 2 * (n - 1) / n
     s = bytes_per_host / factor
-    out.update(implied_gradient_bytes=s, implied_params_fp32=s / 4, implied_params_fp16=s / 2)
+    out.implied_gradient_bytes, out.implied_params_fp32, out.implied_params_fp16 = s, s / 4, s / 2
     if gradient_bytes:
-        out["theory_bytes_per_host"] = factor * gradient_bytes
-        out["theory_ratio"] = bytes_per_host / (factor * gradient_bytes)
+        out.theory_bytes_per_host = factor * gradient_bytes
+        out.theory_ratio = bytes_per_host / (factor * gradient_bytes)
     return out
 
 

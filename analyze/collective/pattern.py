@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from analyze.collective.halving import halving_pattern
-from analyze.model.findings import Pattern
+from analyze.model.findings import IterationRecord, Pattern
 
 BALANCED = 0.95  # the lighter direction of a two-way ring carries at least this share of the heavier: sharded
 TWO_WAY = 0.9  # from this share on, sharded but unsure (1.0 measured on FSDP2 over gloo, 3-6 ranks)
@@ -38,7 +38,7 @@ NCCL_SHARDED = 1.5  # NCCL's FSDP over DDP's theory: 3(W-1)/W against 2(W-1)/W x
 
 
 def name_pattern(
-    kind: Optional[str], order: list[str], per_it: list[dict[str, Any]], w: int, mesh: bool = True
+    kind: Optional[str], order: list[str], per_it: list[IterationRecord], w: int, mesh: bool = True
 ) -> Pattern:
     """The pattern of a job whose topology is `kind` over hosts in ring `order`, from each edge's median bytes per
     iteration, for a job of W ranks; its bytes theory as the factor of S each rank sends per ring send. MESH: the
@@ -107,7 +107,7 @@ def _sharded(
     factor: float,
     by_balance: float,
     order: list[str],
-    per_it: list[dict[str, Any]],
+    per_it: list[IterationRecord],
     evidence: dict[str, Any],
     mesh: bool,
 ) -> Pattern:
@@ -120,7 +120,7 @@ def _sharded(
     return Pattern(kind=kind, formula=formula, factor=factor, confidence=round(sure, 3), evidence=evidence)
 
 
-def _alike(order: list[str], per_it: list[dict[str, Any]]) -> float:
+def _alike(order: list[str], per_it: list[IterationRecord]) -> float:
     """How alike a two-way ring's edges are: per direction its lightest edge (median bytes per iteration) over its
     heaviest, the lesser of the two directions (each direction runs one collective over every edge)."""
     n = len(order)
@@ -130,12 +130,12 @@ def _alike(order: list[str], per_it: list[dict[str, Any]]) -> float:
     ]
     out = 1.0
     for keys in ways:
-        medians = [float(np.median([it["bytes_by_edge"].get(k, 0) for it in per_it])) for k in keys] if per_it else [0]
+        medians = [float(np.median([it.bytes_by_edge.get(k, 0) for it in per_it])) for k in keys] if per_it else [0]
         out = min(out, min(medians) / max(max(medians), 1.0))
     return out
 
 
-def _directions(order: list[str], per_it: list[dict[str, Any]]) -> tuple[float, float]:
+def _directions(order: list[str], per_it: list[IterationRecord]) -> tuple[float, float]:
     """Median bytes per iteration over the ring's forward edges (each host to the next in `order`) and over its
     reverse edges, summed."""
     n = len(order)
@@ -143,7 +143,7 @@ def _directions(order: list[str], per_it: list[dict[str, Any]]) -> tuple[float, 
     behind = {f"{order[(i + 1) % n]}->{order[i]}" for i in range(n)}
 
     def total(edges: set[str]) -> float:
-        return float(sum(np.median([it["bytes_by_edge"].get(e, 0) for it in per_it]) for e in edges))
+        return float(sum(np.median([it.bytes_by_edge.get(e, 0) for it in per_it]) for e in edges))
 
     return (total(ahead), total(behind)) if per_it else (0.0, 0.0)
 

@@ -55,16 +55,16 @@ def leave_out_resent(result: Result) -> None:
         return
     nodes = sorted({e.src for e in topo.edges} | {e.dst for e in topo.edges})
     unique = [
-        {"unique": {h: max(0, it.bytes_by_host.get(h, 0) - gone.get(h, 0)) for h in nodes}}
+        {h: max(0, it.bytes_by_host.get(h, 0) - gone.get(h, 0)) for h in nodes}
         for it, gone in zip(its.per_iteration, resent)
     ]
-    its.unique_bytes_per_iteration_per_host = host_percentiles(unique, "unique", nodes)
+    its.unique_bytes_per_iteration_per_host = host_percentiles(unique, nodes)
     median = its.unique_bytes_per_iteration_per_host.median
-    per_send = per_ring_send(unique, "unique", nodes, its.ring_sends_per_host)
+    per_send = per_ring_send(unique, nodes, its.ring_sends_per_host)
     as_sent = its.implied_gradient_bytes
     theory = ring_theory(per_send, its.ring_size or len(nodes), its.gradient_bytes, factor)
-    for key in ("implied_gradient_bytes", "implied_params_fp32", "implied_params_fp16", "theory_ratio"):
-        setattr(its, key, theory[key])
+    its.implied_gradient_bytes, its.theory_ratio = theory.implied_gradient_bytes, theory.theory_ratio
+    its.implied_params_fp32, its.implied_params_fp16 = theory.implied_params_fp32, theory.implied_params_fp16
     s = its.implied_gradient_bytes
     if as_sent and s and abs(as_sent / s - 1) > UNSURE_RESENT:
         its.implied_gradient_bytes_confidence = min(its.implied_gradient_bytes_confidence or 0.0, 0.5)

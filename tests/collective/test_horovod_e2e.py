@@ -127,7 +127,7 @@ def test_back_to_back_iterations_are_not_one_burst():
         }
     )
     out = per_iteration(series, windows, [("a", "b")], bin_ns)
-    assert [it["bytes_by_host"]["a"] for it in out] == [20 * per_bin] * 5
+    assert [it.bytes_by_host["a"] for it in out] == [20 * per_bin] * 5
 
 
 # ---- the real thing ---------------------------------------------------------------------------------

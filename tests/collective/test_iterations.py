@@ -29,9 +29,9 @@ BIN = 10_000_000
 def test_ring_theory_farhat_ghobadi_factor():
     s = 97_500_000
     t = ring_theory(1.875 * s, 16, s)  # 2(N-1)/N at N=16 is 1.875
-    assert t["theory_ratio"] == pytest.approx(1.0) and t["implied_gradient_bytes"] == pytest.approx(s)
-    assert t["implied_params_fp32"] == pytest.approx(s / 4) and t["implied_params_fp16"] == pytest.approx(s / 2)
-    assert ring_theory(None, 16, s)["theory_ratio"] is None
+    assert t.theory_ratio == pytest.approx(1.0) and t.implied_gradient_bytes == pytest.approx(s)
+    assert t.implied_params_fp32 == pytest.approx(s / 4) and t.implied_params_fp16 == pytest.approx(s / 2)
+    assert ring_theory(None, 16, s).theory_ratio is None
 
 
 @pytest.mark.parametrize("with_markers", [False, True])
@@ -91,8 +91,8 @@ def test_a_bin_cut_by_the_boundary_goes_to_the_iteration_that_ends_in_it():
         [("a", "b", 50 * ms, 700), ("a", "b", 60 * ms, 300), ("a", "b", 110 * ms, 900), ("a", "b", 120 * ms, 100)]
     )
     out = per_iteration(cells, windows_from_markers(marks), [("a", "b")], BIN, marks)
-    assert [it["bytes_by_host"] for it in out] == [{"a": 1000}, {"a": 1000}]
-    assert [it["rx_bytes_by_host"] for it in out] == [{"b": 1000}, {"b": 1000}]
+    assert [it.bytes_by_host for it in out] == [{"a": 1000}, {"a": 1000}]
+    assert [it.rx_bytes_by_host for it in out] == [{"b": 1000}, {"b": 1000}]
 
 
 def test_each_host_is_cut_at_its_own_markers():
@@ -116,11 +116,11 @@ def test_each_host_is_cut_at_its_own_markers():
     windows = windows_from_markers(marks)
     assert windows["start_ns"].tolist() == [0, 95 * ms]
     out = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN, marks, ["a", "b"])
-    assert [it["bytes_by_host"] for it in out] == [{"a": 1032, "b": 1000}, {"a": 1000, "b": 1000}]
-    assert [it["rx_bytes_by_host"] for it in out] == [{"a": 1000, "b": 1000}] * 2  # no multicast group
+    assert [it.bytes_by_host for it in out] == [{"a": 1032, "b": 1000}, {"a": 1000, "b": 1000}]
+    assert [it.rx_bytes_by_host for it in out] == [{"a": 1000, "b": 1000}] * 2  # no multicast group
     # without the markers every host is cut at the shared windows: a's 400 bytes move to iteration 1
     shared = per_iteration(cells, windows, [("a", "b"), ("b", "a")], BIN)
-    assert [it["bytes_by_host"]["a"] for it in shared] == [632, 1400]
+    assert [it.bytes_by_host["a"] for it in shared] == [632, 1400]
 
 
 def _per_iteration_oracle(
@@ -210,8 +210,10 @@ def test_per_iteration_sums_each_cell_once_into_its_window(cells, gaps, first, e
     for dense_keys in (groupsum.DENSE_KEYS, -(10**9)):  # group sums counted directly, then all hashed
         with mock.patch.object(groupsum, "DENSE_KEYS", dense_keys):
             got = per_iteration(_cells(rows), windows, edge_list, BIN, None, hosts)
-        assert [{k: it[k] for k in keys} for it in got] == want
-        assert [[list(it[k]) for k in keys[:3]] for it in got] == [[list(w[k]) for k in keys[:3]] for w in want]
+        assert [{k: getattr(it, k) for k in keys} for it in got] == want
+        assert [[list(getattr(it, k)) for k in keys[:3]] for it in got] == [
+            [list(w[k]) for k in keys[:3]] for w in want
+        ]
 
 
 def test_steps_too_short_for_the_bins_name_a_finer_bin():

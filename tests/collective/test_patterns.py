@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from analyze.model.findings import IterationRecord
 from analyze.api import analyze
 from analyze.collective.pattern import name_pattern, nccl_sharded
 from analyze.whatif.link_bound import answer
@@ -20,11 +21,11 @@ from tests.support.training_capture import Job, sure_in_one_of_two
 ORDER = ["a", "b", "c", "d"]
 
 
-def _iterations(forward: int, backward: int, n: int = 3) -> list[dict]:
+def _iterations(forward: int, backward: int, n: int = 3) -> list[IterationRecord]:
     """n iterations of a ring over ORDER carrying FORWARD bytes on each edge one way and BACKWARD the other."""
     edges = {f"{ORDER[i]}->{ORDER[(i + 1) % 4]}": forward for i in range(4)}
     edges |= {f"{ORDER[(i + 1) % 4]}->{ORDER[i]}": backward for i in range(4)}
-    return [{"bytes_by_edge": dict(edges)} for _ in range(n)]
+    return [IterationRecord(i, 0, 0, {}, {}, dict(edges), 0, 0, 0.0) for i in range(n)]
 
 
 def test_the_pattern_from_the_directions():
@@ -63,11 +64,11 @@ def test_a_two_way_ring_of_unlike_edges_is_not_surely_sharded():
     its = _iterations(8_000_000, 8_000_000)
     for it in its:
         for edge in ("b->c", "c->b", "d->a", "a->d"):
-            it["bytes_by_edge"][edge] = 1_000_000
+            it.bytes_by_edge[edge] = 1_000_000
     unlike = name_pattern("bidirectional_ring", ORDER, its, 4)
     assert unlike.evidence["edges_alike"] == 0.125 and unlike.confidence == 0.0
     for it in its:  # 70 %: two thirds of the way from UNALIKE (0.5) to ALIKE (0.8)
-        it["bytes_by_edge"].update({e: 5_600_000 for e in ("b->c", "c->b", "d->a", "a->d")})
+        it.bytes_by_edge.update({e: 5_600_000 for e in ("b->c", "c->b", "d->a", "a->d")})
     assert name_pattern("bidirectional_ring", ORDER, its, 4).confidence == pytest.approx(2 / 3, abs=1e-3)
 
 

@@ -144,3 +144,15 @@ def test_functions_read_in_one_sitting() -> None:
                 if lines > 100:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
     assert long == []
+
+
+def test_from_plain_only_reads_saved_documents() -> None:
+    """Analyses build their records with the dataclasses' constructors, which mypy checks; `from_plain` (which a
+    misspelt key in a producer's dict would pass, lenient) reads JSON from disk only: the result's own reader and
+    the CLI's (issue 46 item 1: ten producers converted their dicts with it)."""
+    callers = []
+    for path in [ROOT / "cli.py", *ROOT.glob("analyze/**/*.py"), *ROOT.glob("reports/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "from_plain":
+                callers.append(path.relative_to(ROOT).as_posix())
+    assert sorted(set(callers)) == ["analyze/model/result.py", "cli.py"], callers
