@@ -15,11 +15,12 @@ capture of one job.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Optional
+from typing import Mapping, Optional
 
 import numpy as np
 import pandas as pd
 
+from capture.layout import HostMeta
 from analyze.collective.inference import add_collective
 from analyze.collective.jobs import split_jobs
 from analyze.collective.keepalives import find_keepalives
@@ -39,7 +40,7 @@ from analyze.wire.transport import diagnose
 TOP_OTHER = 20  # other connections listed by name; the rest are counted
 
 
-def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None:
+def analyze_jobs(result: Result, metas: Mapping[str, HostMeta | None], given: Given) -> None:
     """Set the collective, transport and what-if on RESULT: whole where it is one job, else per job (module doc).
     METAS: each host's meta.json by name."""
     whole = result.tables
@@ -55,7 +56,7 @@ def analyze_jobs(result: Result, metas: Mapping[str, Any], given: Given) -> None
         result.tables = whole
 
 
-def _by_job(result: Result, metas: Mapping[str, Any], given: Given) -> None:
+def _by_job(result: Result, metas: Mapping[str, HostMeta | None], given: Given) -> None:
     """analyze_jobs on RESULT's tables as they stand (NCCL's keep-alives already set apart)."""
     tables = result.tables
     assert tables is not None
@@ -91,7 +92,10 @@ def _by_job(result: Result, metas: Mapping[str, Any], given: Given) -> None:
 
 
 def _analyze(
-    result: Result, metas: Mapping[str, Any], given: Given, shared: Optional[dict[str, tuple[float, float, str]]]
+    result: Result,
+    metas: Mapping[str, HostMeta | None],
+    given: Given,
+    shared: Optional[dict[str, tuple[float, float, str]]],
 ) -> None:
     add_collective(result, given)
     views = result.tables.flow_views if result.tables is not None else pd.DataFrame()

@@ -56,14 +56,14 @@ def health_check(
         path = out / host / layout.META_FILE
         if path.is_file():
             try:
-                metas[host] = layout.read_json(path)
+                metas[host] = layout.read_meta(path)
             except layout.LayoutError:
                 continue
     addresses = {host: layout.peer_addresses(meta) for host, meta in metas.items()}
     failures = []
     for host, meta in metas.items():
         others = sorted(set().union(*(addresses[o] for o in metas if o != host)) - addresses[host])
-        files = [out / host / name for name in meta.get("files") or []]
+        files = [out / host / name for name in meta.files]
         if not others or not files:
             continue  # the hosts share one machine's addresses, or there is nothing to search
         bpf = "(" + " or ".join(f"host {a}" for a in others) + ") and not port 22"
@@ -75,7 +75,7 @@ def health_check(
         if found - {False}:
             continue  # a packet with another host, or a file tcpdump cannot read (the analyzer will say why)
         shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
-        why = f"its capture on {meta.get('interface')} holds no packet to or from the other hosts ({shown})"
+        why = f"its capture on {meta.interface} holds no packet to or from the other hosts ({shown})"
         agents.setdefault(host, {})["health"] = why
         failures.append(f"host {host}: {why}: {NO_TRAFFIC_FIX}")
     return failures

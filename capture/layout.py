@@ -72,29 +72,114 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+class HostMeta:
+    """A host's meta.json as every reader sees it: the keys the analysis, the live view and the health check use,
+    each read with its type (a missing or null key is None, or empty), and `doc`, the document whole (a later
+    version's keys kept; a dataset stores it back as it came). Readers go through these properties, so a key is
+    spelt once, here, beside the writer's constants. A plain class with slots: capture.markers, imported by
+    training scripts, must not pull in dataclasses' imports."""
+
+    __slots__ = ("doc",)
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+
+    def _text(self, key: str) -> str | None:
+        value = self.doc.get(key)
+        return str(value) if value not in (None, "") else None
+
+    @property
+    def host(self) -> str | None:
+        return self._text(META_HOST)
+
+    @property
+    def status(self) -> str | None:
+        return self._text(META_STATUS)
+
+    @property
+    def interface(self) -> str | None:
+        return self._text("interface")
+
+    @property
+    def error(self) -> str | None:
+        return self._text(META_ERROR)
+
+    @property
+    def payload_cut(self) -> str | None:
+        """How the agent kept payload out (the kernel filter, or a snaplen and why)."""
+        return self._text("payload_cut")
+
+    @property
+    def addresses(self) -> list[str]:
+        """The captured interface's addresses, with their prefix length as the agent wrote them."""
+        return [str(a) for a in self.doc.get(META_ADDRESSES) or []]
+
+    @property
+    def host_addresses(self) -> list[str]:
+        """Every interface's addresses (whom the host is, beyond the captured interface)."""
+        return [str(a) for a in self.doc.get(META_HOST_ADDRESSES) or []]
+
+    @property
+    def link_speed_bps(self) -> float | None:
+        value = self.doc.get(META_LINK_SPEED_BPS)
+        return float(value) if value else None
+
+    @property
+    def mtu(self) -> int | None:
+        value = self.doc.get("mtu")
+        return int(value) if value else None
+
+    @property
+    def counters(self) -> dict[str, Any] | None:
+        """tcpdump's own counters (captured, dropped by the kernel and the interface); None until the agent
+        stopped and wrote them."""
+        value = self.doc.get(META_COUNTERS)
+        return value if isinstance(value, dict) else None
+
+    @property
+    def lost_packets(self) -> int | None:
+        """Packets tcpdump counted but did not write (a full disk); None where the agent did not say."""
+        value = self.doc.get(META_LOST_PACKETS)
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def files(self) -> list[str]:
+        return [str(f) for f in self.doc.get("files") or []]
+
+    @property
+    def rdma(self) -> dict[str, Any]:
+        """The RDMA sniffer's facts, where it captured (drops_counted, ...); empty otherwise."""
+        value = self.doc.get("rdma")
+        return value if isinstance(value, dict) else {}
+
+
+def read_meta(path: Path) -> HostMeta:
+    """A host's meta.json; LayoutError when it is unreadable or not a JSON object."""
+    return HostMeta(read_json(path))
+
+
 def is_run(folder: Path) -> bool:
     """A capture directory: a folder holding run.json."""
     return (folder / RUN_FILE).is_file()
 
 
-def capture_faults(meta: dict[str, Any]) -> list[str]:
+def capture_faults(meta: HostMeta) -> list[str]:
     """What a host's meta.json says went wrong with its capture, one line each, for the analyzer to warn:
     an agent that never finished (killed: its counters were never written), packets tcpdump counted but
     did not write, an agent error, an RDMA sniffer's capture (no drop counter, software timestamps)."""
-    status = meta.get(META_STATUS)
+    status = meta.status
     if status in ("starting", STATUS_CAPTURING):
         return [
             f"the agent did not stop cleanly (meta.json still says {status!r}): counters unknown, "
             "drops and packets lost at the end cannot be counted"
         ]
     faults = []
-    if meta.get(META_LOST_PACKETS):
-        lost = meta.get(META_ERROR) or f"lost {meta[META_LOST_PACKETS]} packets"
+    if meta.lost_packets:
+        lost = meta.error or f"lost {meta.lost_packets} packets"
         faults.append(f"{lost}; byte counts are a lower bound")
-    elif status == "failed" and meta.get(META_ERROR):
-        faults.append(f"the capture failed: {meta[META_ERROR]}")
-    rdma = meta.get("rdma")
-    if isinstance(rdma, dict) and rdma.get("drops_counted") is False:
+    elif status == "failed" and meta.error:
+        faults.append(f"the capture failed: {meta.error}")
+    if meta.rdma.get("drops_counted") is False:
         faults.append(
             "captured by the RDMA sniffer, which counts no drops (its 0 does not mean none) and stamps packets in "
             "software when its queue is polled: byte counts may be a lower bound, times jitter by microseconds"
@@ -114,13 +199,13 @@ def run_faults(run: dict[str, Any]) -> list[str]:
     return faults
 
 
-def peer_addresses(meta: dict[str, Any], more: list[str] | None = None) -> set[str]:
+def peer_addresses(meta: HostMeta, more: list[str] | None = None) -> set[str]:
     """The addresses by which other hosts reach a host: every interface's (host_addresses), the captured
     interface's and MORE, without prefix length, never loopback or link-local (every host has those)."""
     import ipaddress
 
     found = set()
-    for text in [*(meta.get(META_HOST_ADDRESSES) or []), *(meta.get(META_ADDRESSES) or []), *(more or [])]:
+    for text in [*meta.host_addresses, *meta.addresses, *(more or [])]:
         try:
             address = ipaddress.ip_interface(str(text)).ip
         except ValueError:
@@ -161,6 +246,8 @@ __all__ = [
     "LayoutError",
     "write_json",
     "read_json",
+    "HostMeta",
+    "read_meta",
     "is_run",
     "launch_order",
     "capture_faults",

@@ -280,15 +280,15 @@ def _finish_host(
         info["status"] = "failed"
         return info, failures if start_error is not None else [*failures, str(error)]
     meta_path = out / agent.host / layout.META_FILE
-    meta = layout.read_json(meta_path) if meta_path.exists() else {}
-    info["interface"] = meta.get("interface")
-    info["counters"] = counters = meta.get(layout.META_COUNTERS)
-    if meta.get(layout.META_LOST_PACKETS):
-        info[layout.META_LOST_PACKETS] = meta[layout.META_LOST_PACKETS]
+    meta = layout.read_meta(meta_path) if meta_path.exists() else layout.HostMeta({})
+    info["interface"] = meta.interface
+    info["counters"] = counters = meta.counters
+    if meta.lost_packets:
+        info[layout.META_LOST_PACKETS] = meta.lost_packets
     dropped = (counters or {}).get("dropped_by_kernel", 0) + (counters or {}).get("dropped_by_interface", 0)
     if dropped:
         info.setdefault("warnings", []).append(f"tcpdump dropped {dropped} packets (see {meta_path})")
-    cut = str(meta.get("payload_cut") or "")
+    cut = meta.payload_cut or ""
     if "payload bytes may be kept" in cut:
         info.setdefault("warnings", []).append(f"headers were not cut in the kernel: {cut}")
     return info, failures

@@ -10,7 +10,7 @@ any number computed from those captures.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from analyze.model.findings import Iterations
 from analyze.model.result import HostSummary
@@ -26,7 +26,7 @@ FIX = "capture on the interface the job uses (--iface NAME, or the job's NCCL_SO
 
 def capture_problems(
     hosts: Sequence[HostSummary],
-    metas: Sequence[Mapping[str, Any] | None],
+    metas: Sequence[layout.HostMeta | None],
     views: "pd.DataFrame",
     iterations: Iterations | None,
 ) -> list[str]:
@@ -35,7 +35,7 @@ def capture_problems(
     other hosts' captures see its peers' side)."""
     if len(hosts) < 2:
         return []
-    own = [layout.peer_addresses(dict(m or {}), h.addresses) for h, m in zip(hosts, metas)]
+    own = [layout.peer_addresses(m or layout.HostMeta({}), h.addresses) for h, m in zip(hosts, metas)]
     everyone = set().union(*own)
     with_others = _bytes_with_other_hosts(own, [h.name for h in hosts], views)
     problems = []

@@ -235,7 +235,7 @@ def _write_host(out: Path, h: HostInput, scan: StreamScan, bin_ns: int) -> dict[
     return {
         "name": h.name,
         "files": [str(Path(f).absolute()) for f in h.files],
-        "meta": h.meta,
+        "meta": h.meta.doc if h.meta is not None else None,
         "markers": markers,
         "packets": packets,
         "records": scan.records,

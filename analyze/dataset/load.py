@@ -14,6 +14,8 @@ from typing import Any, Optional
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from capture import layout
+
 from analyze.dataset import columns
 from analyze.dataset.manifest import MANIFEST, PART, DatasetError, partition, read_manifest
 from analyze.read.inputs import HostInput, RunInput
@@ -36,7 +38,7 @@ def read_dataset(root: Path, *, bin_ns: Optional[int], byte_mode: Optional[str])
             HostInput(
                 name=str(h["name"]),
                 files=[Path(f) for f in h["files"]],
-                meta=h.get("meta"),
+                meta=layout.HostMeta(h["meta"]) if isinstance(h.get("meta"), dict) else None,
                 markers=root / h["markers"] if h.get("markers") else None,
             )
             for h in doc["hosts"]

@@ -161,15 +161,13 @@ def _last_iteration(stairs: Staircase) -> tuple[Optional[float], dict[str, int]]
 def _read_health(h: _Host, host: HostNow) -> None:
     """The agent's status and, once it stopped, tcpdump's drops and the packets lost at the end (meta.json)."""
     try:
-        meta = layout.read_json(h.folder / layout.META_FILE)
+        meta = layout.read_meta(h.folder / layout.META_FILE)
     except layout.LayoutError:  # being rewritten by the agent, or not there yet: the next poll reads it
         return
-    host.status = meta.get(layout.META_STATUS)
-    counters = meta.get(layout.META_COUNTERS) or {}
-    drops = counters.get("dropped_by_kernel")
+    host.status = meta.status
+    drops = (meta.counters or {}).get("dropped_by_kernel")
     host.kernel_drops = int(drops) if isinstance(drops, int) else None
-    lost = meta.get(layout.META_LOST_PACKETS)
-    host.lost_packets = int(lost) if isinstance(lost, int) else None
+    host.lost_packets = meta.lost_packets
 
 
 def _keep_edge_cells(
@@ -259,14 +257,13 @@ def _summed(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.
 
 def _host(folder: Path) -> _Host:
     meta_path = folder / layout.META_FILE
-    meta = layout.read_json(meta_path) if meta_path.is_file() else {}
-    addresses = layout.peer_addresses(meta) or {str(a).split("/")[0] for a in meta.get(layout.META_ADDRESSES) or []}
+    meta = layout.read_meta(meta_path) if meta_path.is_file() else layout.HostMeta({})
+    addresses = layout.peer_addresses(meta) or {a.split("/")[0] for a in meta.addresses}
     own = [address_key(a) for a in sorted(addresses)]
-    speed = meta.get(layout.META_LINK_SPEED_BPS)
     return _Host(
-        name=str(meta.get(layout.META_HOST) or folder.name),
+        name=meta.host or folder.name,
         folder=folder,
-        link_speed_bps=float(speed) if speed else None,
+        link_speed_bps=meta.link_speed_bps,
         own=own,
         follow=Follow(bin_ns=BIN_NS, byte_mode=L.BYTE_MODES["ip"]),
     )

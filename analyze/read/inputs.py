@@ -28,7 +28,7 @@ class HostInput:
 
     name: str
     files: list[Path]
-    meta: dict[str, Any] | None = None
+    meta: layout.HostMeta | None = None
     markers: Path | None = None
     folder: Path | None = None
 
@@ -73,6 +73,10 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise FileError(str(exc)) from None
 
 
+def _read_meta(path: Path) -> layout.HostMeta:
+    return layout.HostMeta(_read_json(path))
+
+
 def _capture_directory(root: Path) -> RunInput:
     run = _read_json(root / layout.RUN_FILE)
     warnings: list[str] = []
@@ -85,13 +89,13 @@ def _capture_directory(root: Path) -> RunInput:
     hosts: list[HostInput] = []
     for d in folders:
         files = [f for f in sorted(d.rglob("*")) if f.is_file() and not _is_sidecar_file(f) and is_capture(f)]
-        meta = _read_json(d / layout.META_FILE) if (d / layout.META_FILE).is_file() else None
+        meta = _read_meta(d / layout.META_FILE) if (d / layout.META_FILE).is_file() else None
         if not files:
             if meta is not None:
                 warnings.append(f"{d}: host folder has meta.json but no capture files")
             continue
         markers = d / layout.MARKERS_FILE
-        name = str(meta.get(layout.META_HOST) or d.name) if meta else d.name
+        name = (meta.host or d.name) if meta else d.name
         hosts.append(
             HostInput(name=name, files=files, meta=meta, markers=markers if markers.is_file() else None, folder=d)
         )
@@ -121,9 +125,9 @@ def _group(files: list[Path]) -> list[HostInput]:
     hosts = []
     for (parent, pattern), members in groups.items():
         meta_path = Path(parent) / layout.META_FILE
-        meta = _read_json(meta_path) if not pattern and meta_path.is_file() else None
-        if meta:
-            name = str(meta.get(layout.META_HOST) or Path(parent).name)
+        meta = _read_meta(meta_path) if not pattern and meta_path.is_file() else None
+        if meta is not None:
+            name = meta.host or Path(parent).name
         else:
             name = pattern.replace("#", "").split(".")[0].rstrip("-_") or Path(parent).name
         markers = Path(parent) / layout.MARKERS_FILE
@@ -132,7 +136,7 @@ def _group(files: list[Path]) -> list[HostInput]:
                 name=name,
                 files=members,
                 meta=meta,
-                markers=markers if meta and markers.is_file() else None,
+                markers=markers if meta is not None and markers.is_file() else None,
                 folder=Path(parent),
             )
         )

@@ -79,5 +79,5 @@ def start_reading(
 
 def common_mtu(run_input: RunInput) -> int:
     """The MTU every host's frames are counted with in wire mode: the smallest meta.json gives, else 1500."""
-    mtus = {int(h.meta["mtu"]) for h in run_input.hosts if h.meta and h.meta.get("mtu")}
+    mtus = {h.meta.mtu for h in run_input.hosts if h.meta and h.meta.mtu}
     return min(mtus) if mtus else 1500

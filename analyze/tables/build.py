@@ -66,7 +66,7 @@ def build_result(
 
     locals_: list[list[tuple[int, int]]] = []
     for h, hf in zip(run_input.hosts, host_flows):
-        given = [a for a in (h.meta or {}).get("addresses", []) if a]
+        given = [a for a in (h.meta.addresses if h.meta else []) if a]
         if given:
             locals_.append([address_key(str(a)) for a in given])
         else:
@@ -294,9 +294,9 @@ def _flow_series(
 
 
 def _link_speed(h: HostInput, cli_bps: Optional[float], assumptions: list[str]) -> tuple[float, str]:
-    meta_bps = (h.meta or {}).get("link_speed_bps")
+    meta_bps = h.meta.link_speed_bps if h.meta else None
     if meta_bps:
-        return float(meta_bps), "meta"
+        return meta_bps, "meta"
     if cli_bps:
         return float(cli_bps), "cli"
     assumptions.append(
@@ -342,8 +342,8 @@ def _hosts(
                     f"{h.name}: {direction} rate over {window / 1e6:g} ms reached {over:.2f}x the link speed "
                     f"({link_bps / 1e9:g} Gbit/s, {source}); is the link speed right?"
                 )
-        meta = h.meta or {}
-        counters = meta.get("counters") or {}
+        meta = h.meta or layout.HostMeta({})
+        counters = meta.counters or {}
         summaries.append(
             HostSummary(
                 name=h.name,

@@ -17,12 +17,13 @@ another capture that saw them (analyze.api), and the summary says so first.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from analyze.read import layouts as L
+from capture.layout import HostMeta
 from analyze.model.result import Coverage
 
 # a view missing more than this share of a flow's payload yields to a fuller one; a capture below 1 - GAPPED is
@@ -50,16 +51,14 @@ def gapped_views(views: pd.DataFrame) -> np.ndarray:
     return view_shortfall(views) > GAPPED
 
 
-def host_coverage(
-    names: Sequence[str], metas: Sequence[Mapping[str, Any] | None], views: pd.DataFrame
-) -> list[Coverage]:
+def host_coverage(names: Sequence[str], metas: Sequence[HostMeta | None], views: pd.DataFrame) -> list[Coverage]:
     """Each host's capture, in NAMES order: what its flows show it missed, and its counters' drops."""
     host = views["host_index"].to_numpy() if len(views) else np.zeros(0, np.int64)
     held = np.bincount(host, weights=views["payload_bytes"].to_numpy(np.float64), minlength=len(names))
     missed = np.bincount(host, weights=views["missing_payload"].to_numpy(np.float64), minlength=len(names))
     out = []
     for i, meta in enumerate(metas):
-        counters = dict((meta or {}).get("counters") or {})
+        counters = (meta.counters if meta is not None else None) or {}
         dropped = [counters.get(k) for k in ("dropped_by_kernel", "dropped_by_interface")]
         counted = sum(int(d) for d in dropped if d) if any(d is not None for d in dropped) else None
         kept = int(counters.get("captured") or 0)

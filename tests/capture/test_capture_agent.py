@@ -445,5 +445,5 @@ def test_an_rdma_device_is_captured_with_the_sniffer_and_says_what_it_cannot_cou
         netinfo.choose_interface("mlx9_9", [])
     program, why = agent_module._header_cut("tcpdump", "mlx5_0", agent_module.AgentOptions(out=tmp_path / "x"))
     assert program is None and "no socket" in why
-    faults = layout.capture_faults({"status": "complete", **roce})
+    faults = layout.capture_faults(layout.HostMeta({"status": "complete", **roce}))
     assert len(faults) == 1 and "counts no drops" in faults[0]
