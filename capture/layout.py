@@ -187,15 +187,90 @@ def capture_faults(meta: HostMeta) -> list[str]:
     return faults
 
 
-def run_faults(run: dict[str, Any]) -> list[str]:
+class RunManifest:
+    """A run.json as every reader sees it, like HostMeta: typed properties for the keys read, `doc` the whole
+    document (the result keeps it as `run`, as read). A result read back from JSON holds run.json's document
+    too, so the reports read it through here as well."""
+
+    __slots__ = ("doc",)
+
+    def __init__(self, doc: dict[str, Any] | None) -> None:
+        self.doc = doc or {}
+
+    def _text(self, key: str) -> str | None:
+        value = self.doc.get(key)
+        return str(value) if value not in (None, "") else None
+
+    @property
+    def schema(self) -> int:
+        value = self.doc.get(RUN_SCHEMA, SCHEMA)
+        return int(value) if isinstance(value, int) else SCHEMA
+
+    @property
+    def run_id(self) -> str | None:
+        return self._text("run_id")
+
+    @property
+    def status(self) -> str | None:
+        return self._text(RUN_STATUS)
+
+    @property
+    def error(self) -> str | None:
+        return self._text(META_ERROR)
+
+    @property
+    def interrupted_by(self) -> str | None:
+        return self._text("interrupted_by")
+
+    @property
+    def command(self) -> str | None:
+        """The launch command as one line (run.json may hold it as its argv)."""
+        value = self.doc.get("command")
+        if isinstance(value, list):
+            return " ".join(str(c) for c in value) or None
+        return str(value) if value else None
+
+    @property
+    def launch_order(self) -> list[str]:
+        """Host names in launch order from run.json's hosts (names, or {"name": ...} objects)."""
+        hosts = self.doc.get(RUN_HOSTS) or []
+        names = [str(h.get("name") if isinstance(h, dict) else h) for h in hosts]
+        return [n for n in names if n and n != "None"]
+
+    @property
+    def start_ns(self) -> int | None:
+        value = self.doc.get("start_ns")
+        return int(value) if isinstance(value, (int, float)) and value else None
+
+    @property
+    def end_ns(self) -> int | None:
+        value = self.doc.get("end_ns")
+        return int(value) if isinstance(value, (int, float)) and value else None
+
+    @property
+    def exit_code(self) -> int | None:
+        value = self.doc.get("exit_code")
+        return int(value) if isinstance(value, int) else None
+
+    @property
+    def training(self) -> dict[str, Any] | None:
+        """The training command's own span and exit code (capture run wrapping it); None where not recorded."""
+        value = self.doc.get("training")
+        return value if isinstance(value, dict) and value else None
+
+    @property
+    def failed_agents(self) -> list[str]:
+        agents = self.doc.get("agents") or {}
+        return sorted(h for h, a in agents.items() if isinstance(a, dict) and a.get("status") == "failed")
+
+
+def run_faults(run: RunManifest) -> list[str]:
     """What run.json says went wrong with the run as a whole (an interrupt, hosts that failed)."""
     faults = []
-    if run.get(RUN_STATUS) == STATUS_INTERRUPTED:
-        faults.append(f"the run was interrupted ({run.get('interrupted_by') or 'signal'}): the captures end early")
-    agents = run.get("agents") or {}
-    failed = sorted(h for h, a in agents.items() if isinstance(a, dict) and a.get("status") == "failed")
-    if failed:
-        faults.append(f"run.json: capture failed on {', '.join(failed)}: {run.get(META_ERROR) or 'see run.json'}")
+    if run.status == STATUS_INTERRUPTED:
+        faults.append(f"the run was interrupted ({run.interrupted_by or 'signal'}): the captures end early")
+    if run.failed_agents:
+        faults.append(f"run.json: capture failed on {', '.join(run.failed_agents)}: {run.error or 'see run.json'}")
     return faults
 
 
@@ -213,13 +288,6 @@ def peer_addresses(meta: HostMeta, more: list[str] | None = None) -> set[str]:
         if not (address.is_loopback or address.is_link_local):
             found.add(str(address))
     return found
-
-
-def launch_order(run: dict[str, Any]) -> list[str]:
-    """Host names in launch order from run.json's hosts (names, or {"name": ...} objects)."""
-    hosts = run.get(RUN_HOSTS) or []
-    names = [str(h.get("name") if isinstance(h, dict) else h) for h in hosts]
-    return [n for n in names if n and n != "None"]
 
 
 __all__ = [
@@ -249,7 +317,7 @@ __all__ = [
     "HostMeta",
     "read_meta",
     "is_run",
-    "launch_order",
+    "RunManifest",
     "capture_faults",
     "peer_addresses",
     "run_faults",

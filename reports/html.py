@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.model.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Topology, Transport, WhatIf
 from analyze.model.result import SCHEMA_VERSION, CaptureSummary, HostSummary, Result, Tables
+from capture.layout import RunManifest
 from analyze.tables.capture_holes import GAPPED
 from analyze.verdict import judge
 from reports import figures as F
@@ -44,9 +44,9 @@ SECTIONS = [
 
 def render_html(result: Result, *, title: str | None = None, max_points: int = F.MAX_POINTS) -> str:
     """The report as one HTML string."""
-    run = result.run or {}
+    run = RunManifest(result.run)
     hosts = result.hosts
-    title = title or (f"ringscope report — {run.get('run_id')}" if run.get("run_id") else "ringscope report")
+    title = title or (f"ringscope report — {run.run_id}" if run.run_id else "ringscope report")
     body = [
         _section("verdict", "Verdict", _verdict_html(result)),
         _section("run", "Run", _run_html(result, run)),
@@ -118,8 +118,9 @@ def _utc(ns: float | None) -> str:
     return _dt.datetime.fromtimestamp(value / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
-def _run_html(result: Result, run: Mapping[str, Any]) -> str:
-    """The run manifest (run.json, still a plain dict), the capture span, the hosts and the capture files."""
+def _run_html(result: Result, run: RunManifest) -> str:
+    """The run manifest (run.json, read through capture.layout.RunManifest), the capture span, the hosts and the
+    capture files."""
     return "".join(
         [
             _run_facts(result, run),
@@ -136,13 +137,11 @@ def _run_html(result: Result, run: Mapping[str, Any]) -> str:
     )
 
 
-def _run_facts(result: Result, run: Mapping[str, Any]) -> str:
+def _run_facts(result: Result, run: RunManifest) -> str:
     """The run's facts as a definition list: command, launch order, span, training, packets, drops, files."""
     hosts = result.hosts
-    command = run.get("command")
-    if isinstance(command, list):
-        command = " ".join(str(c) for c in command)
-    launch = [str(h.get("name", h) if isinstance(h, Mapping) else h) for h in run.get("hosts") or []]
+    command = run.command
+    launch = run.launch_order
     firsts = [h.first_ns for h in hosts if h.last_ns]
     lasts = [h.last_ns for h in hosts if h.last_ns]
     span = (max(lasts) - min(firsts)) if firsts and lasts else None
@@ -166,8 +165,8 @@ def _run_facts(result: Result, run: Mapping[str, Any]) -> str:
             f"{e(duration(span))} ({e(_utc(min(firsts)) if firsts else '—')} to {e(_utc(max(lasts)) if lasts else '—')})",
         ),
     ]
-    if run.get("training"):
-        t = run["training"] if isinstance(run.get("training"), Mapping) else {}
+    if run.training:
+        t = run.training
         kv.append(
             (
                 "training",
@@ -175,10 +174,10 @@ def _run_facts(result: Result, run: Mapping[str, Any]) -> str:
                 f"exit code {e(t.get('exit_code'))}",
             )
         )
-    elif run.get("exit_code") is not None:
-        kv.append(("exit code", e(run.get("exit_code"))))
-    if run.get("status"):
-        kv.append(("capture status", e(run.get("status")) + (f" — {e(run.get('error'))}" if run.get("error") else "")))
+    elif run.exit_code is not None:
+        kv.append(("exit code", e(run.exit_code)))
+    if run.status:
+        kv.append(("capture status", e(run.status) + (f" — {e(run.error)}" if run.error else "")))
     kv += [
         ("packets", f"{packets:,} in {len(captures)} file(s)"),
         (

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.live.now import HEAVY_EDGE, Now
+from capture.layout import RunManifest
 
 if TYPE_CHECKING:
     from analyze.model.findings import Iterations, Straggler, Transport, WhatIf
@@ -190,13 +191,13 @@ def analysis_families(result: "Result") -> list[Family]:
     lost = Family("straggler_lost_seconds", "gauge", "Time per iteration the ring waits for a straggler.")
     for job in _jobs(result):
         _job_families(job, f, mean, per_host, [limiter, sure], scaling, lost)
-    run = result.run or {}
+    run = RunManifest(result.run)
     start = Family("capture_start_timestamp_seconds", "gauge", "When the capture started (Unix time).")
     end = Family("capture_end_timestamp_seconds", "gauge", "When the capture ended (Unix time).")
     firsts = [h.first_ns for h in result.hosts if h.first_ns]
     lasts = [h.last_ns for h in result.hosts if h.last_ns]
-    start.add((run.get("start_ns") or min(firsts, default=None) or math.nan) / 1e9)
-    end.add((run.get("end_ns") or max(lasts, default=None) or math.nan) / 1e9)
+    start.add((run.start_ns or min(firsts, default=None) or math.nan) / 1e9)
+    end.add((run.end_ns or max(lasts, default=None) or math.nan) / 1e9)
     return [*f.values(), util, mean, per_host, limiter, sure, scaling, lost, start, end]
 
 

@@ -40,7 +40,7 @@ from capture import layout
 
 def launch_order_of(run: Optional[dict[str, Any]]) -> Optional[list[str]]:
     """Host launch order from run.json (capture.layout), None when it names none."""
-    return layout.launch_order(run or {}) or None
+    return layout.RunManifest(run).launch_order or None
 
 
 def _markers_gradient_bytes(markers: pd.DataFrame) -> Optional[float]:

@@ -80,9 +80,10 @@ def _read_meta(path: Path) -> layout.HostMeta:
 def _capture_directory(root: Path) -> RunInput:
     run = _read_json(root / layout.RUN_FILE)
     warnings: list[str] = []
-    if run.get(layout.RUN_SCHEMA, layout.SCHEMA) != layout.SCHEMA:
+    manifest = layout.RunManifest(run)
+    if manifest.schema != layout.SCHEMA:
         warnings.append(
-            f"{root / layout.RUN_FILE}: schema {run.get(layout.RUN_SCHEMA)} is newer than this ringscope "
+            f"{root / layout.RUN_FILE}: schema {manifest.schema} is newer than this ringscope "
             f"reads ({layout.SCHEMA}); reading what it knows"
         )
     folders = sorted(d for d in root.iterdir() if d.is_dir())
@@ -101,7 +102,7 @@ def _capture_directory(root: Path) -> RunInput:
         )
     if not hosts:
         raise FileError(f"{root}: offset 0: capture directory holds no host folder with capture files")
-    rank = {name: i for i, name in enumerate(layout.launch_order(run))}
+    rank = {name: i for i, name in enumerate(manifest.launch_order)}
     captured = {h.name for h in hosts}
     absent = [name for name in rank if name not in captured]
     if absent:  # their traffic is still in their peers' captures (analyze.collective.topology: not captured)

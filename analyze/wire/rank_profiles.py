@@ -25,6 +25,7 @@ import numpy as np
 
 from analyze.read.trace_file import read_trace
 from analyze.model.result import Result
+from capture.layout import RunManifest
 from analyze.wire.stragglers import LATE_BINS, LATE_SHARE, MOST
 
 __all__ = ["RankEntries", "read_entries", "check_with_profiles"]
@@ -78,7 +79,7 @@ def check_with_profiles(result: Result, profiles: Sequence[Path]) -> None:
     packets did not. ValueError (one line) for a file that is no trace."""
     if not profiles or result.stragglers is None or result.iterations is None or not result.iterations.period_ns:
         return
-    order = list((result.run or {}).get("hosts") or [])
+    order = RunManifest(result.run).launch_order
     per_host = result.iterations.ranks_per_host or {}
     read = [read_entries(p) for p in profiles]
     ranks = [r for r in read if isinstance(r, RankEntries)]

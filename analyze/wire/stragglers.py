@@ -36,6 +36,7 @@ import numpy as np
 
 from analyze.model.findings import LinkFix, Straggler, TransportEdge
 from analyze.model.result import Result
+from capture.layout import RunManifest
 from analyze.wire.transport import RUN_GAP
 
 __all__ = ["add_stragglers", "find_stragglers", "LATE_SHARE", "SLOW"]
@@ -89,7 +90,7 @@ def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix]]:
 
 def _rank_of(result: Result, host: str) -> Optional[int]:
     """The host's rank where it runs one and the launch order says which (run.json's hosts)."""
-    order = (result.run or {}).get("hosts") or []
+    order = RunManifest(result.run).launch_order
     per_host = (result.iterations.ranks_per_host if result.iterations is not None else None) or {}
     if host in order and all(per_host.get(h, 1) == 1 for h in order):
         return order.index(host)
