@@ -26,7 +26,10 @@ def _check(run, truth, job: Job, iterations: int | None = None) -> bool | str:
     # each host's iterations against what its own capture (dpkt) shows it sending while its ranks ran those steps
     # (twelve hosts: within 0.6 %, eleven of them within 0.003 %); against the ranks' own S, below, within 3 %
     worst, pairs = worst_host_bytes_error(run, its, truth)
-    assert worst <= 0.02, pairs
+    # 3 % where the run has few interior steps: the short run's 4 put one host at 2.4 % in CI (2026-11-28), its
+    # analyzer figure within 0.03 % of 2(W-1)/W x S, the capture's window short of the last step's tail still queued
+    # in the shaper when its ranks recorded the step's end; the implied S below is held to the ranks' own S
+    assert worst <= (0.03 if job.iters - 2 <= 4 else 0.02), pairs
     assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
     # the set-up is reported apart: rank 0's parameters broadcast to every other host, S bytes into each at least,
     # before the first step. Without markers the first step starts at the first tooth found, which may take the
