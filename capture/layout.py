@@ -72,21 +72,27 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-class HostMeta:
-    """A host's meta.json as every reader sees it: the keys the analysis, the live view and the health check use,
-    each read with its type (a missing or null key is None, or empty), and `doc`, the document whole (a later
-    version's keys kept; a dataset stores it back as it came). Readers go through these properties, so a key is
-    spelt once, here, beside the writer's constants. A plain class with slots: capture.markers, imported by
-    training scripts, must not pull in dataclasses' imports."""
+class _Document:
+    """A run.json or meta.json as read: `doc`, the document whole (a later version's keys kept), under the typed
+    properties of HostMeta and RunManifest. A plain class with slots: capture.markers, imported by training
+    scripts, must not pull in dataclasses' imports."""
 
     __slots__ = ("doc",)
 
-    def __init__(self, doc: dict[str, Any]) -> None:
-        self.doc = doc
+    def __init__(self, doc: dict[str, Any] | None) -> None:
+        self.doc = doc or {}
 
     def _text(self, key: str) -> str | None:
         value = self.doc.get(key)
         return str(value) if value not in (None, "") else None
+
+
+class HostMeta(_Document):
+    """A host's meta.json as every reader sees it: the keys the analysis, the live view and the health check use,
+    each read with its type (a missing or null key is None, or empty); `doc` as a dataset stores it back. Readers
+    go through these properties, so a key is spelt once, here, beside the writer's constants."""
+
+    __slots__ = ()
 
     @property
     def host(self) -> str | None:
@@ -187,19 +193,12 @@ def capture_faults(meta: HostMeta) -> list[str]:
     return faults
 
 
-class RunManifest:
+class RunManifest(_Document):
     """A run.json as every reader sees it, like HostMeta: typed properties for the keys read, `doc` the whole
     document (the result keeps it as `run`, as read). A result read back from JSON holds run.json's document
     too, so the reports read it through here as well."""
 
-    __slots__ = ("doc",)
-
-    def __init__(self, doc: dict[str, Any] | None) -> None:
-        self.doc = doc or {}
-
-    def _text(self, key: str) -> str | None:
-        value = self.doc.get(key)
-        return str(value) if value not in (None, "") else None
+    __slots__ = ()
 
     @property
     def schema(self) -> int:

@@ -128,8 +128,6 @@ def _read(hint: Any, data: Any, where: Where, rules: tuple[bool, bool]) -> Any:
         item = args[1]
         return {k: _read(item, v, (where, k), rules) for k, v in data.items()}
     if shape == "record":
-        if isinstance(data, hint):
-            return data  # a record already built (a producer's part, while its parent is still a dict)
         _expect(isinstance(data, dict), "an object", data, where)
         complete, strict = rules
         kwargs = {}
