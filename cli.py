@@ -162,11 +162,11 @@ def analyze(
     _analysis_command()
     from analyze.model.result import Given
     from analyze.read.reading import ReadOptions
-    from capture.units import parse_bin, parse_duration, parse_rate, parse_size
+    from capture.units import parse_bin, parse_duration, parse_link_speed, parse_size
 
     try:
         order = [h.strip() for h in launch_order.split(",") if h.strip()] if launch_order else None
-        link_bps = parse_rate(link_speed) if link_speed else None
+        link_bps = parse_link_speed(link_speed) if link_speed else None
         bin_ns = parse_bin(bin_) if bin_ is not None else None
         options = ReadOptions(bin_ns=bin_ns, byte_mode=byte_mode, workers=workers, scheduler=scheduler)
         given = Given(  # every job option checked once, as analyze.api.analyze checks it
@@ -588,12 +588,12 @@ def report(
     if result is None:
         from analyze.api import analyze as analyze_run
         from analyze.read.formats import FileError
-        from capture.units import parse_bin, parse_rate
+        from capture.units import parse_bin, parse_link_speed
 
         try:
             result = analyze_run(
                 captures,
-                link_speed_bps=parse_rate(link_speed) if link_speed else None,
+                link_speed_bps=parse_link_speed(link_speed) if link_speed else None,
                 bin_ns=parse_bin(bin_) if bin_ else None,
             )
         except (FileError, ValueError) as exc:

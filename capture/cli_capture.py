@@ -91,7 +91,7 @@ def agent(
     from capture.agent import AgentOptions, run_agent
     from capture.errors import CaptureError
     from capture.hints import Hints, parse_arg
-    from capture.units import parse_rate, parse_size
+    from capture.units import parse_link_speed, parse_size
 
     try:
         options = AgentOptions(
@@ -105,7 +105,7 @@ def agent(
             rotate_seconds=rotate_seconds,
             duration_s=duration,
             until_pid=until_pid,
-            link_speed_bps=round(parse_rate(link_speed)) if link_speed else None,
+            link_speed_bps=round(parse_link_speed(link_speed)) if link_speed else None,
             peers=_peers(peers),
             hints=Hints([parse_arg(t) for t in iface_hint or []], [parse_arg(t) for t in address_hint or []]),
             host=host,
@@ -181,7 +181,7 @@ def run(
     from capture.errors import CaptureError
     from capture.remote import resolve_template
     from capture.run import RunOptions, default_agent_command, run_capture
-    from capture.units import parse_listen_address, parse_rate, parse_size
+    from capture.units import parse_listen_address, parse_link_speed, parse_size
 
     passthrough = {
         "--iface": iface,
@@ -202,7 +202,7 @@ def run(
         if metrics:
             parse_listen_address(metrics)  # a bad address fails here, before any agent or training starts
         if link_speed:
-            parse_rate(link_speed)  # a bad value fails here, before any agent or training starts
+            parse_link_speed(link_speed)  # a bad value fails here, before any agent or training starts
         if rotate_size:
             parse_size(rotate_size)
         if hosts:

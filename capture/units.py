@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_rate", "parse_size", "parse_duration", "format_rate"]
+__all__ = ["parse_rate", "parse_link_speed", "parse_size", "parse_duration", "format_rate"]
 
 _PREFIX: dict[str, float] = {
     "": 1.0,
@@ -92,6 +92,22 @@ def parse_rate(text: str) -> float:
     value = float(number) * _PREFIX[prefix] * factor
     if not math.isfinite(value) or value <= 0:
         raise ValueError(f"bad rate {text!r}: must be a positive finite rate")
+    return value
+
+
+# no network link runs below 1 kbit/s: a smaller speed typed for a link is a missing unit ("0.1" meant as 0.1G),
+# and a what-if asked for it would print iteration times of centuries rather than the user's mistake
+MIN_LINK_BPS = 1e3
+
+
+def parse_link_speed(text: str) -> float:
+    """parse_rate for a link's speed: also refuses a rate below 1 kbit/s, naming the unit it may have lacked."""
+    value = parse_rate(text)
+    if value < MIN_LINK_BPS:
+        raise ValueError(
+            f"bad link speed {text!r}: {value:g} bit/s is below 1 kbit/s (a bare number is bit/s: did you mean "
+            f"{str(text).strip()}G?)"
+        )
     return value
 
 

@@ -18,7 +18,7 @@ from analyze.whatif.inputs import WhatIfInputs
 from analyze.whatif.model import RingscopeModel, RingscopeOptions
 from analyze.whatif.paper import PaperModel
 from analyze.whatif.replay import Replay
-from capture.units import parse_duration, parse_rate
+from capture.units import parse_duration, parse_link_speed
 
 __all__ = ["what_if_request", "what_if_options", "WhatIfOptions", "split_values"]
 
@@ -185,11 +185,11 @@ def what_if_options(measured: Optional[WhatIfInputs], options: WhatIfOptions) ->
         single_iteration_time_s=_seconds(o.single_iteration_time) if o.single_iteration_time is not None else None,
         reduce_cost=o.reduce_cost,
         workers=split_values(o.workers, _positive_int, "worker count"),
-        bandwidths_bps=split_values(o.bandwidth, parse_rate, "bandwidth"),
+        bandwidths_bps=split_values(o.bandwidth, parse_link_speed, "bandwidth"),
         compressions=split_values(o.compression, _ratio, "compression ratio"),
         latency_s=_seconds(o.latency),
         gpus_per_server=o.gpus_per_server,
-        intra_bandwidth_bps=parse_rate(o.intra_bandwidth),
+        intra_bandwidth_bps=parse_link_speed(o.intra_bandwidth),
         buckets=o.buckets,
         fp16=o.fp16,
         efficiency=o.efficiency,

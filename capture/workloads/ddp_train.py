@@ -8,7 +8,8 @@ the environment), e.g. on one machine:
 Each marker carries gradient_bytes (what one all-reduce moves), params, the model name and the micro-batches
 per optimizer step (--accumulate: gradients all-reduced once per step, after the last). --slow-rank R
 --extra-compute-ms X makes rank R a straggler: X ms more arithmetic before every forward pass, recorded in its
-markers as extra_compute_ns.
+markers as extra_compute_ns. --bucket-log DIR records when each gradient bucket is handed to the process group
+(capture.workloads.bucket_log).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import os
 
 from capture.workloads import mlp
+from capture.workloads.bucket_log import BucketLog
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
         "--extra-compute-ms", type=float, default=0.0, help="arithmetic before each forward pass (a straggler)"
     )
     parser.add_argument("--profile-dir", help="record each rank's torch.profiler trace into this folder")
+    parser.add_argument(
+        "--bucket-log", help="record when each gradient bucket is handed to the process group into this folder"
+    )
     args = parser.parse_args(argv)
 
     import torch
@@ -53,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     ddp = DistributedDataParallel(
         model, device_ids=[local_rank] if device.type == "cuda" else None, bucket_cap_mb=args.bucket_cap_mb
     )
+    buckets = BucketLog(ddp, world) if args.bucket_log else None
     optimizer = torch.optim.SGD(ddp.parameters(), lr=args.lr)
     generator = torch.Generator().manual_seed(args.seed + rank)
     inputs = torch.randn(args.batch_size, width, generator=generator).to(device)
@@ -72,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         extra_compute_s=args.extra_compute_ms / 1e3 if rank == args.slow_rank else 0.0,
         profile_dir=args.profile_dir,
     )
+    if buckets is not None:
+        buckets.write(args.bucket_log, rank)
     # every rank reaches the end before any tears down: rank 0 hosts the rendezvous store, and a rank still
     # talking to it when rank 0 exits aborts ("terminate called without an active exception", exit 250)
     dist.barrier()

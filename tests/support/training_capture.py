@@ -41,6 +41,7 @@ SNAPLEN = 96  # Ethernet + IPv4 + TCP with options; the analyzer needs no payloa
 
 
 PROFILES = "profiles"  # the ranks' torch.profiler traces, beside their records
+BUCKETS = "buckets"  # the ranks' bucket records (capture.workloads.bucket_log), beside their records
 
 
 @dataclass
@@ -84,6 +85,7 @@ class Job:
     slow_host_rate: str = "200mbit"
     shard_grad_op: bool = False  # fsdp only: parameters gathered once per step (SHARD_GRAD_OP, ZeRO-2)
     profile: bool = False  # ddp only: every rank records a torch.profiler trace (truth: profiles)
+    bucket_log: bool = False  # ddp only: every rank records its buckets' hand-off and completion (truth: buckets)
 
     def network(self) -> dict[str, Any]:
         """netns.build's arguments for this job's hosts (also those of the netns_cluster fixture)."""
@@ -311,6 +313,8 @@ def _ddp(job: Job, hosts: list[str], truth_dir: Path, port: int) -> tuple[int, s
         argv += ["--slow-rank", str(job.slow_rank), "--extra-compute-ms", str(job.extra_compute_ms)]
     if job.profile:
         argv += ["--profile-dir", str(truth_dir / PROFILES)]
+    if job.bucket_log:
+        argv += ["--bucket-log", str(truth_dir / BUCKETS)]
     return _torch(argv, hosts, truth_dir, port, job.timeout_s)
 
 
@@ -437,6 +441,11 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
         "gradient_bytes": grad.pop() if len(grad) == 1 else None,
         "iterations": iterations,
         "profiles": sorted(str(p) for p in (truth_dir / PROFILES).glob("rank*.pt.trace.json")),
+        # ddp with bucket_log: per rank, [bucket index, bytes, handed_ns, done_ns] in the order handed
+        "buckets": {
+            int(p.stem.removeprefix("rank")): json.loads(p.read_text())
+            for p in sorted((truth_dir / BUCKETS).glob("rank*.json"))
+        },
         "steps": [
             {
                 k: s[k]

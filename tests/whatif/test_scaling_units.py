@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from capture.units import format_rate, parse_bin, parse_duration, parse_rate
+from capture.units import format_rate, parse_bin, parse_duration, parse_link_speed, parse_rate
 
 
 @pytest.mark.parametrize(
@@ -88,3 +88,12 @@ def test_rates_round_trip_through_their_display(bps: float) -> None:
 def test_durations_in_any_unit(value: int, unit: str) -> None:
     scale = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9}[unit]
     assert parse_duration(f"{value}{unit}") == pytest.approx(value * scale, rel=1e-15, abs=1)
+
+
+@pytest.mark.parametrize("text", ["0.1", "100", "999bit", "100B"])
+def test_a_link_speed_under_1_kbit_is_a_missing_unit(text: str) -> None:
+    """'--bandwidth 0.1' meant 0.1G: read as 0.1 bit/s it predicted iterations of 17 years; refused, naming the
+    unit the number may lack. 1 kbit/s and up pass as typed."""
+    with pytest.raises(ValueError, match=r"below 1 kbit/s .*did you mean"):
+        parse_link_speed(text)
+    assert parse_link_speed("1k") == 1e3 and parse_link_speed("0.1G") == pytest.approx(1e8, rel=1e-12)

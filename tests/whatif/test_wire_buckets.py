@@ -1,0 +1,108 @@
+"""The wire's reading of compute and overlap against the ranks' own bucket record (issue 44).
+
+The what-if reads three things from each host's capture (analyze.wire.timeline, analyze.whatif.wire_replay): how
+long the link idles per iteration (forward, the optimizer, the backward before the first bucket), how long the
+communication window lasts, and when the backward pass ended inside it (a range where the busy link hid it).
+Ground truth comes from outside the analyzer: every rank of a real DDP job records, through a communication hook
+(capture.workloads.bucket_log), when it handed each gradient bucket to the process group and when that bucket's
+all-reduce completed. A ring's bytes go round only once its last rank has handed a bucket over, so per step and
+bucket the latest hand-off and completion over the ranks count (each rank's own times missed the wire by up to
+150 ms: on two cores four ranks' backward passes drift apart). Per step:
+
+* idle = the next step's first bucket ready less this step's last completion;
+* window = the last completion less the first bucket ready;
+* backward end = the last bucket ready less the first (from the window's start).
+
+Their medians over the steps (the first two and the last left out, as the wire's sample leaves out warm-up and
+teardown) must agree with the wire's medians within TOLERANCE_BINS bins plus TOLERANCE_SHARE of the period, and
+the recorded backward end must lie inside the range the wire gives, widened as much. The wire's window opens a bin
+or two before the last rank hands its first bucket over (the earlier ranks' first bytes fill socket buffers).
+
+Two cases (2.5 M parameters in two 5 MB layers, 4 MB buckets: two buckets per step). Measured 2026-11-28 on this
+2-core VM: batch 1024 at 1 Gbit/s, where the link idles between the buckets: idle 369 ms on the wire against 367
+recorded, window 199 against 193, backward end 122 ms inside the wire's 130-199; batch 256 at 300 Mbit/s, the link
+busy all through backward: idle 85 against 91, window 432 against 425, backward end 24 ms inside 0-432.
+
+Not held, and why issue 44 stays open: the what-if's point inside that range. It takes the backward as twice the
+link's idle time (backward ≈ 2 × forward), and these two layers' backward after the first bucket is a quarter to a
+third of the idle time (the first layer's backward computes no input gradient): 170 ms against 24 at 300 Mbit/s,
+so that capture predicts 1 Gbit/s about 15-30 % slow while the recorded step lies inside its interval. The wire
+cannot tell it where the link hid the buckets; a profile (--profile) can.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.training_capture import Job, live_capture
+from tests.support.tries import record as record_tries
+
+TOLERANCE_BINS = 2
+TOLERANCE_SHARE = 0.05
+
+
+def recorded(truth: dict[str, Any]) -> dict[str, float]:
+    """Median idle, window and backward end (seconds) over the steps, from the ranks' bucket records, as the ring
+    sees them: a bucket's bytes can only go round once its last rank has handed it over, so per step and bucket
+    (by its index) the latest hand-off and the latest completion over the ranks count."""
+    ready: dict[int, dict[int, int]] = {}  # step -> bucket -> the last rank's hand-off
+    complete: dict[int, dict[int, int]] = {}  # step -> bucket -> the last rank's completion
+    for rank, rows in truth["buckets"].items():
+        for s in (s for s in truth["steps"] if int(s["rank"]) == int(rank)):
+            at = int(s["iteration"])
+            for index, _size, handed, done in (r for r in rows if s["start_ns"] <= r[2] <= s["end_ns"]):
+                ready.setdefault(at, {})[index] = max(ready.get(at, {}).get(index, 0), handed)
+                complete.setdefault(at, {})[index] = max(complete.get(at, {}).get(index, 0), done)
+    order = sorted(ready)
+    kept = order[2:-1]
+    assert kept, f"no bucket records in {sorted(truth['buckets'])}"
+    idle = [min(ready[following].values()) - max(complete[at].values()) for at, following in zip(kept, order[3:])]
+    window = [max(complete[at].values()) - min(ready[at].values()) for at in kept]
+    backward = [max(ready[at].values()) - min(ready[at].values()) for at in kept]
+    return {
+        "idle_s": float(np.median(idle)) / 1e9,
+        "window_s": float(np.median(window)) / 1e9,
+        "backward_end_s": float(np.median(backward)) / 1e9,
+    }
+
+
+@pytest.mark.parametrize("rate,batch", [("1gbit", 1024), ("300mbit", 256)])
+def test_the_wire_reads_the_ranks_bucket_times(
+    tmp_path: Path,
+    netns_cluster: Any,  # noqa: F811
+    rate: str,
+    batch: int,
+) -> None:
+    from analyze.api import analyze
+    from analyze.whatif.calculation import wire_scaling
+    from analyze.whatif.inputs import inputs_from_result
+
+    job = Job(workload="ddp", hosts=4, batch=batch, params=2_500_000, iters=14, rate=rate, bucket_log=True)
+    run, truth = live_capture(tmp_path, netns_cluster, job)
+    record_tries(1, [])
+    result = analyze([run], workers=1)
+    measured = inputs_from_result(result)
+    scaling = wire_scaling(measured, [measured.workers or 0], [measured.link_speed_bps or 0.0], [1.0])
+    assert scaling is not None and scaling.wire is not None, "the wire what-if needs the capture's timeline"
+    fit = scaling.wire
+    truth_times = recorded(truth)
+    bin_s = result.bin_ns / 1e9
+    allowed = TOLERANCE_BINS * bin_s + TOLERANCE_SHARE * fit.period_s
+    wire = {
+        "idle_s": fit.idle_s,
+        "window_s": fit.window_s,
+        "backward_end_s": fit.backward_end_s,
+        "low": fit.backward_end_s_low,
+        "high": fit.backward_end_s_high,
+        "hidden": fit.hidden,
+    }
+    print(json.dumps({"rate": rate, "bin_s": bin_s, "allowed_s": allowed, "wire": wire, "recorded": truth_times}))
+    for key in ("idle_s", "window_s"):
+        assert abs(wire[key] - truth_times[key]) <= allowed, (key, wire, truth_times)
+    assert wire["low"] - allowed <= truth_times["backward_end_s"] <= wire["high"] + allowed, (wire, truth_times)
