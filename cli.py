@@ -150,7 +150,7 @@ def analyze(
     trace_beside: List[Path] = typer.Option(
         [],
         "--trace-beside",
-        help="A PyTorch profiler (Kineto) trace of the same job (repeat for several ranks): each rank's first collective call per step checks who the packets say was late; with --trace it is also merged into that file on a common time base.",
+        help="A PyTorch profiler (Kineto) trace of the same job (repeat for several ranks): each rank's first collective call per step checks who the packets say was late, and its calls per step time the backward the what-if needs where the busy link hid it; with --trace it is also merged into that file on a common time base.",
     ),
     single_iteration_time: Optional[str] = typer.Option(
         None,

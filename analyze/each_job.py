@@ -31,7 +31,7 @@ from analyze.model.result import Given, Result, Tables
 from analyze.whatif.attach import add_whatif
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
-from analyze.wire.rank_profiles import check_with_profiles
+from analyze.wire.rank_profiles import backward_spans, check_with_profiles
 from analyze.wire.rdma import diagnose_rdma, rdma_transport
 from analyze.wire.stragglers import add_stragglers
 from analyze.wire.timeline import wire_timeline
@@ -107,7 +107,9 @@ def _analyze(
         result.transport = rdma_transport(result.rdma)
     leave_out_resent(result)  # S from the unique bytes, before the what-if divides by it
     if result.iterations is not None:
-        result.iterations.timeline = wire_timeline(result)
+        timeline = result.iterations.timeline = wire_timeline(result)
+        if timeline is not None and given.profiles:
+            timeline.profiled_backward_s = backward_spans(given.profiles) or None
     add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
     add_stragglers(result)
     check_with_profiles(result, given.profiles)

@@ -525,7 +525,12 @@ def _wire_lines(scaling: WhatIf) -> list[str]:
         out.append(
             f"  from the wire: link idle {fit.idle_s * ms:.4g} ms, communicating {fit.window_s * ms:.4g} ms at "
             f"{fit.efficiency:.0%} of line rate, backward ends {fit.backward_end_s * ms:.4g} ms in "
-            f"({fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g})"
+            f"({fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g}"
+            + (
+                f", from {fit.backward_profiled_steps} rank-steps of the ranks' profiles)"
+                if fit.backward_profiled_steps
+                else ")"
+            )
             + ("; the busy link hid when buckets were ready: predictions are ranges" if fit.hidden else "")
         )
     return out

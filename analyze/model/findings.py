@@ -137,6 +137,8 @@ class WireTimeline:
     link_speed_bps: float  # the slowest of the job's links
     peak_rate_bps: float  # the sampled hosts' 99th-percentile bin rate: the fastest the job was seen to send
     iterations: list[TimelineIteration] = field(default_factory=list)
+    # per rank and step, from the ranks' profiles: the last collective call less the first (analyze.wire.rank_profiles)
+    profiled_backward_s: list[float] | None = optional()
 
 
 @dataclass
@@ -588,6 +590,7 @@ class WireFit:
     scaling_factor_low: float | None = None
     scaling_factor_high: float | None = None
     notes: list[str] = field(default_factory=list)
+    backward_profiled_steps: int | None = optional()  # the profiles' rank-steps the end was read from (else: idle)
 
 
 @dataclass

@@ -122,6 +122,8 @@ def wire_what_if(
         fit = replace(fit, scaling_factor_low=min(edges), scaling_factor_high=max(edges))
     result.model, result.model_options = "wire", asdict(fit)
     del result.model_options["notes"]
+    if fit.backward_profiled_steps is None:  # as the wire fit itself writes it: only where profiles were read
+        del result.model_options["backward_profiled_steps"]
     result.wire = fit
     result.profile = {
         "source": "the capture's own iterations (analyze.wire.timeline)",

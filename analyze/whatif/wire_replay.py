@@ -19,7 +19,11 @@ What the capture cannot tell becomes the interval, every bound stated:
 
 * E: the point takes the backward as BACKWARD_PER_IDLE times the link's idle time (backward ≈ 2 × forward, the
   usual FLOP ratio), inside its bounds; low and high take the bounds. A range wider than HIDDEN_SHARE of the
-  period is called hidden: the link was busy all through backward and hid when buckets became ready.
+  period is called hidden: the link was busy all through backward and hid when buckets became ready. That point
+  can be far off: a two-layer model's backward after its first bucket was a quarter of the idle time, not twice
+  it (tests/whatif/test_wire_buckets.py: 21 ms against 179 read). Where the ranks' profiles are given beside the
+  captures, their collective calls time it instead (analyze.wire.rank_profiles: per rank and step, the last call
+  less the first): the median is the point, the PROFILED_RANGE percentiles the interval's bounds.
 * the send rate: the efficiency the capture measured, carried to every speed, within ±EFFICIENCY_BAND; where the
   transport, not the link, set the pace (its limiter is the sender or receiver, sure), no faster than it went. It
   is measured as the rate at which the sampled windows, their bytes released as the wire shows, replay to their
@@ -49,6 +53,7 @@ __all__ = [
     "BACKWARD_PER_IDLE",
     "EFFICIENCY_BAND",
     "HIDDEN_SHARE",
+    "PROFILED_RANGE",
 ]
 
 BACKWARD_PER_IDLE = 2.0  # the backward pass taken as this many times the link's idle time (forward ≈ idle)
@@ -57,6 +62,7 @@ BACKWARD_PER_IDLE = 2.0  # the backward pass taken as this many times the link's
 # recorded at 300 Mbit/s 0.4 % outside the interval predicted from a seventh, at 100 Mbit/s
 EFFICIENCY_BAND = 0.15
 HIDDEN_SHARE = 0.1  # a backward end uncertain by more than this share of the period is hidden from the wire
+PROFILED_RANGE = (10, 90)  # the percentiles of the profiles' backward times over ranks and steps: the interval's
 
 
 def _ring_share(workers: np.ndarray) -> np.ndarray:
@@ -264,7 +270,15 @@ def wire_replays(
         low = np.minimum(low + float(np.mean(idle)) - earliest, windows)
     if measured_period_s - float(np.mean(windows)) + float(np.mean(low)) <= 0:
         return None  # no iteration's compute fits: the windows are not these iterations'
-    point = np.clip(BACKWARD_PER_IDLE * idle, low, windows)
+    profiled = timeline.profiled_backward_s
+    if profiled:
+        # the ranks' profiles time the backward after the first bucket: their median is the point, their spread
+        # over ranks and steps (PROFILED_RANGE) the interval's; the wire's window opens a bin or two before the
+        # last rank's first hand-off, so the wire's lower bound does not clip them
+        ends = np.percentile(np.asarray(profiled, dtype=np.float64), [50, *PROFILED_RANGE])
+        point, low, high = (np.clip(np.full(len(rows), e), 0.0, windows) for e in ends)
+    else:
+        point, high = np.clip(BACKWARD_PER_IDLE * idle, low, windows), windows
     at_point = [_iteration(sent, quiet, x, p, e) for (sent, quiet, p), x, e in zip(rows, edges, point)]
     efficiency = _replayed_efficiency(at_point, link)
     ceiling = efficiency * link if limited_by_transport else None
@@ -276,9 +290,9 @@ def wire_replays(
         return WireReplay(its, measured_period_s, workers, float(np.median(volume)), eff, ceiling)
 
     mid = WireReplay(at_point, measured_period_s, workers, float(np.median(volume)), efficiency, ceiling)
-    fast, slow = replay(low, fast_eff), replay(windows, slow_eff)
+    fast, slow = replay(low, fast_eff), replay(high, slow_eff)
     mid.bounds = ((fast, fast.single_iteration_time_s), (slow, slow.single_iteration_time_s))
-    spread = float(np.median(windows - low))
+    spread = float(np.median(high - low))
     hidden_comm = float(np.median(np.minimum(point, windows)))
     fit = WireFit(
         iterations=len(rows),
@@ -287,13 +301,14 @@ def wire_replays(
         window_s=float(np.median(windows)),
         backward_end_s=float(np.median(point)),
         backward_end_s_low=float(np.median(low)),
-        backward_end_s_high=float(np.median(windows)),
+        backward_end_s_high=float(np.median(high)),
         hidden=spread > HIDDEN_SHARE * measured_period_s,
         efficiency=efficiency,
         efficiency_low=slow_eff,
         efficiency_high=fast_eff,
         hidden_comm_s=hidden_comm,
         rate_ceiling_bps=ceiling,
+        backward_profiled_steps=len(profiled) if profiled else None,
     )
     return WireReplays(mid, fast, slow, fit)
 
@@ -305,9 +320,16 @@ def wire_assumptions(fit: WireFit) -> list[str]:
         f"wire model: {fit.iterations} sampled host-iterations replayed from the capture; per iteration the link idles "
         f"{fit.idle_s * ms:.4g} ms (forward, optimizer, backward before the first bucket) and communicates for "
         f"{fit.window_s * ms:.4g} ms (medians)",
-        f"backward ends {fit.backward_end_s * ms:.4g} ms into the communication window (taken as "
-        f"{BACKWARD_PER_IDLE:g}× the link's idle time; the wire bounds it to {fit.backward_end_s_low * ms:.4g}-"
-        f"{fit.backward_end_s_high * ms:.4g} ms)",
+        f"backward ends {fit.backward_end_s * ms:.4g} ms into the communication window ("
+        + (
+            f"the ranks' profiles: their last collective call of a step less their first, median of "
+            f"{fit.backward_profiled_steps} rank-steps; the interval takes their {PROFILED_RANGE[0]}th-"
+            f"{PROFILED_RANGE[1]}th percentiles, {fit.backward_end_s_low * ms:.4g}-"
+            f"{fit.backward_end_s_high * ms:.4g} ms)"
+            if fit.backward_profiled_steps
+            else f"taken as {BACKWARD_PER_IDLE:g}× the link's idle time; the wire bounds it to "
+            f"{fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g} ms)"
+        ),
         f"the transport sends at {fit.efficiency:.0%} of line rate at every speed, the rate at which the capture's "
         f"windows replay to their measured length; the interval allows "
         f"{fit.efficiency_low:.0%}-{fit.efficiency_high:.0%}",
@@ -315,7 +337,8 @@ def wire_assumptions(fit: WireFit) -> list[str]:
     if fit.hidden:
         out.append(
             "the link was busy all through backward, which hid when buckets became ready: the prediction at a "
-            "faster link is a range; a backward profile (--profile) narrows it"
+            "faster link is a range; the ranks' profiles (analyze --trace-beside) or a backward profile "
+            "(whatif --profile) narrow it"
         )
     if fit.rate_ceiling_bps is not None:
         out.append(

@@ -9,6 +9,11 @@ clock (the hosts' offsets the packets gave). A rank late in MOST of the steps by
 is late in its profile. Each compute straggler then says whether the profile agrees (its rank's median lag within
 AGREE of its lost time, or two bins); a disagreement, either way, lowers it to half sure and is said.
 
+The same calls time the backward pass for the what-if (analyze.whatif.wire_replay): in a data-parallel step the
+collective calls are the buckets' hand-offs, so a step's last call less its first is how long the backward ran
+after the first bucket was ready, which the wire cannot see where the link was busy all through (a DDP comm hook
+recording the hand-offs agreed with these calls within 0.3 ms).
+
 Ranks are placed on hosts by the launch order (rank r on its r-th host, one rank per host); without it the profiles
 cannot be placed and the result says so.
 """
@@ -18,7 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -28,7 +34,7 @@ from analyze.model.result import Result
 from capture.layout import RunManifest
 from analyze.wire.stragglers import LATE_BINS, LATE_SHARE, MOST
 
-__all__ = ["RankEntries", "read_entries", "check_with_profiles"]
+__all__ = ["RankEntries", "read_entries", "check_with_profiles", "backward_spans"]
 
 COLLECTIVE = re.compile(r"^(c10d::|gloo:|nccl:)")
 STEP = "Optimizer.step"  # the optimizer step's record_function name begins so (torch.optim)
@@ -37,15 +43,28 @@ AGREE = 0.2  # a profile's lag within this share of the packets' lost time (or t
 
 @dataclass
 class RankEntries:
-    """One rank's first collective call of each step (ns on its host's wall clock), from its profile."""
+    """One rank's first collective call of each step (ns on its host's wall clock), from its profile, and per
+    step its last call less its first (ns)."""
 
     rank: int
     entries: list[int]
+    spans: list[int]
 
 
 def read_entries(path: Path) -> RankEntries | str:
     """The rank's entries from its Kineto trace, or why it holds none (a trace of one process, no collective calls).
-    ValueError (one line, naming the file) when it is no trace at all."""
+    ValueError (one line, naming the file) when it is no trace at all. The what-if and the straggler check read
+    the same traces: each is parsed once while it stays the same file (path, size and change time)."""
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        return _read_entries(Path(path), -1, -1)  # read_trace names the file and the cause
+    return _read_entries(Path(path), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def _read_entries(path: Path, _size: int, _mtime_ns: int) -> RankEntries | str:
+    """read_entries, once per version of the file."""
     doc = read_trace(path)
     rank = (doc.get("distributedInfo") or {}).get("rank")
     if not isinstance(rank, int):
@@ -64,14 +83,22 @@ def read_entries(path: Path) -> RankEntries | str:
     if not calls or not steps:
         return f"{path}: no collective calls or optimizer steps in the profile"
     calls.sort()
-    entries = []
+    entries, spans = [], []
     after = -1
     for end in sorted(steps) + [calls[-1] + 1]:
-        i = bisect_right(calls, after)
-        if i < len(calls) and calls[i] < end:
+        i, j = bisect_right(calls, after), bisect_left(calls, end)
+        if i < j:
             entries.append(calls[i])
+            spans.append(calls[j - 1] - calls[i])
         after = end
-    return RankEntries(rank, entries)
+    return RankEntries(rank, entries, spans)
+
+
+def backward_spans(profiles: Sequence[Path]) -> list[float]:
+    """Per rank and step, seconds from its first collective call to its last (the first step of each rank left
+    out: DDP rebuilds its buckets and broadcasts there); empty without profiles that hold steps."""
+    read = [read_entries(p) for p in profiles]
+    return [span / 1e9 for r in read if isinstance(r, RankEntries) for span in r.spans[1:]]
 
 
 def check_with_profiles(result: Result, profiles: Sequence[Path]) -> None:

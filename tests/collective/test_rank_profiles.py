@@ -12,7 +12,7 @@ import pytest
 
 from analyze.model.findings import Iterations, Straggler
 from analyze.model.result import Result
-from analyze.wire.rank_profiles import check_with_profiles, read_entries
+from analyze.wire.rank_profiles import backward_spans, check_with_profiles, read_entries
 
 HOSTS = ["h1", "h2", "h3", "h4"]
 BASE = 1_790_000_000_000_000_000
@@ -78,3 +78,14 @@ def test_a_trace_of_one_process_is_merged_only(tmp_path):
     result = _result([_late(120)])
     check_with_profiles(result, [single])
     assert "not a profile of one rank" in result.assumptions[-1] and result.stragglers[0].confidence == 0.9
+
+
+def test_a_steps_calls_time_its_backward_for_the_what_if(tmp_path: Path) -> None:
+    """Per rank and step, the last collective call less the first: the two bucket all-reduces 30 ms apart (the
+    gloo event, on another thread, starts 10 µs after the first call and is inside the span); each rank's first
+    step left out, 4 ranks x 5 steps."""
+    paths = [_profile(tmp_path, r, 120_000) for r in range(4)]
+    assert read_entries(paths[0]).spans == [30_000_000] * 6  # type: ignore[union-attr]
+    spans = backward_spans(paths)
+    assert len(spans) == 20 and spans == pytest.approx([0.030] * 20, abs=1e-9)
+    assert backward_spans([]) == []

@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import numpy as np
+
 from tests.support import tries
 from tests.support.netns import Cluster, build, capturing, destroy, launch
 
@@ -468,6 +470,19 @@ def _truth(job: Job, hosts: list[str], truth_dir: Path) -> dict[str, Any]:
             if "stage" in s
         },
     }
+
+
+def measured_step_s(truth: dict[str, Any]) -> float:
+    """The median over ranks of each rank's mean step from its second step's start on: the slope of a
+    least-squares line through its recorded starts, the estimator the analyzer's period uses
+    (analyze.collective.inference.steady_period). Horovod's first steps run up to twice its steady one (its
+    caches warm), so a median step would compare another quantity than the period the capture shows."""
+    slopes = []
+    for rank in sorted({int(step["rank"]) for step in truth["steps"]}):
+        steps = sorted((s for s in truth["steps"] if int(s["rank"]) == rank), key=lambda s: s["iteration"])
+        starts = np.array([s["start_ns"] for s in steps[1:]], dtype=np.float64)
+        slopes.append(float(np.polyfit(np.arange(len(starts)), starts - starts[0], 1)[0]) / 1e9)
+    return float(np.median(slopes))
 
 
 def pack(out: Path, dest: Path, markers: bool = False) -> None:

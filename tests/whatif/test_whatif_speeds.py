@@ -55,12 +55,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from tests.collective.test_horovod_e2e import require_horovod
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
-from tests.support.training_capture import Job, live_capture
+from tests.support.training_capture import Job, live_capture, measured_step_s
 from tests.support.tries import record as record_tries
 
 RATES = {"100mbit": 100e6, "300mbit": 300e6, "1gbit": 1e9}
@@ -70,19 +69,6 @@ ITERS = 14
 # the captures predicted from, and the speeds whose point is held to POINT_TOLERANCE (module docstring)
 SOURCES = (300e6, 1e9)
 POINTS = (100e6, 300e6, 1e9)
-
-
-def measured_step_s(truth: dict[str, Any]) -> float:
-    """The median over ranks of each rank's mean step from its second step's start on: the slope of a
-    least-squares line through its recorded starts, the estimator the analyzer's period uses
-    (analyze.collective.inference.steady_period). Horovod's first steps run up to twice its steady one (its
-    caches warm), so a median step would compare another quantity than the period the capture shows."""
-    slopes = []
-    for rank in sorted({int(step["rank"]) for step in truth["steps"]}):
-        steps = sorted((s for s in truth["steps"] if int(s["rank"]) == rank), key=lambda s: s["iteration"])
-        starts = np.array([s["start_ns"] for s in steps[1:]], dtype=np.float64)
-        slopes.append(float(np.polyfit(np.arange(len(starts)), starts - starts[0], 1)[0]) / 1e9)
-    return float(np.median(slopes))
 
 
 def predictions(run: Path) -> tuple[Any, Any, dict[float, Any]]:
