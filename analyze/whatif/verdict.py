@@ -35,7 +35,7 @@ _MOSTLY = 0.5  # ... and at least half of it: most of the communication is expos
 def _needed(replay: "Counterfactual", t: float, workers: int, bandwidth: float, target: float) -> str:
     """'3.1× compression' / 'no compression' / 'no compression ratio' needed to reach ``target``."""
     c = float(replay.needed_compression(t, workers, bandwidth, target)[0])
-    return "no compression ratio" if c != c else ("no compression" if c <= 1 else f"{c:.2g}× compression")
+    return "no compression ratio" if c != c else ("no compression" if c <= 1 else f"{c:.3g}× compression")
 
 
 def _speeds(replay: "Counterfactual", t: float, workers: int, best: float) -> str:
@@ -89,7 +89,15 @@ def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
             f"With {n} workers and the {format_rate(link)} link fully used, the model ({result.model}) gives "
             f"scaling factor {sf:.3f}."
         )
-        if sf < BOTTLENECK_SF:
+        ceiling = result.wire.rate_ceiling_bps if result.wire is not None else None
+        if sf < BOTTLENECK_SF and ceiling:
+            parts.append(
+                f"Communication is the bottleneck, but not the link's speed: the transport, not the link, set the "
+                f"pace ({format_rate(ceiling)}), and a faster link sends no faster, so the scaling factor stays at "
+                f"most {sf_inf:.3f}; {_needed(replay, t, n, link, BOTTLENECK_SF)} would reach {BOTTLENECK_SF}, or "
+                f"a transport that fills the link (more sockets/threads per peer, a larger receive window)."
+            )
+        elif sf < BOTTLENECK_SF:
             parts.append(
                 f"The network is the bottleneck: {_speeds(replay, t, n, sf_inf)} (communication hides behind "
                 f"backward from about {format_rate(hide)}, scaling factor {sf_hide:.3f}), or "
@@ -104,7 +112,9 @@ def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
             )
         eff = m.transport_efficiency
         sf_eff = m.scaling_factor_at_measured_efficiency
-        if eff and sf < BOTTLENECK_SF:
+        if eff and sf < BOTTLENECK_SF and ceiling:
+            pass  # said above: the transport's pace, not the link, is the bottleneck
+        elif eff and sf < BOTTLENECK_SF:
             parts.append(
                 f"The transport filled {eff:.0%} of line rate while communicating: it uses the link it has; "
                 f"the link itself is too slow."
@@ -137,39 +147,46 @@ def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
         if msf is not None and msf < min(sf, sf_eff if sf_eff is not None else sf) - 0.05:
             parts.append(_measured_gap(msf, t, m))
     else:
-        rows = sorted(
-            (p for p in result.points if p.workers == n and p.compression == 1.0), key=lambda p: p.bandwidth_bps
-        )
-        if rows:
-            parts.append(
-                f"With {n} workers and full use of the link, the model ({result.model}) gives scaling factor "
-                + ", ".join(f"{p.scaling_factor:.3f} at {format_rate(p.bandwidth_bps)}" for p in rows)
-                + "."
-            )
-            slow = [p for p in rows if p.scaling_factor < BOTTLENECK_SF]
-            if slow:
-                parts.append(
-                    f"The network is the bottleneck at {', '.join(format_rate(p.bandwidth_bps) for p in slow)}: "
-                    f"a faster link helps up to about {format_rate(hide)}, where communication hides behind "
-                    f"backward (scaling factor {sf_hide:.3f}); "
-                    f"{_needed(replay, t, n, slow[0].bandwidth_bps, BOTTLENECK_SF)} would reach "
-                    f"{BOTTLENECK_SF} at {format_rate(slow[0].bandwidth_bps)}."
-                )
-            else:
-                parts.append(
-                    f"The network is not the bottleneck at these speeds: communication hides behind backward "
-                    f"from about {format_rate(hide)}, and the transport only needs to use the link it has."
-                )
-        else:
-            parts.append(f"Communication hides behind backward from about {format_rate(hide)} for {n} workers.")
+        parts += _without_link(result, replay, t, n, hide, sf_hide)
     if result.wire is not None and result.wire.hidden and result.wire.scaling_factor_low is not None and link:
         parts.append(_hidden(result.wire))
-    if sf_inf < BOTTLENECK_SF:
+    if sf_inf < BOTTLENECK_SF and not (link and result.wire is not None and result.wire.rate_ceiling_bps):
         parts.append(
             f"Even an infinitely fast link leaves scaling factor {sf_inf:.3f}: what remains is per-step latency, "
             f"reduction and the last bucket after backward, not bandwidth."
         )
     return " ".join(parts)
+
+
+def _without_link(
+    result: "WhatIf", replay: "Counterfactual", t: float, n: int, hide: float, sf_hide: float
+) -> list[str]:
+    """The verdict's sentences where no link speed was measured for N: the scaling factor at each speed asked."""
+    out: list[str] = []
+    rows = sorted((p for p in result.points if p.workers == n and p.compression == 1.0), key=lambda p: p.bandwidth_bps)
+    if rows:
+        out.append(
+            f"With {n} workers and full use of the link, the model ({result.model}) gives scaling factor "
+            + ", ".join(f"{p.scaling_factor:.3f} at {format_rate(p.bandwidth_bps)}" for p in rows)
+            + "."
+        )
+        slow = [p for p in rows if p.scaling_factor < BOTTLENECK_SF]
+        if slow:
+            out.append(
+                f"The network is the bottleneck at {', '.join(format_rate(p.bandwidth_bps) for p in slow)}: "
+                f"a faster link helps up to about {format_rate(hide)}, where communication hides behind "
+                f"backward (scaling factor {sf_hide:.3f}); "
+                f"{_needed(replay, t, n, slow[0].bandwidth_bps, BOTTLENECK_SF)} would reach "
+                f"{BOTTLENECK_SF} at {format_rate(slow[0].bandwidth_bps)}."
+            )
+        else:
+            out.append(
+                f"The network is not the bottleneck at these speeds: communication hides behind backward "
+                f"from about {format_rate(hide)}, and the transport only needs to use the link it has."
+            )
+    else:
+        out.append(f"Communication hides behind backward from about {format_rate(hide)} for {n} workers.")
+    return out
 
 
 def _hidden(fit: WireFit) -> str:
