@@ -26,6 +26,11 @@ The replay matches by the efficiency's definition (the rate at which the windows
 fails where the model cannot reproduce its point (an efficiency capped at line rate, a backward end raised). Before
 that definition a Horovod capture replayed -3.5 % in the full suite.
 
+2026-11-28, with the backward after the first bucket taken as long as the link's idle time (it was twice that; the
+ranks' bucket record, tests/whatif/test_wire_buckets.py, and the paper's profiles both read it shorter): every DDP
+pair within 10 % in one run (-8.9 to +4.1 %), Horovod 300 -> 100 Mbit/s -4.5 %; POINT_TOLERANCE stays 20 % until
+more runs agree.
+
 Measured on this machine (2026-11-27, 2 cores; tests/benchmarks/README.md has the table): replays within 1.3 %,
 point predictions 0.2-14.6 % off over three runs of both jobs; the pairs beyond 10 % all involve 100 Mbit/s: there
 the transport sent at 84-85 % of line rate against 92-95 % at the faster speeds (the ring's steps wait longer behind
