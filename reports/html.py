@@ -690,7 +690,13 @@ def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
             (
                 "backward ends in the window",
                 e(
-                    f"{duration(w.backward_end_s * 1e9)} (the wire allows {duration(w.backward_end_s_low * 1e9)}-"
+                    f"{duration(w.backward_end_s * 1e9)} ("
+                    + (
+                        f"the ranks' profiles, {w.backward_profiled_steps} rank-steps: "
+                        if w.backward_profiled_steps
+                        else "the wire allows "
+                    )
+                    + f"{duration(w.backward_end_s_low * 1e9)}-"
                     f"{duration(w.backward_end_s_high * 1e9)}{'; hidden by the busy link' if w.hidden else ''})"
                 ),
             ),

@@ -193,7 +193,8 @@ def _hidden(fit: WireFit) -> str:
     """Where the busy link hid when backward ended: how far the scaling factor at this link can move, and why."""
     return (
         f"The link was busy all through backward, which hid when the last bucket became ready: the numbers above "
-        f"take backward as {BACKWARD_PER_IDLE:g}× the link's idle time; as the wire allows, the scaling factor "
+        f"take the backward after the first bucket as {BACKWARD_PER_IDLE:g}× the link's idle time; as the wire "
+        f"allows, the scaling factor "
         f"with this link fully used lies between {fit.scaling_factor_low:.3f} and {fit.scaling_factor_high:.3f}, "
         f"and the ranks' profiles (analyze --trace-beside) or a backward profile (whatif --profile) narrow it."
     )

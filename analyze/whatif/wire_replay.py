@@ -332,7 +332,8 @@ def wire_assumptions(fit: WireFit) -> list[str]:
             f"{PROFILED_RANGE[1]}th percentiles, {fit.backward_end_s_low * ms:.4g}-"
             f"{fit.backward_end_s_high * ms:.4g} ms)"
             if fit.backward_profiled_steps
-            else f"taken as {BACKWARD_PER_IDLE:g}× the link's idle time; the wire bounds it to "
+            else f"the backward after the first bucket taken as {BACKWARD_PER_IDLE:g}× the link's idle time; the "
+            f"wire bounds it to "
             f"{fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g} ms)"
         ),
         f"the transport sends at {fit.efficiency:.0%} of line rate at every speed, the rate at which the capture's "

@@ -8,6 +8,8 @@ earlier than 30 ms into the 40 ms window, and at any speed B the queue replay is
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from analyze.model.findings import TimelineIteration, WireTimeline
@@ -129,3 +131,22 @@ def test_windows_longer_than_the_period_are_not_replayed() -> None:
     assert filled.fast.single_iteration_time_s == pytest.approx(1 * MS)
     assert min(filled.point.single_iteration_time_s, filled.slow.single_iteration_time_s) > 0
     assert filled.point.iteration_s(2, 1e9)[0] == pytest.approx(0.0395)
+
+
+def test_the_ranks_profiles_set_the_backward_the_busy_link_hid() -> None:
+    """SATURATED hides when backward ended (anywhere in 0-40 ms; the point: the idle 60 ms, clipped to the window).
+    The ranks' profiles time it: per rank-step spans of 8, 10 and 12 ms give the point 10 ms, the interval's bounds
+    their 10th and 90th percentiles, and T = 100 - 40 + 10 ms, what an infinitely fast link leaves."""
+    bare = wire_replays(SATURATED, 2, 0.100)
+    assert bare is not None and bare.fit.hidden and bare.fit.backward_profiled_steps is None
+    assert bare.fit.backward_end_s == pytest.approx(40 * MS)  # 1 x the 60 ms idle, inside 0-40 ms
+    spans = [0.008, 0.010, 0.012] * 4
+    profiled = wire_replays(replace(SATURATED, profiled_backward_s=spans), 2, 0.100)
+    assert profiled is not None
+    fit = profiled.fit
+    assert fit.backward_profiled_steps == 12 and fit.hidden is False
+    assert fit.backward_end_s == pytest.approx(10 * MS)
+    assert (fit.backward_end_s_low, fit.backward_end_s_high) == (pytest.approx(8 * MS), pytest.approx(12 * MS))
+    assert profiled.point.single_iteration_time_s == pytest.approx(70 * MS)
+    assert float(profiled.point.iteration_s(2, 1e15)[0]) == pytest.approx(70 * MS, abs=1e-6)
+    assert float(profiled.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.100, abs=1e-9)  # the replay still holds
