@@ -271,7 +271,8 @@ def wire_replays(
     # earliest backward end leaves no T at all (a link-bound job: windows 1.448 s, period 1.443 s, no idle bin
     # inside), that end is raised to keep it so; elsewhere it stands as the wire reads it
     earliest = measured_period_s - float(np.mean(windows)) + float(np.mean(low))
-    if earliest <= 0:
+    raised = earliest <= 0
+    if raised:
         low = np.minimum(low + float(np.mean(idle)) - earliest, windows)
     if measured_period_s - float(np.mean(windows)) + float(np.mean(low)) <= 0:
         return None  # no iteration's compute fits: the windows are not these iterations'
@@ -279,9 +280,11 @@ def wire_replays(
     if profiled:
         # the ranks' profiles time the backward after the first bucket: their median is the point, their spread
         # over ranks and steps (PROFILED_RANGE) the interval's; the wire's window opens a bin or two before the
-        # last rank's first hand-off, so the wire's lower bound does not clip them
+        # last rank's first hand-off, so the wire's lower bound does not clip them, unless it was raised above
+        # to keep T positive
+        floor = low if raised else 0.0
         ends = np.percentile(np.asarray(profiled, dtype=np.float64), [50, *PROFILED_RANGE])
-        point, low, high = (np.clip(np.full(len(rows), e), 0.0, windows) for e in ends)
+        point, low, high = (np.clip(np.full(len(rows), e), floor, windows) for e in ends)
     else:
         point, high = np.clip(BACKWARD_PER_IDLE * idle, low, windows), windows
     at_point = [_iteration(sent, quiet, x, p, e) for (sent, quiet, p), x, e in zip(rows, edges, point)]

@@ -37,6 +37,7 @@ from analyze.wire.stragglers import LATE_BINS, LATE_SHARE, MOST
 __all__ = ["RankEntries", "read_entries", "check_with_profiles", "backward_spans"]
 
 COLLECTIVE = re.compile(r"^(c10d::|gloo:|nccl:)")
+ALL_REDUCE = re.compile(r"^(c10d::allreduce|gloo:all_reduce|nccl:all_reduce)")
 STEP = "Optimizer.step"  # the optimizer step's record_function name begins so (torch.optim)
 AGREE = 0.2  # a profile's lag within this share of the packets' lost time (or two bins) agrees with it
 
@@ -44,7 +45,7 @@ AGREE = 0.2  # a profile's lag within this share of the packets' lost time (or t
 @dataclass
 class RankEntries:
     """One rank's first collective call of each step (ns on its host's wall clock), from its profile, and per
-    step its last call less its first (ns)."""
+    step its last all-reduce call less its first (ns)."""
 
     rank: int
     entries: list[int]
@@ -71,6 +72,7 @@ def _read_entries(path: Path, _size: int, _mtime_ns: int) -> RankEntries | str:
         return f"{path}: no distributedInfo.rank, not a profile of one rank of a distributed job"
     base = int(doc.get("baseTimeNanoseconds") or 0)
     calls: list[int] = []
+    reduces: list[int] = []  # the all-reduces alone: DDP's buckets (not its buffers' broadcast before forward)
     steps: list[int] = []
     for e in doc["traceEvents"]:
         if not isinstance(e, dict) or e.get("ph") != "X" or "ts" not in e:
@@ -78,24 +80,34 @@ def _read_entries(path: Path, _size: int, _mtime_ns: int) -> RankEntries | str:
         name = str(e.get("name", ""))
         if COLLECTIVE.match(name):
             calls.append(base + round(float(e["ts"]) * 1000))
+            if ALL_REDUCE.match(name):
+                reduces.append(calls[-1])
         elif name.startswith(STEP):
             steps.append(base + round((float(e["ts"]) + float(e.get("dur", 0))) * 1000))
     if not calls or not steps:
         return f"{path}: no collective calls or optimizer steps in the profile"
     calls.sort()
-    entries, spans = [], []
-    after = -1
-    for end in sorted(steps) + [calls[-1] + 1]:
-        i, j = bisect_right(calls, after), bisect_left(calls, end)
-        if i < j:
-            entries.append(calls[i])
-            spans.append(calls[j - 1] - calls[i])
-        after = end
+    reduces.sort()
+    entries = [first for first, _ in _per_step(calls, sorted(steps))]
+    spans = [last - first for first, last in _per_step(reduces, sorted(steps))]
     return RankEntries(rank, entries, spans)
 
 
+def _per_step(times: list[int], step_ends: list[int]) -> list[tuple[int, int]]:
+    """The first and last of TIMES (sorted) in each step: after one optimizer step's end, before the next (the
+    last step: to the last time)."""
+    out = []
+    after = -1
+    for end in step_ends + ([times[-1] + 1] if times else []):
+        i, j = bisect_right(times, after), bisect_left(times, end)
+        if i < j:
+            out.append((times[i], times[j - 1]))
+        after = end
+    return out
+
+
 def backward_spans(profiles: Sequence[Path]) -> list[float]:
-    """Per rank and step, seconds from its first collective call to its last (the first step of each rank left
+    """Per rank and step, seconds from its first all-reduce call to its last (the first step of each rank left
     out: DDP rebuilds its buckets and broadcasts there); empty without profiles that hold steps."""
     read = [read_entries(p) for p in profiles]
     return [span / 1e9 for r in read if isinstance(r, RankEntries) for span in r.spans[1:]]

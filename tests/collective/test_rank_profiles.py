@@ -89,3 +89,16 @@ def test_a_steps_calls_time_its_backward_for_the_what_if(tmp_path: Path) -> None
     spans = backward_spans(paths)
     assert len(spans) == 20 and spans == pytest.approx([0.030] * 20, abs=1e-9)
     assert backward_spans([]) == []
+
+
+def test_a_buffer_broadcast_before_forward_is_no_part_of_the_backward(tmp_path: Path) -> None:
+    """DDP broadcasts a model's buffers (batch-norm statistics) at each forward's start: a collective call, but no
+    bucket. The span stays the all-reduces' 30 ms; the entry (the straggler check's) is the broadcast."""
+    path = _profile(tmp_path, 2, 0)
+    doc = json.loads(path.read_text())
+    for k in range(6):
+        doc["traceEvents"].append({"ph": "X", "name": "c10d::broadcast_", "ts": k * STEP_US, "dur": 20})
+    path.write_text(json.dumps(doc))
+    entries = read_entries(path)
+    assert not isinstance(entries, str)
+    assert entries.spans == [30_000_000] * 6 and entries.entries[1] == BASE + STEP_US * 1000
