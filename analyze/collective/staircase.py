@@ -259,8 +259,9 @@ def track(p: Pauses, period: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         slope, offset = np.polyfit(k[found], at[found], 1)
         teeth = _walk(p, pos_list, w_list, anchor, float(slope), float(offset))
     at = np.array([x for _, x in teeth])
-    t = np.array([when[k] if k >= 0 else _crossing(p, x) for k, x in teeth], dtype=np.int64)
-    return at, t, np.array([k >= 0 and bool(real[k]) for k, _ in teeth])
+    k = np.array([k for k, _ in teeth], dtype=np.int64)
+    t = np.where(k >= 0, when[np.maximum(k, 0)], _crossing(p, at)).astype(np.int64)
+    return at, t, (k >= 0) & real[np.maximum(k, 0)]
 
 
 def _walk(
@@ -294,7 +295,7 @@ def _walk(
                 break
             a, b = bisect_left(pos, want - tol), bisect_right(pos, want + tol)
             if b > a:
-                j = min(range(a, b), key=lambda i: abs(pos[i] - want) / tol - 0.3 * w[i])
+                j = a if b - a == 1 else min(range(a, b), key=lambda i: abs(pos[i] - want) / tol - 0.3 * w[i])
                 teeth.append((j, pos[j]))
             else:
                 teeth.append((-1, want))
@@ -304,10 +305,10 @@ def _walk(
     return [x for i, x in enumerate(teeth) if i == 0 or x[0] < 0 or x[0] != teeth[i - 1][0]]
 
 
-def _crossing(p: Pauses, at: float) -> int:
-    """When the edge's cumulative bytes reached `at` (the end of the bin they reached it in)."""
-    k = min(int(np.searchsorted(p.cum, at, side="left")), len(p.cum) - 1)
-    return p.first_bin_ns + (int(p.cum_bin[k]) + 1) * p.bin_ns
+def _crossing(p: Pauses, at: np.ndarray) -> np.ndarray:
+    """When the edge's cumulative bytes reached each of `at` (the end of the bin they reached it in)."""
+    k = np.minimum(np.searchsorted(p.cum, at, side="left"), len(p.cum) - 1)
+    return p.first_bin_ns + (p.cum_bin[k].astype(np.int64) + 1) * p.bin_ns
 
 
 def _separation(pauses_: list[Pauses], period: float, m: int) -> tuple[float, float]:

@@ -671,14 +671,14 @@ def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) ->
     keep_b = np.argsort(-per_bin, kind="stable")[:SERIES_POINTS]
     keep_b.sort()
     return EdgeSeries(
-        t_ns=[int(x) for x in t[keep]],
-        utilization=[round(float(x), 4) for x in u[keep]],
-        rtt_t_ns=[int(x) for x in trips[0][keep_r]],
-        rtt_ms=[round(float(x) / 1e6, 4) for x in trips[1][keep_r]],
-        inflight_t_ns=[int(x) for x in flight[0][keep_f]],
-        inflight_bytes=[int(x) for x in flight[1][keep_f]],
-        resent_t_ns=[int(x) * bin_ns for x in bins[keep_b]],
-        resent_bytes=[int(x) for x in per_bin[keep_b]],
+        t_ns=t[keep].astype(np.int64).tolist(),
+        utilization=[round(x, 4) for x in u[keep].astype(np.float64).tolist()],
+        rtt_t_ns=trips[0][keep_r].astype(np.int64).tolist(),
+        rtt_ms=[round(x / 1e6, 4) for x in trips[1][keep_r].astype(np.float64).tolist()],
+        inflight_t_ns=flight[0][keep_f].astype(np.int64).tolist(),
+        inflight_bytes=flight[1][keep_f].astype(np.int64).tolist(),
+        resent_t_ns=(bins[keep_b].astype(np.int64) * bin_ns).tolist(),
+        resent_bytes=per_bin[keep_b].astype(np.int64).tolist(),
     )
 
 

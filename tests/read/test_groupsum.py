@@ -43,3 +43,19 @@ def test_sum_cells_adds_twins_over_a_huge_bin_span() -> None:
     assert f.tolist() == [0, 3, 3, 2_000_000]
     assert b.tolist() == [1_763_000_000_000_000, 5, 1_763_000_000_000_001, 7]
     assert v.tolist() == [70, 40, 60, 40]
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["time-ordered", "a-late-cell"])
+def test_sum_cells_matches_oracle_on_interleaved_flows(late: bool) -> None:
+    """A scan's cells: flows interleaved, each flow's bins ascending with twins, or one cell out of time order;
+    the same sums in (flow, bin) order either way."""
+    rng = np.random.default_rng(7)
+    flow = rng.integers(0, 32, 3000)
+    bins = np.sort(rng.integers(0, 900, 3000))  # time order across the flows: each flow's bins ascend
+    if late:
+        bins[[100, 2900]] = bins[[2900, 100]]
+    values = rng.integers(0, 1500, 3000)
+    f, b, v = sum_cells(flow, bins, values)
+    want = _oracle([flow, bins], values)
+    assert list(zip(f.tolist(), b.tolist())) == list(want)
+    assert v.tolist() == list(want.values()) and v.dtype == np.int64
