@@ -31,6 +31,8 @@ SAMPLES_PER_WINDOW = 16  # each direction, on average: enough for a minimum near
 QUIET_TRIP_FACTOR, QUIET_TRIP_NS = 3.0, 20_000  # a window whose round trip is below this saw empty queues
 MIN_DRIFT_SPAN_NS = 1_000_000_000  # quiet windows over a shorter span do not tell a drift
 MAX_DRIFT_PPM = 100.0  # what an unknown drift may be (NTP-disciplined clocks stay well within it)
+DENSE_HOSTS = 1024  # up to this many hosts the pairs are solved by a dense least squares
+SPARSE_STEPS, SPARSE_TOLERANCE = 4, 1e-13  # past it: at most 4 x hosts steps, to this residual over the first
 
 
 @dataclass
@@ -157,7 +159,19 @@ def pair_clock(
 
 
 def _solve(pairs: list[PairClock], n: int, ref: int, value: str) -> np.ndarray:
-    """Per-host values against the reference, least squares over the pairs (weights 1/uncertainty)."""
+    """Per-host values against the reference, least squares over the pairs (weights 1/uncertainty). Past
+    DENSE_HOSTS the normal equations are solved sparsely (solve_sparse): the dense least squares is cubic in the
+    hosts (25 s of a 90 s analysis at 4,096 hosts)."""
+    known = [p for p in pairs if getattr(p, value) is not None]
+    if n > DENSE_HOSTS:
+        return solve_sparse(
+            np.array([p.a for p in known], dtype=np.int64),
+            np.array([p.b for p in known], dtype=np.int64),
+            np.array([1.0 / max(p.uncertainty_ns, 1.0) for p in known]),
+            np.array([float(getattr(p, value)) for p in known]),
+            n,
+            ref,
+        )
     unknown = [h for h in range(n) if h != ref]
     col = {h: j for j, h in enumerate(unknown)}
     rows, rhs = [], []
@@ -177,6 +191,40 @@ def _solve(pairs: list[PairClock], n: int, ref: int, value: str) -> np.ndarray:
     for h, j in col.items():
         out[h] = solution[j]
     return out
+
+
+def solve_sparse(a: np.ndarray, b: np.ndarray, w: np.ndarray, value: np.ndarray, n: int, ref: int) -> np.ndarray:
+    """x (x[ref] = 0) minimizing the sum of (w (x[b] - x[a] - value))^2 over the pairs: conjugate gradients on the
+    normal equations (the pairs' weighted Laplacian, never formed), a diagonal preconditioner, from x = 0 (where a
+    host is tied to no pair it stays 0, as the dense least squares leaves it). Each step costs a few passes over the
+    pairs; a ring of hosts needs about as many steps as it has hosts."""
+    w2 = w * w
+
+    def apply(x: np.ndarray) -> np.ndarray:
+        d = w2 * (x[b] - x[a])
+        y = np.bincount(b, weights=d, minlength=n) - np.bincount(a, weights=d, minlength=n)
+        y[ref] = 0.0
+        return y
+
+    diag = np.bincount(a, weights=w2, minlength=n) + np.bincount(b, weights=w2, minlength=n)
+    diag[ref] = 0.0
+    inv = np.divide(1.0, diag, out=np.zeros(n), where=diag > 0)
+    r: np.ndarray = np.bincount(b, weights=w2 * value, minlength=n).astype(np.float64)
+    r -= np.bincount(a, weights=w2 * value, minlength=n)
+    r[ref] = 0.0
+    x, z = np.zeros(n), inv * r
+    p, rz, stop = z.copy(), float(r @ z), SPARSE_TOLERANCE**2 * float(r @ r)
+    for _ in range(SPARSE_STEPS * n):
+        if float(r @ r) <= stop or rz <= 0.0:
+            break
+        q = apply(p)
+        alpha = rz / float(p @ q)
+        x += alpha * p
+        r -= alpha * q
+        z = inv * r
+        rz, before = float(r @ z), rz
+        p = z + (rz / before) * p
+    return x
 
 
 def _connected(pairs: list[PairClock], ref: int) -> set[int]:
