@@ -26,6 +26,7 @@ import pytest
 from analyze.confidence.thresholds import CONFIDENT
 from reports.text import summary_text
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
+from tests.support.pcap_bytes import packet_times
 from tests.support.pcap_clock import reclocked
 from tests.support.training_capture import live_capture
 
@@ -82,16 +83,23 @@ def check_against_truth(
         assert 0.98 * min(implied, as_sent) <= s <= 1.02 * max(implied, as_sent), (implied / s, as_sent / s)
         if its.confident:  # a sure count: S is unsure for the re-sent bytes alone, and says so
             assert any(note.startswith("S from the unique bytes") for note in its.notes), its.notes
-    # boundaries: iteration k starts when iteration k-1's communication ended, i.e. between the first and the
-    # last rank's own end of step k-1 (the ranks share the test machine's clock), within one bin: the
-    # boundary is a bin edge, so the span of the ranks' ends is taken out to its bins' edges first
+    # boundaries: iteration k starts when iteration k-1's communication ended, i.e. between the network's last
+    # packet before the first rank's own end of step k-1 and the last rank's end (the ranks share the test
+    # machine's clock), within one bin: the boundary is a bin edge, so the span is taken out to its bins' edges
+    # first. The span opens at that packet, not at the rank's end: a rank records its end after the reduction's
+    # last copy, which on a loaded 2-core machine trailed the last packet by up to 7 ms (CI, 2026-11-28, a lossy
+    # link whose retransmission timeout left the network quiet between two ranks' ends and the other two's)
     bin_ns = res.bin_ns
     ends: dict[int, list[int]] = {}
     for st in truth["steps"]:
         ends.setdefault(st["iteration"], []).append(st["end_ns"])
+    packets = packet_times(run)
 
     def near_ends(k: int, t: int) -> bool:
-        lo, hi = min(ends[k]) // bin_ns * bin_ns, -(-max(ends[k]) // bin_ns) * bin_ns
+        first = min(ends[k])
+        before = packets[: np.searchsorted(packets, first, side="right")]
+        quiet_from = int(before[-1]) if len(before) else first
+        lo, hi = quiet_from // bin_ns * bin_ns, -(-max(ends[k]) // bin_ns) * bin_ns
         return lo - bin_ns <= t <= hi + bin_ns
 
     missed = [

@@ -23,8 +23,8 @@ def _check(run, truth, job: Job, iterations: int | None = None) -> bool | str:
     assert its.ring_size == truth["world_size"] and its.ring_size_sure, (its.ring_size, its.ring_size_source)
     assert its.pattern is not None and its.pattern.kind == "ring_allreduce", its.pattern  # one way round
     s = truth["gradient_bytes"]
-    # each host's iterations against what its own capture (dpkt) shows it sending while its ranks ran those steps
-    # (twelve hosts: within 0.6 %, eleven of them within 0.003 %); against the ranks' own S, below, within 3 %
+    # each host's bytes per iteration against what its own capture (dpkt) shows it sending while its ranks ran
+    # those steps; against the ranks' own S, below, within 3 %
     worst, pairs = worst_host_bytes_error(run, its, truth)
     # 3 % where the run has few interior steps: the short run's 4 put one host at 2.4 % in CI (2026-11-28), its
     # analyzer figure within 0.03 % of 2(W-1)/W x S, the capture's window short of the last step's tail still queued

@@ -99,12 +99,30 @@ def sent_times(pcap: Path, src: str) -> tuple[list[int], list[int]]:
     return times, sizes
 
 
+def packet_times(run: Path) -> Any:
+    """Sorted timestamps (ns, int64 numpy array) of every packet in every host's pcaps under RUN, read with dpkt:
+    when the network last carried anything before a moment the ranks recorded."""
+    dpkt = require_module("dpkt")
+    import numpy as np
+
+    times: list[int] = []
+    for pcap in sorted(run.glob("*/*.pcap")):
+        with open(pcap, "rb") as f:
+            times.extend(int(round(float(ts) * 1e9)) for ts, _buf in dpkt.pcap.UniversalReader(f))
+    return np.sort(np.array(times, dtype=np.int64))
+
+
 def worst_host_bytes_error(
     run: Path, its: Any, truth: dict[str, Any], ring: bool = False
 ) -> tuple[float, dict[str, tuple[float, float]]]:
-    """The largest relative difference, over the hosts, between the analyzer's mean bytes a host sent per iteration
-    and what the host's own capture shows it sending per step while its ranks ran those steps; with each host's
-    (analyzer, capture) means. Over the interior iterations: the first and last border the set-up and teardown.
+    """The largest relative difference, over the hosts, between the bytes a host sends per iteration as the analyzer
+    reports them (the host's median over the iterations) and what the host's own capture shows it sending per step
+    while its ranks ran the interior steps (the first and last border the set-up and teardown); with each host's
+    (analyzer, capture) figures, the worst first (a failed assertion's message is cut after a few).
+
+    The reported median, not a mean over the analyzer's interior iterations: that mean hangs on the two cuts that
+    bound its span alone: on twelve hosts on two loaded cores it was 0.6 % off on three hosts whose median was
+    within 0.01 %, and 3.4 % on one host in CI (2026-11-28; the log cut off which), a figure no user reads.
 
     Each host's span comes from its own ranks' records (earliest start of the first interior step to latest end of
     the last), not from the analyzer's boundaries: one span on a reference clock for every host assumed each host
@@ -137,6 +155,6 @@ def worst_host_bytes_error(
             times, sizes = sent_times(p, meta["addresses"][0])
             at = np.array(times, dtype=np.int64)
             theirs += int(np.array(sizes, dtype=np.int64)[(at >= start) & (at <= end)].sum())
-        ours = float(np.mean([r.bytes_by_host[host] for r in per[inner]]))
-        pairs[host] = (ours, theirs / len(per[inner]))
-    return max(abs(a / b - 1) for a, b in pairs.values()), pairs
+        pairs[host] = (its.bytes_per_iteration_per_host.by_host[host], theirs / len(per[inner]))
+    ranked = dict(sorted(pairs.items(), key=lambda kv: -abs(kv[1][0] / kv[1][1] - 1)))
+    return max(abs(a / b - 1) for a, b in pairs.values()), ranked
