@@ -81,14 +81,16 @@ def assign_by_receiver(series: pd.DataFrame, windows: pd.DataFrame, markers: Opt
 def _pair_mask(
     src: np.ndarray, src_names: list[str], dst: np.ndarray, dst_names: list[str], pairs: list[tuple[str, str]]
 ) -> np.ndarray:
-    """One lookup in a hosts x hosts table per row: a MultiIndex of a million string pairs took 0.3 s."""
+    """One lookup in a hosts x hosts table per row: a MultiIndex of a million string pairs took 0.3 s. The table
+    is filled from the pairs' codes (filling it by testing every (source, destination) name pair took 3.2 s at
+    4,096 hosts)."""
     if not pairs:
         return np.zeros(len(src), dtype=bool)
-    want = set(pairs)
     table = np.zeros((len(src_names) + 1, len(dst_names) + 1), dtype=bool)  # code -1 (no host) hits the last
-    for i, a in enumerate(src_names):
-        for j, b in enumerate(dst_names):
-            table[i, j] = (a, b) in want
+    a = pd.Index(src_names).get_indexer([p[0] for p in pairs])
+    b = pd.Index(dst_names).get_indexer([p[1] for p in pairs])
+    known = (a >= 0) & (b >= 0)
+    table[a[known], b[known]] = True
     return table[src, dst]
 
 
