@@ -2,6 +2,7 @@
 
     .venv/bin/python -m tests.benchmarks.run_benchmark --packets 5000000 [--format pcap|pcapng] [--skip-slow]
         [--parallel 5000000 [--hosts 8]] [--compressed] [--convert] [--roce]
+        [--many-hosts 64 512 4096 [--host-packets 5000]]
 
 Each tool runs as its own process (whole-process wall time, median of --repeat runs) and its peak RSS
 is read from the kernel's accounting of that child (getrusage RUSAGE_CHILDREN via /usr/bin/time -f %M,
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from analyze.read.engine import TABLE_IMPORT_BYTES
 from analyze.read.engine import workers_beside
+from tests.benchmarks.many_hosts import bench_many_hosts
 from tests.benchmarks.synth import Truth, ring_capture, roce_capture
 
 PY = sys.executable
@@ -539,6 +541,15 @@ def main() -> None:
     ap.add_argument(
         "--roce", action="store_true", help="also time a RoCEv2 capture of each size against the TCP one (paired)"
     )
+    ap.add_argument(
+        "--many-hosts",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="N",
+        help="also time rings of N hosts (one capture each) locally and on a local Dask cluster of 2 workers",
+    )
+    ap.add_argument("--host-packets", type=int, default=5_000, help="packets per host in the --many-hosts rings")
     args = ap.parse_args()
     tmp = args.dir or Path(tempfile.mkdtemp(prefix="ringscope-bench-"))
     tmp.mkdir(parents=True, exist_ok=True)
@@ -562,6 +573,8 @@ def main() -> None:
         bench_parallel(tmp, args.parallel, args.hosts, args.repeat)
     if args.metrics:
         bench_metrics([16, 500], args.repeat)
+    if args.many_hosts:
+        bench_many_hosts(tmp, args.many_hosts, args.host_packets, args.repeat, timed, RINGSCOPE)
     if args.dir is None:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -4,91 +4,27 @@ subprocesses on 127.0.0.1), give the local run's result and the example's ground
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
 import sys
-import time
-from contextlib import contextmanager
-from dataclasses import dataclass
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 
 from analyze.read.cluster import KEY_PREFIX, TIMEOUT_ENV, ClusterError, scan_hosts_on_cluster
+from tests.benchmarks.synth import Truth, host_ip, ring_capture
 from tests.support.clirun import one_line_error, ringscope
+from tests.support.dask_cluster import Cluster, dask_cluster, have_dask
 from tests.support.expect import FIXTURES
 from tests.support.requirements import require, require_module
 
 EXAMPLE = FIXTURES / "example"  # absolute, so local and cluster runs name files alike
 EXPECTED = json.loads((EXAMPLE / "expected.json").read_text())
-DASK = Path(sys.executable).with_name("dask")
-START_TIMEOUT_S = 30
-
-
-@dataclass
-class Cluster:
-    address: str
-    client: Any  # distributed.Client, imported only when Dask is installed
+MANY = 64  # hosts in the many-host smoke run (the benchmark's smallest row: tests.benchmarks.many_hosts)
 
 
 def _require_dask() -> None:
-    require(find_spec("distributed") is not None, "needs Dask: pip install 'ringscope[dask]'")
-
-
-@contextmanager
-def dask_cluster(
-    folder: Path, workers: int, worker_args: tuple[str, ...] = (), scheduler_env: dict[str, str] | None = None
-) -> Iterator[Cluster]:
-    """A scheduler and `workers` one-thread workers, each in its own process group, killed on the way out."""
-    from distributed import Client
-
-    sched_file = folder / "scheduler.json"
-    groups: list[subprocess.Popen] = []
-
-    def start(name: str, *args: str, env: dict[str, str] | None = None) -> None:
-        with open(folder / f"{name}.log", "wb") as log:  # the child keeps its own descriptor
-            groups.append(
-                subprocess.Popen(
-                    [str(DASK), *args, "--no-dashboard", "--scheduler-file", str(sched_file)],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                    env={**os.environ, **(env or {})},
-                )
-            )
-
-    try:
-        start("scheduler", "scheduler", "--host", "127.0.0.1", "--port", "0", env=scheduler_env)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not sched_file.is_file():
-            assert groups[0].poll() is None and time.monotonic() < deadline, (folder / "scheduler.log").read_text()
-            time.sleep(0.1)
-        for i in range(workers):
-            start(f"worker{i}", "worker", "--nworkers", "1", "--nthreads", "1", *worker_args)
-        with Client(scheduler_file=str(sched_file), timeout=START_TIMEOUT_S, set_as_default=False) as client:
-            client.wait_for_workers(workers, timeout=START_TIMEOUT_S)
-            yield Cluster(address=client.scheduler.address, client=client)
-    finally:
-        for proc in groups:
-            _kill_group(proc)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGTERM the process group we started (a worker's nanny and its worker), SIGKILL if it lingers."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=10)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    require(have_dask(), "needs Dask: pip install 'ringscope[dask]'")
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +70,42 @@ def test_cluster_does_the_scans_and_matches_the_local_run_and_ground_truth(clust
     assert {(e["src"], e["dst"]) for e in doc["topology"]["edges"]} == {
         (e["src"], e["dst"]) for e in EXPECTED["ring_edges"]
     }
+
+
+def test_sixty_four_hosts_on_the_cluster_match_the_local_run_and_each_capture(cluster: Cluster, tmp_path: Path) -> None:
+    """The many-host smoke run: a 64-host ring (synthetic, one capture per host, addresses that do not wrap) read on
+    the cluster and locally gives one result; each host's sent and received bytes and sent packets are its own
+    capture's (the generator's count), the ring runs host1, host64, ..., host2 (each host sends to its
+    predecessor), an iteration count is right or unsure, and the summary stays a screenful. Timings per host at 64,
+    512 and 4,096 hosts live in the benchmark (run_benchmark.py --many-hosts), not here."""
+    truths: dict[str, Truth] = {}
+    for me in range(1, MANY + 1):
+        truths[f"host{me}"] = ring_capture(tmp_path / f"host{me}.pcap", packets=2_000, hosts=MANY, me=me, seed=me)
+    remote = ringscope("analyze", tmp_path, "--scheduler", cluster.address, "--json", tmp_path / "remote.json")
+    assert remote.returncode == 0, remote.stderr
+    local = ringscope("analyze", tmp_path, "--json", tmp_path / "local.json")
+    assert local.returncode == 0, local.stderr
+    doc = json.loads((tmp_path / "remote.json").read_text())
+    assert doc == json.loads((tmp_path / "local.json").read_text())
+    assert remote.stdout == local.stdout and len(local.stdout.splitlines()) <= 80, local.stdout
+
+    def own(name: str) -> tuple[int, int, int]:
+        t, ip = truths[name], host_ip(int(name[4:]))
+        sent = [s == ip for s in t.src]
+        got = [d == ip for d in t.dst]
+        return (
+            int(t.ip_bytes[sent].sum()),
+            int(t.ip_bytes[got].sum()),
+            int(t.packets[sent].sum()),
+        )
+
+    assert {h["name"]: (h["tx_bytes"], h["rx_bytes"], h["tx_packets"]) for h in doc["hosts"]} == {
+        name: own(name) for name in truths
+    }
+    topology = doc["topology"]
+    assert topology["kind"] == "ring" and topology["order"] == ["host1", *(f"host{i}" for i in range(MANY, 1, -1))]
+    its = doc["iterations"]
+    assert not its["confident"] or its["count"] == 50, (its["count"], its["confidence"])
 
 
 def test_convert_writes_the_dataset_on_the_workers(cluster: Cluster, tmp_path: Path) -> None:
