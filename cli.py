@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Union
 
 import typer
 
@@ -337,12 +337,19 @@ def _write_metrics(result: "Result", out: Path) -> None:
     typer.echo(f"wrote {out} ({size / 1e3:.1f} kB of metrics)", err=True)
 
 
-def _write_report(result: "Result", out: Path, title: Optional[str]) -> None:
-    """Render and write the HTML report; where and how big on stderr."""
+def _write_report(result: "Result", out: Path, title: Optional[str], detail: Sequence[str] = ()) -> None:
+    """Render and write the HTML report; where and how big on stderr. DETAIL: hosts the user asked to see in
+    full (--host), each checked against the result's hosts first."""
     from reports.html import write_html
 
+    known = {h.name for h in result.hosts}
+    unknown = [h for h in detail if h not in known]
+    if unknown:
+        names = sorted(known)
+        shown = ", ".join(names[:5]) + (f" ... ({len(names)} in all)" if len(names) > 5 else "")
+        raise fail(f"--host {unknown[0]}: no such host in this result (hosts: {shown})")
     try:
-        size = write_html(result, out, title=title)
+        size = write_html(result, out, title=title, detail=detail)
     except OSError as exc:
         raise fail(f"{out}: cannot write the report ({exc.strerror or exc})") from None
     typer.echo(f"wrote {out} ({size / 1e6:.1f} MB)", err=True)
@@ -576,6 +583,12 @@ def report(
         "--bin",
         help="When analyzing captures: bin width of the throughput series (default: chosen from the traffic).",
     ),
+    host: List[str] = typer.Option(
+        [],
+        "--host",
+        help="Beyond 16 hosts the figures draw the hosts' spread and a few hosts in full (the stragglers, the "
+        "hosts that sent least and most): draw this host in full instead (repeat for several).",
+    ),
 ) -> None:
     """Write one self-contained HTML report (plotly embedded, works offline)."""
     _analysis_command()
@@ -611,7 +624,7 @@ def report(
         from analyze.verdict import judge
 
         result.verdict = judge(result)
-    _write_report(result, out, title)
+    _write_report(result, out, title, host)
 
 
 def _usage_error_class() -> "type[UsageError]":

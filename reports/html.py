@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Sequence
+
+import numpy as np
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 from pathlib import Path
 
 from analyze import __version__
@@ -22,12 +25,19 @@ from capture.layout import RunManifest
 from analyze.tables.capture_holes import GAPPED
 from analyze.verdict import judge
 from reports import figures as F
+from reports import host_spread
 from reports.key_numbers import duration, key_numbers, num, pct, rate, size
 from reports.page import e, figure_block, page
-from reports.ring_diagram import mismatched_edges, ring_svg
+from reports.ring_diagram import LABELLED, mismatched_edges, ring_svg
 from reports.text import schedule_text, socket_text, topology_name
 
 FLOW_TABLE_ROWS = 500
+TABLE_ROWS = 256  # rows of a per-host or per-edge table; 4,096 rows of each of three took 5 s to open
+T = TypeVar("T")
+SHIFTS_LISTED = 8
+RING_NAMED = (
+    16  # hosts the ring order names one by one  # hosts whose clock shifts the utilization note lists one by one
+)
 CAPTURE_TABLE_ROWS = 200
 SECTIONS = [
     ("verdict", "Verdict"),
@@ -42,18 +52,22 @@ SECTIONS = [
 ]
 
 
-def render_html(result: Result, *, title: str | None = None, max_points: int = F.MAX_POINTS) -> str:
-    """The report as one HTML string."""
+def render_html(
+    result: Result, *, title: str | None = None, max_points: int = F.MAX_POINTS, detail: Sequence[str] = ()
+) -> str:
+    """The report as one HTML string. Beyond a few dozen hosts the figures draw the hosts' spread and a few hosts
+    in full (reports.host_spread): DETAIL names them (unknown names are the caller's to refuse)."""
     run = RunManifest(result.run)
     hosts = result.hosts
+    shown = host_spread.detail_hosts(hosts, result.stragglers or [], detail) if host_spread.many(hosts) else None
     title = title or (f"ringscope report — {run.run_id}" if run.run_id else "ringscope report")
     body = [
         _section("verdict", "Verdict", _verdict_html(result)),
         _section("run", "Run", _run_html(result, run)),
         _section("topology", "Ring topology", _topology_html(result.topology)),
-        _section("utilization", "Link utilization over time", _utilization_html(result, max_points)),
+        _section("utilization", "Link utilization over time", _utilization_html(result, max_points, shown)),
         _section("flows", "Per-flow throughput", _flows_html(result, max_points)),
-        _section("iterations", "Iterations", _iterations_html(result.iterations, hosts)),
+        _section("iterations", "Iterations", _iterations_html(result.iterations, hosts, shown)),
         _section("whatif", "What-if: the network at full utilization", _whatif_html(result.scaling, result.link_bound)),
         _section("transport", "Transport: why the links are not full", _transport_html(result)),
         _section("stragglers", "Who holds the ring back", _stragglers_html(result)),
@@ -72,15 +86,29 @@ def render_html(result: Result, *, title: str | None = None, max_points: int = F
     return page(title, sub, sections, "".join(body))
 
 
-def write_html(result: Result, path: Path, *, title: str | None = None) -> int:
+def write_html(result: Result, path: Path, *, title: str | None = None, detail: Sequence[str] = ()) -> int:
     """Write the report; returns its size in bytes."""
-    text = render_html(result, title=title).encode("utf-8")
+    text = render_html(result, title=title, detail=detail).encode("utf-8")
     Path(path).write_bytes(text)
     return len(text)
 
 
 def _section(anchor: str, heading: str, inner: str) -> str:
     return f'<section id="{anchor}"><h2>{e(heading)}</h2>{inner}</section>'
+
+
+def _both_ends(items: list[T], key: Callable[[T], float], what: str, by: str) -> tuple[list[T], str]:
+    """ITEMS as a table shows them: all where they fit in TABLE_ROWS, else the half with the highest KEY and the
+    half with the lowest (the outliers both ways, the highest first), and a note saying so."""
+    if len(items) <= TABLE_ROWS:
+        return items, ""
+    ranked = sorted(items, key=key, reverse=True)
+    half = TABLE_ROWS // 2
+    note = (
+        f'<p class="note">Showing the {half} {what} with the most {by} and the {half} with the least, of '
+        f"{len(items):,}; every one is in the result JSON (`ringscope analyze --json`).</p>"
+    )
+    return ranked[:half] + ranked[-half:], note
 
 
 def _placeholder(text: str, key: str) -> str:
@@ -199,7 +227,8 @@ def _run_facts(result: Result, run: RunManifest) -> str:
 def _hosts_table(hosts: Sequence[HostSummary]) -> str:
     """One row per host: addresses, link speed, bytes, utilization and tcpdump's drops."""
     rows = []
-    for h in hosts:
+    shown, more = _both_ends(list(hosts), lambda h: float(h.tx_bytes or 0), "hosts", "bytes sent")
+    for h in shown:
         tx, rx, d = h.tx_utilization, h.rx_utilization, h.drops
         rows.append(
             f'<tr data-host="{e(h.name)}"><td>{e(h.name)}</td><td class="mono">{e(", ".join(map(str, h.addresses or [])))}</td>'
@@ -215,7 +244,7 @@ def _hosts_table(hosts: Sequence[HostSummary]) -> str:
         '<h3>Hosts</h3><table class="sortable hosts"><thead><tr><th>host</th><th>addresses</th><th class="n">link speed</th>'
         '<th class="n">tx</th><th class="n">rx</th><th class="n">tx util. mean</th><th class="n">tx util. while busy</th>'
         '<th class="n">tx peak</th><th class="n">rx util. while busy</th><th class="n">drops kernel / iface</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f"<tbody>{''.join(rows)}</tbody></table>{more}"
     )
 
 
@@ -317,7 +346,9 @@ def _job_section(job: Job, index: int, hosts: list[HostSummary]) -> str:
         "<h3>Topology</h3>"
         + _topology_html(job.topology)
         + "<h3>Iterations</h3>"
-        + _iterations_html(job.iterations, mine)
+        + _iterations_html(
+            job.iterations, mine, host_spread.detail_hosts(mine, [], ()) if host_spread.many(mine) else None
+        )
         + "<h3>What-if</h3>"
         + _whatif_html(job.scaling, job.link_bound)
     )
@@ -346,9 +377,7 @@ def _topology_html(topo: Topology | None) -> str:
         facts.append(
             (
                 "ring order",
-                f'<span class="ring-order" data-order="{e(",".join(order))}">'
-                + e(" → ".join(order + order[:1]))
-                + "</span>",
+                f'<span class="ring-order" data-order="{e(",".join(order))}">' + _ring_text(order) + "</span>",
             )
         )
     if launch:
@@ -369,11 +398,12 @@ def _topology_html(topo: Topology | None) -> str:
             )
         elif match is True:
             facts.append(("launch order check", "the ring follows the launch order"))
+    shown, more = _both_ends(list(topo.edges or []), lambda x: float(x.bytes or 0), "edges", "bytes")
     rows = "".join(
         f'<tr class="{"mismatch" if (x.src, x.dst) in bad else ""}"><td>{e(x.src)}</td>'
         f'<td>{e(x.dst)}</td><td class="n" data-v="{e(x.bytes)}">{e(size(x.bytes))}</td>'
         f'<td class="n">{e(x.flows)}</td><td class="n">{e(pct(x.share))}</td></tr>'
-        for x in sorted(topo.edges or [], key=lambda x: -(x.bytes or 0))
+        for x in sorted(shown, key=lambda x: -(x.bytes or 0))
     )
     notes = "".join(f"<li>{e(n)}</li>" for n in topo.notes or [])
     side = (
@@ -382,7 +412,7 @@ def _topology_html(topo: Topology | None) -> str:
         + "</dl>"
         + (
             '<table class="sortable edges"><thead><tr><th>from</th><th>to</th><th class="n">bytes</th><th class="n">flows</th>'
-            f'<th class="n">share</th></tr></thead><tbody>{rows}</tbody></table>'
+            f'<th class="n">share</th></tr></thead><tbody>{rows}</tbody></table>{more}'
             if rows
             else ""
         )
@@ -390,9 +420,28 @@ def _topology_html(topo: Topology | None) -> str:
         + (f'<ul class="assumptions">{notes}</ul>' if notes else "")
     )
     return (
-        f'<div class="ring-wrap"><div>{ring_svg(topo)}<p class="note">Arrows point the way the data flows; '
-        f"width is proportional to bytes; numbers are ring positions.</p></div><div>{side}</div></div>"
+        f'<div class="ring-wrap"><div>{ring_svg(topo)}<p class="note">{_ring_caption(len(order))}</p></div>'
+        f"<div>{side}</div></div>"
     )
+
+
+def _ring_caption(hosts: int) -> str:
+    """How to read the ring diagram, which drops arrowheads and most names beyond LABELLED hosts."""
+    if hosts <= LABELLED:
+        return "Arrows point the way the data flows; width is proportional to bytes; numbers are ring positions."
+    return (
+        f"{hosts:,} hosts: each a dot, a few named; the data flows along the ring order; width is proportional to "
+        "bytes; hover a dot or an edge for its host, position and bytes."
+    )
+
+
+def _ring_text(order: list[str]) -> str:
+    """The ring order as text, back to its first host; beyond RING_NAMED hosts its two ends with a count between
+    (4,096 names filled four screens)."""
+    if len(order) <= RING_NAMED:
+        return e(" → ".join(order + order[:1]))
+    k = RING_NAMED // 2
+    return e(" → ".join(order[:k]) + f" → … {len(order) - 2 * k:,} more … → " + " → ".join(order[-k:] + order[:1]))
 
 
 def _groups_table(groups: list[Group]) -> str:
@@ -436,7 +485,7 @@ def _no_series(key: str) -> str:
     )
 
 
-def _utilization_html(result: Result, max_points: int) -> str:
+def _utilization_html(result: Result, max_points: int, shown: list[str] | None) -> str:
     tables: Tables | None = result.tables
     if tables is None or tables.host_series is None:
         return _no_series("host_series")
@@ -448,8 +497,26 @@ def _utilization_html(result: Result, max_points: int) -> str:
     series, shifts = F.on_reference_clock(tables.host_series, result.clock, bin_ns)
     if shifts:
         span = (span[0] - max(0, max(shifts.values())), span[1] - min(0, min(shifts.values())))
-    spec, resolution = F.utilization_figure(series, result.hosts, bin_ns, busy_threshold, *span, max_points=max_points)
+    hosts = result.hosts if shown is None else [h for h in result.hosts if h.name in set(shown)]
+    spread = ""
+    if shown is not None:
+        spread = (
+            f'<p class="note">{len(result.hosts)} hosts: per time bucket, the median host\'s transmit and receive '
+            f"utilization, the band from the 5th to the 95th percentile of the hosts and the busiest host. Below, "
+            f"{len(hosts)} hosts in full ({e(', '.join(shown))}): the ones named with --host, else the stragglers "
+            f"and the hosts that sent least and most.</p>"
+            + figure_block(
+                "fig-utilization-spread", host_spread.utilization_spread_figure(series, result.hosts, bin_ns, *span)
+            )
+        )
+    spec, resolution = F.utilization_figure(series, hosts, bin_ns, busy_threshold, *span, max_points=max_points)
     moved = "; ".join(f"{e(h)} {-s / 1e6:+g} ms" for h, s in shifts.items())
+    if len(shifts) > SHIFTS_LISTED:  # 512 hosts' shifts filled a screen above the figure
+        ms = np.array([-s / 1e6 for s in shifts.values()])
+        moved = (
+            f"{len(ms)} of them, by {ms.min():+g} to {ms.max():+g} ms (median {np.median(ms):+g} ms; each host's "
+            "in the clock key of the JSON)"
+        )
     clock_note = (
         f" Times are on {e(result.clock.reference)}'s clock: the hosts' clocks, measured from the packets, "
         f"moved {moved}."
@@ -460,7 +527,7 @@ def _utilization_html(result: Result, max_points: int) -> str:
         f'<p class="note">Transmit (tx) and receive (rx) rate of each host\'s link as a share of its line rate; '
         f"the dashed line is the line rate; grey shading marks bins where the host was communicating "
         f"(tx or rx ≥ {busy_threshold:.0%} of line rate). Drag to zoom, double-click to reset."
-        f"{clock_note}</p>" + figure_block("fig-utilization", spec, resolution)
+        f"{clock_note}</p>" + spread + figure_block("fig-utilization", spec, resolution)
     )
 
 
@@ -568,7 +635,8 @@ def _transport_tcp_html(result: Result) -> str:
     )
     items = "".join(f"<li>{e(x)}</li>" for x in [*(t.evidence or []), *(t.notes or [])])
     rows = []
-    for x in t.edges or []:
+    shown, more = _both_ends(list(t.edges or []), lambda x: float(x.rate_while_busy or 0), "edges", "rate while busy")
+    for x in shown:
         window = (
             f"{size(x.inflight_mean_bytes)} / {size(x.window_mean_bytes)}"
             if x.window_mean_bytes is not None
@@ -591,7 +659,7 @@ def _transport_tcp_html(result: Result) -> str:
         '<th class="n">dup ACKs</th><th class="n">SACK ACKs</th><th class="n">zero windows</th>'
         '<th class="n">in flight / window (mean)</th><th class="n">window full</th>'
         '<th class="n">RTT min / median / p99 (ms)</th><th>sockets</th></tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>{more}"
     )
     if not t.edges:  # judged from the RDMA queue pairs: their table follows
         return head + f"<ul>{items}</ul>"
@@ -609,7 +677,7 @@ def _transport_tcp_html(result: Result) -> str:
 # ---- iterations and what-if -------------------------------------------------------------------------
 
 
-def _iterations_html(it: Iterations | None, hosts: list[HostSummary]) -> str:
+def _iterations_html(it: Iterations | None, hosts: list[HostSummary], shown: list[str] | None) -> str:
     if it is None:
         return _placeholder(
             "No iterations in this result: the iteration analysis did not run or found none "
@@ -640,7 +708,8 @@ def _iterations_html(it: Iterations | None, hosts: list[HostSummary]) -> str:
         facts.append(("measured / theory", f"{ratio:.3f}"))
     names = [str(h.name) for h in hosts]
     out = ['<dl class="kv">' + "".join(f"<dt>{e(k)}</dt><dd>{v}</dd>" for k, v in facts) + "</dl>"]
-    for fig_id, spec in F.iteration_figures(it, names, len(names)):
+    spread = None if shown is None else host_spread.iteration_spread_traces(it, names, shown)
+    for fig_id, spec in F.iteration_figures(it, names, len(names), spread):
         out.append(figure_block(fig_id, spec))
     return "".join(out)
 

@@ -16,6 +16,7 @@ from analyze.model.findings import Topology
 
 MISMATCH_COLOR = "#d62728"
 EDGE_COLOR = "#1f77b4"
+LABELLED = 48  # up to this many hosts every node is drawn with its position and name
 
 
 def _e(text: Any) -> str:
@@ -64,7 +65,9 @@ def ring_svg(topology: Topology, size: int = 400) -> str:
         h: (cx + radius * math.sin(2 * math.pi * i / n), cy - radius * math.cos(2 * math.pi * i / n))
         for i, h in enumerate(order)
     }
-    node_r = 26 if n <= 16 else max(6, 300 / n)
+    dense = n > LABELLED  # beyond, every node a dot, a label on every step-th, no arrowheads (4,096 drew a blob)
+    step = -(-n // (LABELLED // 3)) if dense else 1
+    node_r = 26 if n <= 16 else (max(6, 300 / n) if not dense else 2.5)
     max_bytes = max((float(e.bytes or 0) for e in edges), default=0) or 1.0
     parts = [
         f'<svg class="ring" viewBox="0 0 {size + 2 * pad} {size}" width="{size + 2 * pad}" height="{size}" role="img" '
@@ -90,7 +93,7 @@ def ring_svg(topology: Topology, size: int = 400) -> str:
         ex, ey = x2 - ux * (node_r + 2), y2 - uy * (node_r + 2)
         bow = min(40.0, dist * 0.18)
         mx, my = (sx + ex) / 2 - uy * bow, (sy + ey) / 2 + ux * bow
-        width = 1.5 + 5.5 * float(e.bytes or 0) / max_bytes
+        width = (1.5 + 5.5 * float(e.bytes or 0) / max_bytes) / (4 if dense else 1)
         is_bad = (src, dst) in bad
         color = MISMATCH_COLOR if is_bad else EDGE_COLOR
         dash = ' stroke-dasharray="7 4"' if is_bad else ""
@@ -104,7 +107,8 @@ def ring_svg(topology: Topology, size: int = 400) -> str:
             f'<path class="edge{" mismatch" if is_bad else ""}" data-src="{_e(src)}" data-dst="{_e(dst)}" '
             f'd="M{sx:.1f},{sy:.1f} Q{mx:.1f},{my:.1f} {ex:.1f},{ey:.1f}" fill="none" stroke="{color}" '
             f'stroke-width="{width:.1f}" stroke-opacity="0.85"{dash} '
-            f'marker-end="url(#{"arrow-bad" if is_bad else "arrow"})"><title>{_e(tip)}</title></path>'
+            + ("" if dense else f'marker-end="url(#{"arrow-bad" if is_bad else "arrow"})"')
+            + f"><title>{_e(tip)}</title></path>"
         )
     for i, h in enumerate(order):
         x, y = pos[h]
@@ -115,11 +119,17 @@ def ring_svg(topology: Topology, size: int = 400) -> str:
             cy - (radius + node_r + 14) * math.cos(2 * math.pi * i / n),
         )
         anchor = "middle" if abs(lx - cx) < 20 else ("start" if lx > cx else "end")
+        index = (
+            "" if dense else f'<text class="node-index" x="{x:.1f}" y="{y + 5:.1f}" text-anchor="middle">{i + 1}</text>'
+        )
+        text = (
+            f'<text class="node-label" x="{lx:.1f}" y="{ly + 4:.1f}" text-anchor="{anchor}">{_e(label)}</text>'
+            if i % step == 0
+            else ""
+        )
         parts.append(
             f'<g class="node" data-host="{_e(h)}" data-ring-index="{i}"><title>{_e(h)} — ring position {i + 1}, '
-            f'{_e(rank)}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="{node_r:.1f}"/>'
-            f'<text class="node-index" x="{x:.1f}" y="{y + 5:.1f}" text-anchor="middle">{i + 1}</text>'
-            f'<text class="node-label" x="{lx:.1f}" y="{ly + 4:.1f}" text-anchor="{anchor}">{_e(label)}</text></g>'
+            f'{_e(rank)}</title><circle cx="{x:.1f}" cy="{y:.1f}" r="{node_r:.1f}"/>{index}{text}</g>'
         )
     parts.append("</svg>")
     return "".join(parts)

@@ -12,6 +12,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.support.browser import Page, find_chromium
@@ -345,3 +346,65 @@ def test_rdma_section_in_chromium(tmp_path):
         # CNPs on the congested edge's sender, the NAK and the go-back on node0's: three rows of instants
         assert figures["fig-rdma-events"]["traces"] == 3 and sum(figures["fig-rdma-events"]["points"]) >= 4
         assert figures["fig-rdma-ack-rtt"]["traces"] == spec.hosts
+
+
+def test_many_hosts_report_draws_the_spread_and_a_few_hosts(tmp_path, monkeypatch):
+    """A 64-host ring (synthetic, one capture per host): the report draws the hosts' spread and six hosts in full,
+    the two that sent least and most (by the generator's own counts) among them, or the host asked for with --host;
+    the page opens without errors and every band is ordered (p5 <= median <= p95 <= busiest). The ring is drawn
+    as dots, its order named at both ends; a per-host table longer than its limit (16 here, to keep the test
+    small) shows the hosts that sent most and least."""
+    require_chromium()
+    import reports.html
+
+    monkeypatch.setattr(reports.html, "TABLE_ROWS", 16)
+    from typer.testing import CliRunner
+
+    from cli import app
+    from reports.host_spread import SHOWN_HOSTS
+    from tests.benchmarks.synth import host_ip, ring_capture
+
+    hosts = 64
+    sent = {}
+    for me in range(1, hosts + 1):
+        truth = ring_capture(tmp_path / f"host{me}.pcap", packets=2_000, hosts=hosts, me=me, seed=me)
+        sent[f"host{me}"] = int(truth.ip_bytes[[s == host_ip(me) for s in truth.src]].sum())
+    by_sent = sorted(sent, key=lambda h: (sent[h], h))
+    out, asked = tmp_path / "many.html", tmp_path / "asked.html"
+    for path, extra in ((out, []), (asked, ["--host", "host7"])):
+        r = CliRunner().invoke(app, ["report", str(tmp_path), "-o", str(path), *extra])
+        assert r.exit_code == 0, r.output
+    drawn_js = """Object.fromEntries(Array.from(document.querySelectorAll('.js-plotly-plot')).map(function (d) {
+      return [d.id, d._fullData.map(function (t) { return [t.name, Array.from(t.y || [])]; })]; }))"""
+    with Page() as page:
+        _open(page, out)
+        figures = page.evaluate(drawn_js)
+        table = page.evaluate(
+            "Array.from(document.querySelectorAll('table.hosts tbody tr')).map(function (r) { return r.dataset.host; })"
+        )
+        nodes = page.evaluate("document.querySelectorAll('#topology svg.ring g.node').length")
+        ring_text = page.evaluate("document.querySelector('#topology .ring-order').innerText")
+        page.screenshot(ARTIFACTS / "report-many-hosts.png")
+        errors = page.errors()
+        _open(page, asked)
+        asked_figures = page.evaluate(drawn_js)
+    assert errors == []
+    assert table == by_sent[::-1][:8] + by_sent[::-1][-8:], table
+    assert nodes == hosts and f"… {hosts - 16} more …" in ring_text and ring_text.startswith("host1 → host64"), (
+        ring_text
+    )
+
+    def rows(traces: list) -> list[str]:  # the hosts drawn in full: one "NAME tx" line each
+        return [name[: -len(" tx")] for name, _ in traces if name.endswith(" tx")]
+
+    detail = rows(figures["fig-utilization"])
+    assert len(detail) == SHOWN_HOSTS and {by_sent[0], by_sent[-1]} <= set(detail), (detail, by_sent[:2])
+    assert rows(asked_figures["fig-utilization"]) == ["host7"]
+    assert [n for n, _ in asked_figures["fig-iter-bytes"]][-1] == "host7"
+    for fig in ("fig-utilization-spread", "fig-iter-bytes"):
+        lines = {}
+        for name, y in figures[fig]:
+            lines.setdefault(name, []).append(np.array(y, dtype=np.float64))
+        p95, p5 = lines["p95"], lines["5th-95th percentile of the hosts"]
+        for low, mid, high, top in zip(p5, lines["median host"], p95, lines["busiest host"]):
+            assert np.all(low <= mid + 1e-6) and np.all(mid <= high + 1e-6) and np.all(high <= top + 1e-6), fig
