@@ -16,6 +16,7 @@ from analyze.model.result import Given, Result
 from analyze.read.reading import ReadOptions, Reading
 from analyze.source import open_source
 from analyze.read.bin_choice import choose as choose_width, coarsen, given as given_width
+from analyze.read.heap import give_back
 from analyze.model.findings import WhatIf
 from analyze.model.saved import read_result
 from analyze.read.formats import FileError
@@ -89,14 +90,18 @@ def finish(
 
     scans = reading.collect()
     width = given_width(reading.bin_ns) if reading.bin_given else choose_width(scans, reading.bin_ns)
+    for i in range(len(scans)):  # each host's cells at the read bin go as its coarse ones are made
+        scans[i] = coarsen(scans[i], width.bin_ns // reading.bin_ns)
     result = build_result(
         reading.run_input,
-        [coarsen(s, width.bin_ns // reading.bin_ns) for s in scans],
+        scans,
         link_speed_bps=link_speed_bps,
         bin_ns=width.bin_ns,
         byte_mode=reading.byte_mode,
         busy_threshold=busy_threshold,
     )
+    del scans  # what the result needs of the scans its tables copied; the analyses below need memory of their own
+    give_back()
     result.bin_choice = width.why
     analyze_jobs(result, {h.name: h.meta for h in reading.run_input.hosts}, given)
     result.verdict = judge(result)
