@@ -39,7 +39,8 @@ def detail_hosts(hosts: Sequence[HostSummary], stragglers: Sequence[Straggler], 
     stragglers' hosts, then the hosts that sent least and most, SHOWN_HOSTS in all."""
     if asked:
         return list(asked)
-    chosen = list(dict.fromkeys(s.host for s in stragglers if s.host in {h.name for h in hosts}))
+    names = {h.name for h in hosts}
+    chosen = list(dict.fromkeys(s.host for s in stragglers if s.host in names))
     by_tx = sorted(hosts, key=lambda h: (h.tx_bytes, h.name))
     for h in [x for pair in zip(by_tx, reversed(by_tx)) for x in pair]:
         if len(chosen) >= SHOWN_HOSTS:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
-from collections.abc import Callable, Sequence
-from typing import TypeVar
-from pathlib import Path
 
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
@@ -33,11 +33,9 @@ from reports.text import schedule_text, socket_text, topology_name
 
 FLOW_TABLE_ROWS = 500
 TABLE_ROWS = 256  # rows of a per-host or per-edge table; 4,096 rows of each of three took 5 s to open
+SHIFTS_LISTED = 8  # hosts whose clock shifts the utilization note lists one by one
+RING_NAMED = 16  # hosts the ring order names one by one
 T = TypeVar("T")
-SHIFTS_LISTED = 8
-RING_NAMED = (
-    16  # hosts the ring order names one by one  # hosts whose clock shifts the utilization note lists one by one
-)
 CAPTURE_TABLE_ROWS = 200
 SECTIONS = [
     ("verdict", "Verdict"),
@@ -497,7 +495,8 @@ def _utilization_html(result: Result, max_points: int, shown: list[str] | None) 
     series, shifts = F.on_reference_clock(tables.host_series, result.clock, bin_ns)
     if shifts:
         span = (span[0] - max(0, max(shifts.values())), span[1] - min(0, min(shifts.values())))
-    hosts = result.hosts if shown is None else [h for h in result.hosts if h.name in set(shown)]
+    wanted = set(shown or ())
+    hosts = result.hosts if shown is None else [h for h in result.hosts if h.name in wanted]
     spread = ""
     if shown is not None:
         spread = (
