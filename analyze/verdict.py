@@ -110,9 +110,10 @@ def judge(result: Result) -> Verdict:
             )
         wire = scaling.wire
         if wire is not None and wire.hidden and _straddles(wire.scaling_factor_low, wire.scaling_factor_high):
+            hid = "compute runs under it" if wire.readiness == "chained" else "communication overlaps backward"
             return Verdict(
                 "unclear",
-                f"Unsure — the busy link hid how much communication overlaps backward: with the link fully used the "
+                f"Unsure — the busy link hid how much {hid}: with the link fully used the "
                 f"scaling factor lies between {wire.scaling_factor_low:.3f} and {wire.scaling_factor_high:.3f}.",
                 scaling.verdict,
             )

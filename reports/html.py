@@ -724,10 +724,11 @@ def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
             "scaling",
         )
     m = sc.measured
+    chained = sc.wire is not None and sc.wire.readiness == "chained"  # a sharded or pipeline job's
     facts = [
         ("model", e(sc.model)),
         ("single-GPU iteration time T", e(duration((num(sc.single_iteration_time_s) or 0) * 1e9))),
-        ("communication hides behind backward from", e(rate(sc.hide_bandwidth_bps))),
+        (f"communication hides behind {'the compute' if chained else 'backward'} from", e(rate(sc.hide_bandwidth_bps))),
     ]
     if m is not None:
         for value, label in (
@@ -756,7 +757,7 @@ def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
             ("link idle per iteration (compute not overlapped)", e(duration(w.idle_s * 1e9))),
             ("communication window", e(f"{duration(w.window_s * 1e9)} at {w.efficiency:.0%} of line rate")),
             (
-                "backward ends in the window",
+                "the window at an infinitely fast link" if chained else "backward ends in the window",
                 e(
                     f"{duration(w.backward_end_s * 1e9)} ("
                     + (

@@ -522,16 +522,24 @@ def _wire_lines(scaling: WhatIf) -> list[str]:
         )
     if fit is not None:
         ms = 1e3
+        chained = fit.readiness == "chained"
+        end = "the window takes" if chained else "backward ends"
         out.append(
             f"  from the wire: link idle {fit.idle_s * ms:.4g} ms, communicating {fit.window_s * ms:.4g} ms at "
-            f"{fit.efficiency:.0%} of line rate, backward ends {fit.backward_end_s * ms:.4g} ms in "
+            f"{fit.efficiency:.0%} of line rate, {end} {fit.backward_end_s * ms:.4g} ms"
+            f"{' with an infinitely fast link' if chained else ' in'} "
             f"({fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g}"
             + (
                 f", from {fit.backward_profiled_steps} rank-steps of the ranks' profiles)"
                 if fit.backward_profiled_steps
                 else ")"
             )
-            + ("; the busy link hid when buckets were ready: predictions are ranges" if fit.hidden else "")
+            + (
+                f"; the busy link hid {'the compute under it' if chained else 'when buckets were ready'}: "
+                "predictions are ranges"
+                if fit.hidden
+                else ""
+            )
         )
     return out
 
@@ -634,7 +642,8 @@ def render_whatif(result: WhatIf) -> str:
     )
     lines = [
         f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
-        f"backward {result.profile['backward_s'] * 1e3:.2f} ms, {source}",
+        f"{'the window at an infinitely fast link' if _chained(result) else 'backward'} "
+        f"{result.profile['backward_s'] * 1e3:.2f} ms, {source}",
         *(
             [headline(result.unsure) + " (the verdict at the end says what would make it sure)"]
             if result.unsure
@@ -662,7 +671,7 @@ def render_whatif(result: WhatIf) -> str:
         lines.append(f"{n:>7}  {format_rate(b):>12}  " + "  ".join(f"{c:>8}" for c in cells))
     lines += [
         "",
-        "communication hides behind backward from: "
+        f"communication hides behind {'the compute' if _chained(result) else 'backward'} from: "
         + ", ".join(f"N={h.workers}: {_rate_or_infinite(h.bandwidth_bps)}" for h in result.hide_bandwidth),
     ]
     if result.measured:
@@ -693,3 +702,9 @@ def _rate_or_infinite(bps: float | None) -> str:
 
 
 __all__ = ["summary_text", "collective_lines", "scaling_lines", "bound_lines", "transport_lines", "render_whatif"]
+
+
+def _chained(result: WhatIf) -> bool:
+    """A sharded or pipeline job's what-if: the wire model with chained readiness (its compute waits on its
+    communication, which overlaps all of it, not only backward)."""
+    return result.wire is not None and result.wire.readiness == "chained"

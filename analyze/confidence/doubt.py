@@ -22,7 +22,7 @@ MAKE_SURE = [
     "--iterations N: the number of training steps the job ran while it was captured",
     "--gradient-bytes S: the model's gradient bytes per step (fp32: 4 x parameters)",
 ]
-UNMODELLED = {  # patterns the what-if's model does not cover, and why
+UNMODELLED = {  # patterns the ring model does not cover, and why (the wire model replays some: CHAINED_PATTERNS)
     "sharded_data_parallel": "sharded data parallel (all-gathers in the forward and backward passes, a "
     "reduce-scatter): its overlap is not modelled",
     "sharded_grad_op": "sharded data parallel with the parameters gathered once a step (an all-gather in the "

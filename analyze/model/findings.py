@@ -591,6 +591,9 @@ class WireFit:
     scaling_factor_high: float | None = None
     notes: list[str] = field(default_factory=list)
     backward_profiled_steps: int | None = optional()  # the profiles' rank-steps the end was read from (else: idle)
+    # "chained": the compute waits on the communication (sharded, pipeline), the idle stretches inside the window
+    # move with the link and the backward_end_s fields hold the window's length at an infinitely fast link
+    readiness: str | None = optional()
 
 
 @dataclass

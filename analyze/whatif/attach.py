@@ -5,7 +5,8 @@ or given (not the analyzer's 10 Gbit/s stand-in), and iterations with a period a
 It then runs the same calculation as `ringscope whatif RESULT.json [--single-iteration-time T]` with the
 default ringscope model: one point (N, link speed), the sweep, the compression needed and the verdict. A job whose
 pattern the ring model does not cover (sharded data parallel, pipeline) gets the link bounds instead
-(`link_bound`, analyze.whatif.link_bound), never the ring model's numbers.
+(`link_bound`, analyze.whatif.link_bound), never the ring model's numbers, and beside them the wire model's
+prediction with chained readiness (analyze.whatif.wire_replay) where the wire shows its iterations.
 Everything taken or guessed is in ``scaling.assumptions``. The calculation costs ~20 ms (pure numpy).
 """
 
@@ -17,6 +18,7 @@ from analyze.confidence.doubt import UNMODELLED
 from analyze.whatif.backward_profile import stand_in_profile
 from analyze.whatif.calculation import what_if, wire_scaling
 from analyze.whatif.inputs import WhatIfInputs, inputs_from_result
+from analyze.model.findings import WhatIf
 from analyze.whatif.link_bound import link_bound
 from analyze.whatif.model import RingscopeModel
 from analyze.model.result import Result
@@ -52,10 +54,13 @@ def add_whatif(result: Result, single_iteration_time_s: Optional[float] = None) 
     about a link speed nobody measured).
     """
     its = result.iterations
-    if its is not None and its.pattern is not None and its.pattern.kind in UNMODELLED:
-        result.link_bound = link_bound(result, single_iteration_time_s)  # bounds, not the ring model
-        return
     measured = scaling_inputs(result)
+    if its is not None and its.pattern is not None and its.pattern.kind in UNMODELLED:
+        # a sharded or pipeline job, never the ring model: its link bounds (a floor no schedule beats) and,
+        # where the wire shows its iterations, the wire model's prediction with chained readiness
+        result.link_bound = link_bound(result, single_iteration_time_s)
+        result.scaling = _chained_wire(result, measured) if single_iteration_time_s is None else None
+        return
     if not measured.workers or measured.workers < 2 or not measured.gradient_bytes:
         return
     t, note = single_iteration_time(measured, single_iteration_time_s)
@@ -76,10 +81,8 @@ def add_whatif(result: Result, single_iteration_time_s: Optional[float] = None) 
         result.assumptions.append(f"no what-if (scaling) section: {exc}")
         return
     if single_iteration_time_s is None and measured.timeline is not None and measured.iteration_time_s:
-        wire = wire_scaling(measured, [measured.workers], [measured.link_speed_bps], [1.0])
+        wire = _wire(result, measured)
         if wire is not None:
-            if any(h.link_speed_source == "cli" for h in result.hosts):
-                wire.assumptions.insert(0, "link speed as given with --link-speed")
             result.scaling = wire
             return
         measured.assumptions.append(
@@ -106,3 +109,27 @@ def add_whatif(result: Result, single_iteration_time_s: Optional[float] = None) 
         assumptions=notes,
     )
     result.scaling = out
+
+
+def _wire(result: Result, measured: WhatIfInputs) -> Optional[WhatIf]:
+    """The wire what-if at the run's own N and link (None where the wire cannot replay it)."""
+    wire = wire_scaling(measured, [measured.workers or 0], [measured.link_speed_bps or 0.0], [1.0])
+    if wire is not None and any(h.link_speed_source == "cli" for h in result.hosts):
+        wire.assumptions.insert(0, "link speed as given with --link-speed")
+    return wire
+
+
+def _chained_wire(result: Result, measured: WhatIfInputs) -> Optional[WhatIf]:
+    """A sharded or pipeline job's wire what-if (chained readiness), where its link speeds are known, the hosts
+    sent no faster than them and the wire shows its iterations; else None (the link bounds serve)."""
+    if not measured.chained or not measured.workers or measured.workers < 2 or not measured.link_speed_bps:
+        return None
+    if measured.timeline is None or not measured.iteration_time_s:
+        return None
+    if any(h.link_speed_source == "assumed" for h in result.hosts):
+        return None
+    try:
+        measured.check_link_speed()
+    except ValueError:
+        return None  # the bounds say nothing the link speed would mislead
+    return _wire(result, measured)

@@ -122,8 +122,9 @@ def wire_what_if(
         fit = replace(fit, scaling_factor_low=min(edges), scaling_factor_high=max(edges))
     result.model, result.model_options = "wire", asdict(fit)
     del result.model_options["notes"]
-    if fit.backward_profiled_steps is None:  # as the wire fit itself writes it: only where profiles were read
-        del result.model_options["backward_profiled_steps"]
+    for key in ("backward_profiled_steps", "readiness"):  # as the wire fit itself writes them: only where set
+        if result.model_options[key] is None:
+            del result.model_options[key]
     result.wire = fit
     result.profile = {
         "source": "the capture's own iterations (analyze.wire.timeline)",
@@ -144,11 +145,19 @@ def wire_scaling(
     iteration that sent); the efficiency it measured replaces the hosts' utilization in MEASURED's record."""
     if measured.timeline is None or not measured.iteration_time_s or not measured.workers:
         return None
-    replays = wire_replays(measured.timeline, measured.workers, measured.iteration_time_s, measured.transport_limited)
+    replays = wire_replays(
+        measured.timeline, measured.workers, measured.iteration_time_s, measured.transport_limited, measured.chained
+    )
     if replays is None:
         return None
-    inputs = replace(measured, transport_efficiency=replays.fit.efficiency)
+    unsure = measured.chained_unsure if measured.chained else measured.unsure
+    inputs = replace(measured, transport_efficiency=replays.fit.efficiency, unsure=unsure)
     notes = [a for a in measured.assumptions if not a.startswith("transport efficiency")]
+    if measured.chained and any(n != measured.workers for n in workers):
+        notes.append(
+            "at another worker count every byte is scaled as a collective's (N−1)/N: a pipeline's activations "
+            "between stages do not scale so"
+        )
     return wire_what_if(replays, workers, bandwidths_bps, compressions, inputs, notes)
 
 

@@ -12,10 +12,11 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Optional
 
-from analyze.confidence.doubt import doubt
+from analyze.confidence.doubt import bounds_doubt, doubt
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.model.findings import Unsure, WireTimeline
 from analyze.model.result import Result
+from analyze.whatif.wire_replay import CHAINED_PATTERNS
 
 __all__ = ["WhatIfInputs", "inputs_from_result", "PACED_BY_ENDS", "FASTER_THAN_LINK"]
 
@@ -41,6 +42,11 @@ class WhatIfInputs:
     timeline: Optional[WireTimeline] = None  # the iterations as the wire shows them (analyze.wire.timeline)
     transport_limited: bool = False  # the transport, not the link, set the pace (its sure limiter)
     busy_utilization: Optional[float] = None  # mean tx utilization while busy, before it is capped at 1
+    # a job whose compute waits on its communication (wire_replay.CHAINED_PATTERNS: sharded, pipeline): the wire
+    # model replays it with chained readiness, and only its captures and count leave that unsure (its bytes are
+    # measured, no S, W or bytes theory enters), while the ring model does not cover it (`unsure` says so)
+    chained: bool = False
+    chained_unsure: Optional[Unsure] = None
 
     def check_link_speed(self) -> None:
         """A ValueError (one line) where the hosts sent faster than the link speed allows: a what-if scaled
@@ -107,6 +113,9 @@ def inputs_from_result(result: Result) -> WhatIfInputs:
                 f"(range {min(busy):.0%}–{max(busy):.0%})"
             )
     out.unsure = doubt(result)
+    pattern = result.iterations.pattern if result.iterations is not None else None
+    if pattern is not None and pattern.kind in CHAINED_PATTERNS:
+        out.chained, out.chained_unsure = True, bounds_doubt(result)
     transport = result.transport
     out.transport_limited = bool(transport and transport.limiter in PACED_BY_ENDS and transport.confidence >= CONFIDENT)
     iterations = result.iterations

@@ -82,6 +82,7 @@ def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
     sf_inf = float(replay.scaling_factor(t, n, 1e18)[0])
     m = result.measured or Measured()
     link = m.link_speed_bps if m.workers == n else None
+    overlapped = _overlapped(result)
     parts: list[str] = []
     if link:
         sf = float(replay.scaling_factor(t, n, link / replay.efficiency)[0])  # the link fully used
@@ -100,13 +101,14 @@ def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
         elif sf < BOTTLENECK_SF:
             parts.append(
                 f"The network is the bottleneck: {_speeds(replay, t, n, sf_inf)} (communication hides behind "
-                f"backward from about {format_rate(hide)}, scaling factor {sf_hide:.3f}), or "
+                f"{overlapped} "
+                f"from about {format_rate(hide)}, scaling factor {sf_hide:.3f}), or "
                 f"{_needed(replay, t, n, link, BOTTLENECK_SF)} would reach {BOTTLENECK_SF} on this link."
             )
         else:
             how = "already hides" if link >= hide else "is nearly hidden at this speed (fully"
             parts.append(
-                f"The link's capacity is not the bottleneck: communication {how} behind backward from about "
+                f"The link's capacity is not the bottleneck: communication {how} behind {overlapped} from about "
                 f"{format_rate(hide)}{')' if link < hide else ''}, so a faster link would gain at most "
                 f"{sf_inf - sf:.3f}."
             )
@@ -136,7 +138,8 @@ def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
                 f"The transport used only {eff:.0%} of line rate while communicating "
                 f"({format_rate(eff * link)}): it does not fill the link (the transport or the CPU sets the pace, "
                 f"not the network), but "
-                f"with communication overlapping backward that costs scaling factor only {cost:.3f} here."
+                f"with communication overlapping {overlapped} that costs scaling factor only {cost:.3f} "
+                "here."
             )
         elif eff:
             parts.append(
@@ -151,9 +154,10 @@ def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
     if result.wire is not None and result.wire.hidden and result.wire.scaling_factor_low is not None and link:
         parts.append(_hidden(result.wire))
     if sf_inf < BOTTLENECK_SF and not (link and result.wire is not None and result.wire.rate_ceiling_bps):
+        rest = "the last bucket after backward" if overlapped == BACKWARD else "the compute the communication hid"
         parts.append(
             f"Even an infinitely fast link leaves scaling factor {sf_inf:.3f}: what remains is per-step latency, "
-            f"reduction and the last bucket after backward, not bandwidth."
+            f"reduction and {rest}, not bandwidth."
         )
     return " ".join(parts)
 
@@ -163,6 +167,7 @@ def _without_link(
 ) -> list[str]:
     """The verdict's sentences where no link speed was measured for N: the scaling factor at each speed asked."""
     out: list[str] = []
+    overlapped = _overlapped(result)
     rows = sorted((p for p in result.points if p.workers == n and p.compression == 1.0), key=lambda p: p.bandwidth_bps)
     if rows:
         out.append(
@@ -174,23 +179,38 @@ def _without_link(
         if slow:
             out.append(
                 f"The network is the bottleneck at {', '.join(format_rate(p.bandwidth_bps) for p in slow)}: "
-                f"a faster link helps up to about {format_rate(hide)}, where communication hides behind "
-                f"backward (scaling factor {sf_hide:.3f}); "
+                f"a faster link helps up to about {format_rate(hide)}, where communication hides behind {overlapped} "
+                f"(scaling factor {sf_hide:.3f}); "
                 f"{_needed(replay, t, n, slow[0].bandwidth_bps, BOTTLENECK_SF)} would reach "
                 f"{BOTTLENECK_SF} at {format_rate(slow[0].bandwidth_bps)}."
             )
         else:
             out.append(
-                f"The network is not the bottleneck at these speeds: communication hides behind backward "
+                f"The network is not the bottleneck at these speeds: communication hides behind {overlapped} "
                 f"from about {format_rate(hide)}, and the transport only needs to use the link it has."
             )
     else:
-        out.append(f"Communication hides behind backward from about {format_rate(hide)} for {n} workers.")
+        out.append(f"Communication hides behind {overlapped} from about {format_rate(hide)} for {n} workers.")
     return out
+
+
+BACKWARD = "backward"  # what DDP's and Horovod's communication overlaps; a chained job's overlaps all its compute
+
+
+def _overlapped(result: "WhatIf") -> str:
+    """What the communication overlaps, in words: backward, or a chained job's compute."""
+    return "the compute" if result.wire is not None and result.wire.readiness == "chained" else BACKWARD
 
 
 def _hidden(fit: WireFit) -> str:
     """Where the busy link hid when backward ended: how far the scaling factor at this link can move, and why."""
+    if fit.readiness == "chained":
+        return (
+            f"The link was busy through most of the step, which hid how much compute ran under it: the numbers "
+            f"above take it as {BACKWARD_PER_IDLE:g}× the compute the link showed; as the wire allows, the scaling "
+            f"factor with this link fully used lies between {fit.scaling_factor_low:.3f} and "
+            f"{fit.scaling_factor_high:.3f}."
+        )
     return (
         f"The link was busy all through backward, which hid when the last bucket became ready: the numbers above "
         f"take the backward after the first bucket as {BACKWARD_PER_IDLE:g}× the link's idle time; as the wire "

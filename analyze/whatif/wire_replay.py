@@ -34,6 +34,18 @@ What the capture cannot tell becomes the interval, every bound stated:
   window short (Horovod at 300 Mbit/s: -0.5 to -3.5 % in four captures, one past the 3 % the replay is held to).
   What the replay check still guards: an efficiency capped at line rate and a backward end raised to keep T
   positive, where the measured iteration cannot be reproduced.
+
+Chained readiness (CHAINED_PATTERNS: sharded data parallel, pipeline stages). There compute waits on the
+communication: a layer's forward needs its all-gather, a stage's micro-batch its predecessor's activations. An
+idle bin inside the window is compute that came after the bytes before it, so its place moves with the link:
+read as "every byte ready by then had left" (the fixed readiness above), FSDP captured at 100 Mbit/s predicted
+1 Gbit/s at +482 %. So the window is its busy runs j (bytes V_j, measured length d_j) with the idle stretches
+between them (G in all, compute that waited), and a run lasts max(c_j, V_j / r), c_j the compute that ran under
+it: f(r) = G + sum_j max(c_j, V_j / r), the upper envelope of the lines that sum's pieces extend. The compute
+under the runs, C = sum c_j, is the unknown E is above: the point takes it as BACKWARD_PER_IDLE times the compute
+the link showed (its idle time, inside the window and out), spread over the runs by their lengths, within 0 (no
+compute under the link) and sum d_j (every run as long as its compute: no faster at any speed); T is the period
+less W plus G + C.
 """
 
 from __future__ import annotations
@@ -55,6 +67,7 @@ __all__ = [
     "EFFICIENCY_BAND",
     "HIDDEN_SHARE",
     "PROFILED_RANGE",
+    "CHAINED_PATTERNS",
 ]
 
 # the backward after the first bucket taken as this many times the link's idle time: in the paper's three V100
@@ -68,6 +81,8 @@ BACKWARD_PER_IDLE = 1.0
 EFFICIENCY_BAND = 0.15
 HIDDEN_SHARE = 0.1  # a backward end uncertain by more than this share of the period is hidden from the wire
 PROFILED_RANGE = (10, 90)  # the percentiles of the profiles' backward times over ranks and steps: the interval's
+# the patterns whose compute waits on their communication, replayed with chained readiness (module docstring)
+CHAINED_PATTERNS = frozenset({"sharded_data_parallel", "sharded_grad_op", "pipeline"})
 
 
 def _ring_share(workers: np.ndarray) -> np.ndarray:
@@ -79,8 +94,7 @@ def _ring_share(workers: np.ndarray) -> np.ndarray:
 class _Iteration:
     """One iteration's lines t + q·y over the upper envelope (y: seconds per byte), and its times."""
 
-    period_s: float
-    window_s: float
+    window_s: float  # the length it replays to at the capture's own rate
     backward_end_s: float
     t: np.ndarray  # the envelope's intercepts (s)
     q: np.ndarray  # and slopes (bytes still to send)
@@ -123,9 +137,7 @@ def _edges(bytes_per_bin: np.ndarray, bin_s: float, peak_bytes: float) -> np.nda
     return np.maximum.accumulate(np.maximum(edges, 0.0))
 
 
-def _iteration(
-    bytes_per_bin: np.ndarray, idle: np.ndarray, edges: np.ndarray, period_s: float, backward_end_s: float
-) -> _Iteration:
+def _iteration(bytes_per_bin: np.ndarray, idle: np.ndarray, edges: np.ndarray, backward_end_s: float) -> _Iteration:
     """The envelope of one window given E (module docstring); IDLE: the bins the host only computed in; EDGES
     from _edges."""
     k = len(bytes_per_bin)
@@ -149,7 +161,34 @@ def _iteration(
     q = np.maximum(total - before, 0.0)
     done = int(np.argmax(after >= total)) if (after >= total).any() else len(t) - 1
     lt, lq = _upper_envelope(np.r_[t[: done + 1], t[done]], np.r_[q[: done + 1], 0.0])
-    return _Iteration(period_s, window, e, lt, lq)
+    return _Iteration(window, e, lt, lq)
+
+
+def _runs(bytes_per_bin: np.ndarray, idle: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The window's busy runs between its idle bins: each run's bytes and measured length."""
+    busy = np.ones(len(bytes_per_bin), dtype=bool)
+    busy[idle[(idle >= 0) & (idle < len(busy))]] = False
+    step = np.diff(np.r_[0, busy.astype(np.int8), 0])
+    starts, ends = np.flatnonzero(step == 1), np.flatnonzero(step == -1)
+    sent = np.r_[0.0, np.cumsum(bytes_per_bin)]
+    return sent[ends] - sent[starts], edges[ends] - edges[starts]
+
+
+def _chained_iteration(
+    bytes_per_bin: np.ndarray, idle: np.ndarray, edges: np.ndarray, window_s: float, compute_s: float
+) -> _Iteration:
+    """The envelope of one window under chained readiness (module docstring) with COMPUTE_S under its runs, to
+    replay to WINDOW_S: sum_j max(c_j, V_j·y) is convex in y, and with the runs sorted by c_j / V_j its pieces
+    are the lines sum_{j>=m} c_j + y·sum_{j<m} V_j; their intercepts carry G."""
+    volume, length = _runs(bytes_per_bin, idle, edges)
+    gaps = float(edges[-1]) - float(length.sum())
+    under = length * (compute_s / float(length.sum())) if length.sum() > 0 else np.zeros_like(length)
+    order = np.argsort(under / np.maximum(volume, 1e-9), kind="stable")
+    c, v = under[order], volume[order]
+    t = gaps + np.r_[np.cumsum(c[::-1])[::-1], 0.0]
+    q = np.r_[0.0, np.cumsum(v)]
+    lt, lq = _upper_envelope(t, q)
+    return _Iteration(window_s, gaps + float(under.sum()), lt, lq)
 
 
 def _last_run_start(idle: np.ndarray, edges: np.ndarray) -> float:
@@ -245,12 +284,17 @@ class WireReplays:
 
 
 def wire_replays(
-    timeline: WireTimeline, workers: int, measured_period_s: float, limited_by_transport: bool = False
+    timeline: WireTimeline,
+    workers: int,
+    measured_period_s: float,
+    limited_by_transport: bool = False,
+    chained: bool = False,
 ) -> Optional[WireReplays]:
     """The replays of TIMELINE for a job of WORKERS ranks whose iterations took MEASURED_PERIOD_S (the median);
-    LIMITED_BY_TRANSPORT: the transport, not the link, set the pace (sure). None where no iteration sent, or
-    where T would not be positive even with backward ending at the window's end: the sampled windows outlast the
-    period (an unsure count of 2 for 80 steps, once)."""
+    LIMITED_BY_TRANSPORT: the transport, not the link, set the pace (sure); CHAINED: its compute waits on its
+    communication (CHAINED_PATTERNS, module docstring). None where no iteration sent, or where T would not be
+    positive even with backward ending at the window's end: the sampled windows outlast the period (an unsure
+    count of 2 for 80 steps, once)."""
     bin_s = timeline.bin_ns / 1e9
     rows = [
         (np.asarray(it.bytes_per_bin, dtype=np.float64), np.asarray(it.idle_bins, dtype=np.int64), it.period_ns / 1e9)
@@ -263,9 +307,79 @@ def wire_replays(
     peak_bytes = timeline.peak_rate_bps * bin_s / 8
     edges = [_edges(sent, bin_s, peak_bytes) for sent, _, _ in rows]
     windows = np.array([float(e[-1]) for e in edges])
-    periods = np.array([p for _, _, p in rows])
     volume = np.array([sent.sum() for sent, _, _ in rows])
-    idle = np.maximum(periods - windows, 0.0)
+    idle = np.maximum(np.array([p for _, _, p in rows]) - windows, 0.0)
+    profiled = None if chained else timeline.profiled_backward_s
+    read = _Windows(rows, edges, windows, idle)
+    ends = _chained_ends(read, measured_period_s) if chained else _fixed_ends(read, measured_period_s, profiled)
+    if ends is None:
+        return None  # no iteration's compute fits: the windows are not these iterations'
+    point, low, high = ends
+    # under chained readiness each window replays to the measured period less its own idle time: where the link
+    # never idles the iterations' cuts are arbitrary, and the sampled windows can outlast the period (FSDP at
+    # 100 Mbit/s: 3.14 s against 3.11), while their idle time and bytes per window stay what they were
+    targets = measured_period_s - idle
+
+    def build(i: int, end: float) -> _Iteration:
+        sent, quiet, _ = rows[i]
+        if chained:
+            return _chained_iteration(sent, quiet, edges[i], float(targets[i]), end)
+        return _iteration(sent, quiet, edges[i], end)
+
+    def at(ends: np.ndarray) -> list[_Iteration]:
+        return [build(i, float(e)) for i, e in enumerate(ends)]
+
+    at_point = at(point)
+    efficiency = _replayed_efficiency(at_point, link)
+    ceiling = efficiency * link if limited_by_transport else None
+    fast_eff = min(efficiency * (1 + EFFICIENCY_BAND), max(timeline.peak_rate_bps / link, efficiency), 1.0)
+    slow_eff = efficiency * (1 - EFFICIENCY_BAND)
+
+    def replay(its: list[_Iteration], eff: float) -> WireReplay:
+        return WireReplay(its, measured_period_s, workers, float(np.median(volume)), eff, ceiling)
+
+    mid, fast, slow = replay(at_point, efficiency), replay(at(low), fast_eff), replay(at(high), slow_eff)
+    mid.bounds = ((fast, fast.single_iteration_time_s), (slow, slow.single_iteration_time_s))
+    # E as the fit reports it: the backward's end in the window, or under chained readiness the window's length
+    # at an infinitely fast link (its idle stretches and the compute under its runs)
+    backward = [np.array([it.backward_end_s for it in r.iterations]) for r in (mid, fast, slow)]
+    fit = WireFit(
+        iterations=len(rows),
+        period_s=measured_period_s,
+        idle_s=float(np.median(idle)),
+        window_s=float(np.median(windows)),
+        backward_end_s=float(np.median(backward[0])),
+        backward_end_s_low=float(np.median(backward[1])),
+        backward_end_s_high=float(np.median(backward[2])),
+        hidden=float(np.median(high - low)) > HIDDEN_SHARE * measured_period_s,
+        efficiency=efficiency,
+        efficiency_low=slow_eff,
+        efficiency_high=fast_eff,
+        hidden_comm_s=float(np.median(np.minimum(point, windows))),
+        rate_ceiling_bps=ceiling,
+        backward_profiled_steps=len(profiled) if profiled else None,
+        readiness="chained" if chained else None,
+    )
+    return WireReplays(mid, fast, slow, fit)
+
+
+Ends = tuple[np.ndarray, np.ndarray, np.ndarray]  # per row: the point and the interval's two bounds
+
+
+@dataclass(frozen=True)
+class _Windows:
+    """The sampled iterations as read: per row its bins, idle bins and period, its bin edges, window and idle
+    time."""
+
+    rows: list[tuple[np.ndarray, np.ndarray, float]]
+    edges: list[np.ndarray]
+    windows: np.ndarray
+    idle: np.ndarray
+
+
+def _fixed_ends(read: _Windows, measured_period_s: float, profiled: Optional[list[float]]) -> Optional[Ends]:
+    """E per row under fixed readiness (module docstring); None where no E leaves T positive."""
+    rows, edges, windows, idle = read.rows, read.edges, read.windows, read.idle
     low = np.array([_last_run_start(quiet, e) for (_, quiet, _), e in zip(rows, edges)])
     # T is at least the compute the link sat idle through: where the sampled windows fill the period so that the
     # earliest backward end leaves no T at all (a link-bound job: windows 1.448 s, period 1.443 s, no idle bin
@@ -275,8 +389,7 @@ def wire_replays(
     if raised:
         low = np.minimum(low + float(np.mean(idle)) - earliest, windows)
     if measured_period_s - float(np.mean(windows)) + float(np.mean(low)) <= 0:
-        return None  # no iteration's compute fits: the windows are not these iterations'
-    profiled = timeline.profiled_backward_s
+        return None
     if profiled:
         # the ranks' profiles time the backward after the first bucket: their median is the point, their spread
         # over ranks and steps (PROFILED_RANGE) the interval's; the wire's window opens a bin or two before the
@@ -285,46 +398,54 @@ def wire_replays(
         floor = low if raised else 0.0
         ends = np.percentile(np.asarray(profiled, dtype=np.float64), [50, *PROFILED_RANGE])
         point, low, high = (np.clip(np.full(len(rows), e), floor, windows) for e in ends)
-    else:
-        point, high = np.clip(BACKWARD_PER_IDLE * idle, low, windows), windows
-    at_point = [_iteration(sent, quiet, x, p, e) for (sent, quiet, p), x, e in zip(rows, edges, point)]
-    efficiency = _replayed_efficiency(at_point, link)
-    ceiling = efficiency * link if limited_by_transport else None
-    fast_eff = min(efficiency * (1 + EFFICIENCY_BAND), max(timeline.peak_rate_bps / link, efficiency), 1.0)
-    slow_eff = efficiency * (1 - EFFICIENCY_BAND)
+        return point, low, high
+    return np.clip(BACKWARD_PER_IDLE * idle, low, windows), low, windows
 
-    def replay(ends: np.ndarray, eff: float) -> WireReplay:
-        its = [_iteration(sent, quiet, x, p, e) for (sent, quiet, p), x, e in zip(rows, edges, ends)]
-        return WireReplay(its, measured_period_s, workers, float(np.median(volume)), eff, ceiling)
 
-    mid = WireReplay(at_point, measured_period_s, workers, float(np.median(volume)), efficiency, ceiling)
-    fast, slow = replay(low, fast_eff), replay(high, slow_eff)
-    mid.bounds = ((fast, fast.single_iteration_time_s), (slow, slow.single_iteration_time_s))
-    spread = float(np.median(high - low))
-    hidden_comm = float(np.median(np.minimum(point, windows)))
-    fit = WireFit(
-        iterations=len(rows),
-        period_s=measured_period_s,
-        idle_s=float(np.median(idle)),
-        window_s=float(np.median(windows)),
-        backward_end_s=float(np.median(point)),
-        backward_end_s_low=float(np.median(low)),
-        backward_end_s_high=float(np.median(high)),
-        hidden=spread > HIDDEN_SHARE * measured_period_s,
-        efficiency=efficiency,
-        efficiency_low=slow_eff,
-        efficiency_high=fast_eff,
-        hidden_comm_s=hidden_comm,
-        rate_ceiling_bps=ceiling,
-        backward_profiled_steps=len(profiled) if profiled else None,
-    )
-    return WireReplays(mid, fast, slow, fit)
+def _chained_ends(read: _Windows, measured_period_s: float) -> Optional[Ends]:
+    """C per row, the compute under the runs, under chained readiness (module docstring); None where even none
+    leaves T negative or zero."""
+    idle = read.idle
+    busy = np.array([float(_runs(sent, quiet, e)[1].sum()) for (sent, quiet, _), e in zip(read.rows, read.edges)])
+    gaps = read.windows - busy
+    if float(np.mean(idle + gaps)) <= 0 or measured_period_s <= float(np.mean(idle)):
+        return None
+    return np.clip(BACKWARD_PER_IDLE * (idle + gaps), 0.0, busy), np.zeros_like(busy), busy
 
 
 def wire_assumptions(fit: WireFit) -> list[str]:
     """What the wire model read and took for granted, in words (the result's assumptions)."""
+    chained = fit.readiness == "chained"
+    out = _chained_reading(fit) if chained else _fixed_reading(fit)
+    out.append(
+        f"the transport sends at {fit.efficiency:.0%} of line rate at every speed, the rate at which the capture's "
+        f"windows replay to {'the measured period' if chained else 'their measured length'}; the interval allows "
+        f"{fit.efficiency_low:.0%}-{fit.efficiency_high:.0%}"
+    )
+    if fit.hidden:
+        out.append(HIDDEN_CHAINED if chained else HIDDEN_FIXED)
+    if fit.rate_ceiling_bps is not None:
+        out.append(
+            f"the transport, not the link, set the pace: no faster than the {fit.rate_ceiling_bps / 1e9:.3g} Gbit/s "
+            f"it reached, whatever the link"
+        )
+    return out
+
+
+HIDDEN_FIXED = (
+    "the link was busy all through backward, which hid when buckets became ready: the prediction at a faster link "
+    "is a range; the ranks' profiles (analyze --trace-beside) or a backward profile (whatif --profile) narrow it"
+)
+HIDDEN_CHAINED = (
+    "the link was busy through most of the step, which hid how much compute ran under it: the prediction at a "
+    "faster link is a range"
+)
+
+
+def _fixed_reading(fit: WireFit) -> list[str]:
+    """What the wire model read under fixed readiness (DDP, Horovod): the window and the backward's end in it."""
     ms = 1e3
-    out = [
+    return [
         f"wire model: {fit.iterations} sampled host-iterations replayed from the capture; per iteration the link idles "
         f"{fit.idle_s * ms:.4g} ms (forward, optimizer, backward before the first bucket) and communicates for "
         f"{fit.window_s * ms:.4g} ms (medians)",
@@ -339,19 +460,20 @@ def wire_assumptions(fit: WireFit) -> list[str]:
             f"wire bounds it to "
             f"{fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g} ms)"
         ),
-        f"the transport sends at {fit.efficiency:.0%} of line rate at every speed, the rate at which the capture's "
-        f"windows replay to their measured length; the interval allows "
-        f"{fit.efficiency_low:.0%}-{fit.efficiency_high:.0%}",
     ]
-    if fit.hidden:
-        out.append(
-            "the link was busy all through backward, which hid when buckets became ready: the prediction at a "
-            "faster link is a range; the ranks' profiles (analyze --trace-beside) or a backward profile "
-            "(whatif --profile) narrow it"
-        )
-    if fit.rate_ceiling_bps is not None:
-        out.append(
-            f"the transport, not the link, set the pace: no faster than the {fit.rate_ceiling_bps / 1e9:.3g} Gbit/s "
-            f"it reached, whatever the link"
-        )
-    return out
+
+
+def _chained_reading(fit: WireFit) -> list[str]:
+    """What the wire model read under chained readiness (sharded, pipeline; module docstring): the window, its
+    runs and the compute under them."""
+    ms = 1e3
+    return [
+        f"wire model, chained readiness (the compute waits on the communication: sharded or pipeline): "
+        f"{fit.iterations} sampled host-iterations replayed from the capture; per iteration the link idles "
+        f"{fit.idle_s * ms:.4g} ms and communicates for {fit.window_s * ms:.4g} ms (medians); each busy run of the "
+        "window lasts its bytes at the link's rate or the compute under it, whichever is longer, and the idle "
+        "stretches between runs are compute that waited for them",
+        f"with an infinitely fast link the window takes {fit.backward_end_s * ms:.4g} ms (its idle stretches and "
+        f"the compute under its runs, taken as {BACKWARD_PER_IDLE:g}× the compute the link showed); the wire "
+        f"bounds it to {fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g} ms",
+    ]

@@ -12,7 +12,6 @@ import pytest
 from analyze.model.findings import IterationRecord
 from analyze.api import analyze
 from analyze.collective.pattern import name_pattern, nccl_sharded
-from analyze.whatif.link_bound import answer
 from reports.text import summary_text
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.pcap_bytes import worst_host_bytes_error
@@ -83,16 +82,16 @@ def test_fsdp_over_gloo_is_sharded_data_parallel(tmp_path, netns_cluster, hosts)
         its = r.iterations
         assert r.topology.kind == "bidirectional_ring", (r.topology.kind, r.topology.notes)
         assert its.pattern.kind == "sharded_data_parallel" and its.pattern.confidence >= 0.8, its.pattern
-        # no ring what-if for a sharded job: its link bounds (tests/whatif/test_link_bound.py), the verdict their
-        # answer
-        assert r.scaling is None and r.link_bound is not None and r.link_bound.pattern == "sharded_data_parallel"
-        assert r.verdict.answer == answer(r.link_bound)[0]
+        # no ring what-if for a sharded job: its link bounds (tests/whatif/test_link_bound.py) and the wire model
+        # with chained readiness (tests/whatif/test_whatif_speeds.py), whose answer is the verdict's
+        assert r.link_bound is not None and r.link_bound.pattern == "sharded_data_parallel"
+        assert r.scaling is not None and r.scaling.wire.readiness == "chained", r.scaling
         assert "pattern: sharded data parallel" in summary_text(r)
-        # like links, no one held back: no straggler, and no host's link would save 5 % (per_edge beside the bounds)
-        assert r.stragglers == [] and r.link_bound.per_edge, (r.stragglers, r.link_bound.per_edge)
-        assert all(f.saving_share < 0.05 for f in r.link_bound.per_edge), r.link_bound.per_edge
+        # like links, no one held back: no straggler, and no host's link would save 5 % (per_edge beside the what-if)
+        assert r.stragglers == [] and r.scaling.per_edge, (r.stragglers, r.scaling.per_edge)
+        assert all(f.saving_share < 0.05 for f in r.scaling.per_edge), r.scaling.per_edge
         if not its.confident:
-            assert r.verdict.answer == "unclear" and r.link_bound.unsure is not None
+            assert r.verdict.answer == "unclear" and r.link_bound.unsure is not None and r.scaling.unsure is not None
             return False
         assert its.count == job.iters, (its.count, its.confidence, its.evidence)
         assert its.ring_size == hosts and its.ring_size_sure
@@ -140,10 +139,11 @@ def _grad_op(run, truth, job: Job) -> bool | str:
     r = analyze([run], workers=1, byte_mode="payload")
     its = r.iterations
     assert its.pattern.kind == "sharded_grad_op" and its.pattern.confidence >= 0.8, its.pattern
-    assert r.scaling is None and r.link_bound is not None and r.verdict.answer == answer(r.link_bound)[0]
+    # never the ring model: the link bounds and the wire model with chained readiness, whose answer is the verdict's
+    assert r.link_bound is not None and r.scaling is not None and r.scaling.wire.readiness == "chained", r.scaling
     assert "parameters gathered once a step" in summary_text(r)
     if not its.confident:
-        assert r.link_bound.unsure is not None and r.verdict.answer == "unclear"
+        assert r.link_bound.unsure is not None and r.scaling.unsure is not None and r.verdict.answer == "unclear"
         return f"{its.count} at {its.confidence}"
     assert its.count == job.iters, (its.count, its.confidence)
     assert any("byte classes" in n for n in its.notes), its.notes

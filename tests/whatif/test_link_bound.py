@@ -131,14 +131,15 @@ def test_fsdp_bounds_hold_on_a_ten_times_slower_link(tmp_path, netns_cluster):  
     slow = _step_ns(slow_truth)
     s = analyze([slow_run], workers=1, byte_mode="wire")  # the slow job's own bounds: no overlap costs most of it
     assert s.link_bound.unsure is None or not s.iterations.confident, s.link_bound
-    assert s.link_bound.scaling_factor[0] < 0.5 and judge(s).answer == answer(s.link_bound)[0], s.link_bound
+    assert s.link_bound.scaling_factor[0] < 0.5, s.link_bound
 
     def check(run, truth) -> bool:
         r = analyze([run], workers=1, byte_mode="wire")
         assert r.iterations.pattern.kind == "sharded_data_parallel"
-        assert r.scaling is None  # never the ring model's numbers for a sharded job
+        # never the ring model's numbers for a sharded job: beside the bounds, the wire model with chained
+        # readiness (tests/whatif/test_whatif_speeds.py), whose answer is the verdict's
+        assert r.scaling is not None and r.scaling.wire.readiness == "chained", r.scaling
         bound = r.link_bound
-        assert judge(r).answer == answer(bound)[0]
         if not r.iterations.confident:
             assert bound.unsure is not None and judge(r).answer == "unclear", bound
             return False

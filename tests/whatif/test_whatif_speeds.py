@@ -52,6 +52,19 @@ From 300 Mbit/s to 100 Mbit/s: -9.2 % and -9.7 %; replays within 2.3 %. Not here
 recursive halving on 8 hosts (the link bounds serve it; the wire model was tried on it): its counts were unsure in
 all five captures, and replays from 100 Mbit/s and 1 Gbit/s missed the other speeds by 30-190 %, the efficiency
 read at 1 Gbit/s (eight ranks' threads on two cores set the pace there) not being the link's at 100 Mbit/s.
+
+FSDP2 (full shard over gloo) and a pipeline of 2 stages x 2 replicas (4 micro-batches), 2.5 M parameters, batch
+32, replayed with chained readiness (analyze.whatif.wire_replay): their compute waits on the communication, so an
+idle stretch inside the window moves with the link. Predicted from 100 and 300 Mbit/s; FSDP held at every speed,
+the pipeline at 100 and 300 Mbit/s. One run while writing this (2026-11-29; recorded FSDP 3109 / 1042 / 366 ms,
+pipeline 500 / 193 / 88 ms): FSDP from 100 Mbit/s +3.7 % and +1.3 %, from 300 Mbit/s -1.2 % and -9.5 %; the
+pipeline -5.8 % and +8.9 % between 100 and 300 Mbit/s; every replay 0.0 %, every recorded step inside its
+interval; a second run (this test): FSDP +4.1 % and -1.6 %, -1.8 % and -11.1 %, the pipeline -4.5 % and +6.4 %.
+The fixed readiness of DDP predicted FSDP from 100 Mbit/s +128 % and +482 %. Not held: the pipeline at
+1 Gbit/s, -19 % and -21 % from the slower captures (inside the interval), whose steps are paced by the two cores
+(each micro-batch's activations are a third of a millisecond on the wire); and predictions from 1 Gbit/s
+captures, which read those waits inside busy bins as the transport's (efficiency 0.62-0.71 against 0.78-0.86
+slower) and predicted the slower speeds 11-13 % (FSDP) and 24-35 % (pipeline, outside the interval) slow.
 """
 
 from __future__ import annotations
@@ -101,6 +114,16 @@ JOBS: dict[str, dict[str, Any]] = {  # the jobs re-run at every speed, with thei
         "params": 2_500_000,
         "iters": 30,
         "sources": (300e6,),
+        "points": (100e6, 300e6),
+    },
+    # FSDP2's full shard and 2 pipeline stages of 2 replicas: chained readiness (module docstring)
+    "fsdp": {"workload": "fsdp", "hosts": 4, "batch": 32, "params": 2_500_000, "sources": (100e6, 300e6)},
+    "pipeline": {
+        "workload": "pipeline",
+        "hosts": 4,
+        "batch": 32,
+        "params": 2_500_000,
+        "sources": (100e6, 300e6),
         "points": (100e6, 300e6),
     },
 }

@@ -150,3 +150,62 @@ def test_the_ranks_profiles_set_the_backward_the_busy_link_hid() -> None:
     assert profiled.point.single_iteration_time_s == pytest.approx(70 * MS)
     assert float(profiled.point.iteration_s(2, 1e15)[0]) == pytest.approx(70 * MS, abs=1e-6)
     assert float(profiled.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.100, abs=1e-9)  # the replay still holds
+
+
+# ---- chained readiness (sharded, pipeline): the idle stretches inside the window move with the link ------------
+# GAPPED with 5 ms of idle link: runs of 20 ms (2.5 MB) and 10 ms (1.25 MB) around a 10 ms stretch of compute that
+# waited for the first. The compute the link showed is 5 + 10 ms, so 15 ms runs under the runs (BACKWARD_PER_IDLE
+# = 1), spread by their lengths: 10 ms under the first, 5 ms under the second.
+CHAINED = timeline([FULL] * 20 + [0] * 10 + [FULL] * 10, list(range(20, 30)), period_ms=45)
+
+
+def test_chained_readiness_moves_the_compute_between_runs_with_the_link() -> None:
+    r = wire_replays(CHAINED, 2, 0.045, chained=True)
+    assert r is not None and r.fit.readiness == "chained"
+    assert r.fit.efficiency == pytest.approx(1.0) and r.fit.window_s == pytest.approx(40 * MS)
+    # the capture's own point: 5 + 20 + 10 + 10 ms
+    assert float(r.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.045, abs=1e-9)
+    # at 2 Gbit/s each run takes its bytes' 10 and 5 ms, no less than the compute under it: 5 + 10 + 10 + 5 ms;
+    # fixed readiness holds the second run's bytes until 30 ms into the window: 5 + 30 + 5 ms
+    assert float(r.point.iteration_s(2, 2e9)[0]) == pytest.approx(0.030, abs=1e-9)
+    assert float(wire_replays(CHAINED, 2, 0.045).point.iteration_s(2, 2e9)[0]) == pytest.approx(0.040, abs=1e-9)
+    # at 500 Mbit/s the runs take 40 and 20 ms: 5 + 40 + 10 + 20
+    assert float(r.point.iteration_s(2, 0.5e9)[0]) == pytest.approx(0.075, abs=1e-9)
+    assert r.point.single_iteration_time_s == pytest.approx(0.030)  # 5 + 10 + 15 ms: the link infinitely fast
+
+
+def test_chained_bounds_take_no_compute_and_all_of_it_under_the_runs() -> None:
+    r = wire_replays(CHAINED, 2, 0.045, chained=True)
+    assert r is not None
+    fit = r.fit
+    assert (fit.backward_end_s_low, fit.backward_end_s, fit.backward_end_s_high) == pytest.approx((0.010, 0.025, 0.040))
+    assert fit.hidden is True  # 30 ms of 45 unknown: how much compute the busy runs hid
+    low, high = r.interval_s(2, 2e9)
+    # none under the runs, the link at line rate: 5 + 10 + 10 + 5 ms; all of it, each run as long as at 1 Gbit/s:
+    # no faster than measured
+    assert float(low[0]) == pytest.approx(0.030, abs=1e-9) and float(high[0]) == pytest.approx(0.045, abs=1e-9)
+
+
+def test_chained_windows_longer_than_the_period_replay_to_it() -> None:
+    # a saturated link cuts iterations anywhere: 12 of them may span more than 12 periods (FSDP at 100 Mbit/s
+    # read 3.14 s windows for a 3.11 s period); each window replays to the period less its own idle time
+    long = timeline([FULL // 2] * 40, [], period_ms=41, peak_bps=0.5e9)
+    r = wire_replays(long, 2, 0.0395, chained=True)
+    assert r is not None
+    assert float(r.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.0395, abs=1e-9)
+    assert r.fit.efficiency == pytest.approx(0.5 * 40 / 38.5, rel=1e-9)  # 2.5 MB in 38.5 ms, as fast as it must go
+    assert wire_replays(long, 2, 0.0009, chained=True) is None  # the idle time alone outlasts the period
+
+
+def test_a_chained_what_if_says_what_it_read_and_what_hides_behind_what() -> None:
+    r = wire_replays(CHAINED, 2, 0.045, chained=True)
+    assert r is not None
+    inputs = WhatIfInputs(workers=2, link_speed_bps=1e9, iteration_time_s=0.045, gradient_bytes=3.75e6)
+    w = wire_what_if(r, [2], [1e9, 2e9], measured=inputs)
+    assert w.replay is not None and abs(w.replay.error) < 1e-6
+    assert w.model_options["readiness"] == "chained" and w.wire is not None and w.wire.readiness == "chained"
+    assert any(a.startswith("wire model, chained readiness") for a in w.assumptions), w.assumptions
+    # its communication overlaps all its compute, not a backward pass; the busy runs hid how much
+    assert "behind backward" not in w.verdict and "hid how much compute ran under it" in w.verdict, w.verdict
+    fixed = wire_what_if(wire_replays(CHAINED, 2, 0.045), [2], [1e9], measured=inputs)
+    assert "readiness" not in fixed.model_options and fixed.wire is not None and fixed.wire.readiness is None
