@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from analyze.api import analyze
+from analyze.confidence.thresholds import CONFIDENT
 from tests.support.netns import launch_argv, netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.prometheus import (
     SCRAPE_S,
@@ -99,18 +100,28 @@ def test_prometheus_scrapes_the_live_view_and_the_analysis(tmp_path, netns_clust
         # the last values scraped (the view stays until a scrape has fetched its last poll): PromQL against the
         # analysis of the gathered run; last_over_time reads past the staleness marked when the view stopped
         live = prom.values('last_over_time(ringscope_iterations{job="ringscope-live"}[5m])', "comm_name")
-        assert abs(live["job 1"] / its.count - 1) <= 0.05, (live, its.count)
+        source = prom.values('last_over_time(ringscope_iterations{job="ringscope-live"}[5m])', "source")
+        sure = prom.values(
+            'last_over_time(ringscope_iterations_confidence_ratio{job="ringscope-live"}[5m])', "comm_name"
+        )
+        print("live iterations", live, source, sure, "offline", its.count)
+        # within 5 %, or stated unsure: never confidently wrong (one run in seven on 2026-11-29 ended at 6 of 80)
+        right = abs(live["job 1"] / its.count - 1) <= 0.05
+        assert right or sure.get("job 1", 1.0) < CONFIDENT, (live, source, sure, its.count)
         sent = prom.values('last_over_time(ringscope_host_transmit_bytes_total{job="ringscope-live"}[5m])', "node")
         for host in result.hosts:
             assert abs(sent[host.name] / host.tx_bytes - 1) <= 0.05, (host.name, sent[host.name], host.tx_bytes)
         # the live limiter, from analyses of the capture so far: what it stated as fact is what the whole run's
         # analysis reads, and where it could not tell it said unsure (issue 45: a fresh 2-core machine read
-        # "sender" live against "link" at 0.73-0.74 offline); the whole run's reading is among its readings
+        # "sender" live against "link" at 0.73-0.74 offline); where the whole run is sure of its reading, that
+        # reading is among the live ones. Not where it is unsure: three runs on 2026-11-29 read "link" at
+        # 0.749-0.763 offline, and one of them "sender" in each of its (unsure) live readings
         limiters = prom.values('last_over_time(ringscope_limiter_info{job="ringscope-live"}[5m])', "limiter")
-        print("live limiters", limiters, "offline", result.transport.limiter, result.transport.confidence)
-        assert set(limiters) - {"unsure"} <= {result.transport.limiter}, (limiters, result.transport)
         readings = prom.values('last_over_time(ringscope_limiter_info{job="ringscope-live"}[5m])', "reading")
-        assert result.transport.limiter in readings, (readings, result.transport.limiter)
+        print("live", limiters, readings, "offline", result.transport.limiter, result.transport.confidence)
+        assert set(limiters) - {"unsure"} <= {result.transport.limiter}, (limiters, result.transport)
+        if result.transport.confidence >= CONFIDENT:
+            assert result.transport.limiter in readings, (readings, result.transport.limiter)
         # the finished analysis through node_exporter's textfile collector
         with textfile_collector(tmp_path / "textfile", files_port) as folder:
             analyzed = subprocess.run(

@@ -162,18 +162,26 @@ def test_a_bad_metrics_option_is_one_line(args):
 
 def test_the_live_limiter_is_the_analysis_limiter(monkeypatch):
     """The live view's limiter comes from the whole analysis run in a child process: on the example's folders, the
-    same limiter and confidence as `analyze`; closing ends a child still at work."""
+    same limiter as `analyze`, held unsure after the first analysis and as sure as `analyze` once a second agrees;
+    closing ends a child still at work."""
     from analyze.live import limiter as live_limiter
     from analyze.api import analyze
 
     monkeypatch.setattr(live_limiter, "FIRST_S", 0.0)
     folders = sorted(p for p in EXAMPLE.iterdir() if (p / "meta.json").is_file())
+    transport = analyze([EXAMPLE]).transport
+    assert transport.confidence > live_limiter.CHANGED_CONFIDENCE  # else the two readings below cannot differ
     limiter = live_limiter.LiveLimiter(folders)
     try:
         deadline = time.monotonic() + 120
         while limiter.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        transport = analyze([EXAMPLE]).transport
+        first = (transport.limiter, pytest.approx(live_limiter.CHANGED_CONFIDENCE))
+        assert limiter.latest == first, limiter.latest
+        monkeypatch.setattr(live_limiter, "SHARE", 0.0)
+        limiter._next = 0.0  # the second analysis now
+        while limiter.poll() == first and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert limiter.latest == (transport.limiter, pytest.approx(transport.confidence)), limiter.latest
     finally:
         limiter.close()
@@ -191,6 +199,16 @@ def test_the_live_limiter_is_the_analysis_limiter(monkeypatch):
     started = time.monotonic()
     busy.close()
     assert time.monotonic() - started < 10 and busy._child is None
+
+
+def test_the_live_view_states_a_limiter_only_as_surely_as_two_analyses_agree():
+    from analyze.live.limiter import CHANGED_CONFIDENCE, agreed
+
+    assert agreed(None, ("link", 0.9)) == ("link", CHANGED_CONFIDENCE)  # the first reading
+    assert agreed(("link", 0.8), ("link", 0.95)) == ("link", 0.8)
+    assert agreed(("link", 0.95), ("link", 0.85)) == ("link", 0.85)
+    assert agreed(("sender", 1.0), ("link", 0.9)) == ("link", CHANGED_CONFIDENCE)  # a changed reading
+    assert agreed(("sender", 1.0), ("link", 0.3)) == ("link", 0.3)
 
 
 def test_each_job_of_a_capture_gets_its_own_series():
