@@ -34,6 +34,11 @@ What the capture cannot tell becomes the interval, every bound stated:
   window short (Horovod at 300 Mbit/s: -0.5 to -3.5 % in four captures, one past the 3 % the replay is held to).
   What the replay check still guards: an efficiency capped at line rate and a backward end raised to keep T
   positive, where the measured iteration cannot be reproduced.
+* SLOWER LINKS: a bin's waits read as the transport's pace can be compute the capture cannot tell apart (a rank's
+  CPU on a loaded host, a pipeline stage's micro-batch compute, a third of a millisecond inside a 10 ms bin), which
+  a slower link hides. So the interval's fast edge fills any link slower than the captured one at line rate: a
+  pipeline captured at 1 Gbit/s on two cores read 62 % of line rate and predicted 100 Mbit/s 35 % slow, outside an
+  interval that carried its efficiency down (the step recorded there ran at 86 %).
 
 Chained readiness (CHAINED_PATTERNS: sharded data parallel, pipeline stages). There compute waits on the
 communication: a layer's forward needs its all-gather, a stage's micro-batch its predecessor's activations. An
@@ -230,8 +235,11 @@ class WireReplay(Counterfactual):
         bytes_per_iteration: float,
         efficiency: float,
         ceiling_bps: Optional[float],
+        slower_at_line_rate_below_bps: Optional[float] = None,
     ) -> None:
         self.iterations = iterations
+        # links slower than this (the captured one) are filled at line rate: the interval's fast edge
+        self.slower_at_line_rate_below_bps = slower_at_line_rate_below_bps
         self.measured_period_s = measured_period_s
         self.workers = measured_workers
         self.bytes_per_iteration = bytes_per_iteration
@@ -244,6 +252,8 @@ class WireReplay(Counterfactual):
     def _seconds_per_byte(self, workers: Any, bandwidth_bps: Any, compression: Any) -> np.ndarray:
         w, b, c = points(workers, bandwidth_bps, compression)
         rate = self.efficiency * b
+        if self.slower_at_line_rate_below_bps is not None:
+            rate = np.where(b < self.slower_at_line_rate_below_bps, np.maximum(rate, b), rate)
         if self.ceiling_bps is not None:
             rate = np.minimum(rate, self.ceiling_bps)
         share = _ring_share(w) / float(_ring_share(np.array([self.workers]))[0])
@@ -335,10 +345,12 @@ def wire_replays(
     fast_eff = min(efficiency * (1 + EFFICIENCY_BAND), max(timeline.peak_rate_bps / link, efficiency), 1.0)
     slow_eff = efficiency * (1 - EFFICIENCY_BAND)
 
-    def replay(its: list[_Iteration], eff: float) -> WireReplay:
-        return WireReplay(its, measured_period_s, workers, float(np.median(volume)), eff, ceiling)
+    def replay(its: list[_Iteration], eff: float, fills_slower: bool = False) -> WireReplay:
+        slower = link if fills_slower else None
+        return WireReplay(its, measured_period_s, workers, float(np.median(volume)), eff, ceiling, slower)
 
-    mid, fast, slow = replay(at_point, efficiency), replay(at(low), fast_eff), replay(at(high), slow_eff)
+    # the fast edge fills a slower link than the captured one (module docstring: SLOWER LINKS)
+    mid, fast, slow = replay(at_point, efficiency), replay(at(low), fast_eff, True), replay(at(high), slow_eff)
     mid.bounds = ((fast, fast.single_iteration_time_s), (slow, slow.single_iteration_time_s))
     # E as the fit reports it: the backward's end in the window, or under chained readiness the window's length
     # at an infinitely fast link (its idle stretches and the compute under its runs)
@@ -420,7 +432,8 @@ def wire_assumptions(fit: WireFit) -> list[str]:
     out.append(
         f"the transport sends at {fit.efficiency:.0%} of line rate at every speed, the rate at which the capture's "
         f"windows replay to {'the measured period' if chained else 'their measured length'}; the interval allows "
-        f"{fit.efficiency_low:.0%}-{fit.efficiency_high:.0%}"
+        f"{fit.efficiency_low:.0%}-{fit.efficiency_high:.0%}, and line rate on a slower link than the captured one "
+        "(waits inside busy bins may be compute, which a slower link hides)"
     )
     if fit.hidden:
         out.append(HIDDEN_CHAINED if chained else HIDDEN_FIXED)

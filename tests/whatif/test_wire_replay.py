@@ -69,6 +69,13 @@ def test_a_window_sent_at_half_rate_is_read_as_half_efficiency() -> None:
     assert r.fit.efficiency == pytest.approx(0.5, rel=1e-6)
     assert float(r.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.150, abs=1e-6)
     assert float(r.point.iteration_s(2, 0.5e9)[0]) == pytest.approx(0.150 + 0.080, abs=1e-6)
+    # the waits inside the bins may be compute a slower link hides: the interval's fast edge fills a slower link
+    # at line rate (5 MB at 500 Mbit/s: 80 ms, where the window took 80 ms); no faster link is filled so
+    low, _ = r.interval_s(2, 0.5e9)
+    assert float(low[0]) == pytest.approx(0.150, abs=1e-6)
+    # at 2 Gbit/s it is no faster than the peak the capture showed, half of line rate: 70 ms and 5 MB at 1 Gbit/s
+    low, _ = r.interval_s(2, 2e9)
+    assert float(low[0]) == pytest.approx(0.070 + 0.040, abs=1e-6)
 
 
 def test_a_slower_link_queues_the_bytes_behind_each_other() -> None:
