@@ -26,7 +26,7 @@ from analyze.collective.nccl_log import compare_rings, read_nccl_log
 from analyze.collective.ranks import RingRanks, TrafficRanks, ranks_from_connections, ring_ranks
 from analyze.confidence.thresholds import CONFIDENT
 from analyze.model.findings import Clock, Group, IterationRecord, Iterations, Pattern, Phase, Topology
-from analyze.read.bin_choice import GIVEN, LADDER_NS
+from analyze.read.bin_choice import LADDER_NS, from_traffic
 from analyze.model.result import Given, Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer, widened
 from analyze.collective.halving import cube_sends, cube_step, settled
@@ -383,7 +383,7 @@ def _groups_pattern(
     # the bin chosen from the traffic fits the ring's bursts, not a boundary's micro-batches: between merging
     # them all (10 ms: unread or unsure) and resolving them (a fine --bin), it split some and merged others
     # (GPipe, 4 micro-batches, read as 3 at 0.83 in CI); it reads at the old default unless --bin is given
-    wide = bin_ns if result.bin_choice in (None, GIVEN) else max(bin_ns, LADDER_NS[-1])
+    wide = max(bin_ns, LADDER_NS[-1]) if from_traffic(result.bin_choice) else bin_ns
     _schedules(groups, series, flows, result.clock, wide, len(per_it), out.confidence)
     return pipeline_pattern(found["confidence"], found["evidence"])
 

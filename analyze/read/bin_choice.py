@@ -53,6 +53,12 @@ def given(bin_ns: int) -> BinChoice:
     return BinChoice(bin_ns, GIVEN)
 
 
+def from_traffic(why: Optional[str]) -> bool:
+    """Whether a result's bin (its `bin_choice`, the reason) was chosen from the traffic: not given with --bin,
+    nor a result written before the choice existed (None). The reason is the record's only trace of it."""
+    return why is not None and why != GIVEN
+
+
 def choose(scans: Sequence[StreamScan], read_bin_ns: int) -> BinChoice:
     """The width for scans read at read_bin_ns: the coarsest ladder step that is a multiple of it and no wider
     than a tenth of the short bursts, yet wide enough to hold SEGMENTS_PER_BIN of a flow's packets while it sends
