@@ -110,7 +110,8 @@ def test_nccl_fsdp_over_sockets_is_told_from_ddp_by_the_s_given(tmp_path, netns_
     """The workload run as NCCL runs FSDP's full shard: two all-gathers and a reduce-scatter per step, all one way
     round (3(W-1) ring steps), over 2 sockets per edge. Without gloo's mesh a one-way ring is DDP or this: read as
     a ring all-reduce, S (1.5 x the ranks') is unsure. With the ranks' S given (--gradient-bytes) the bytes read
-    1.5 x DDP's theory: sharded data parallel over NCCL, sure, S within 3 %, and no ring what-if."""
+    1.5 x DDP's theory: sharded data parallel over NCCL, sure, S within 3 %, and no ring what-if (the link
+    bounds and the chained wire replay instead)."""
     job = Job(workload="sockets", hosts=4, iters=10, params=2_000_000, sockets=2, collective="fsdp", order=[2, 4, 1, 3])
 
     def check(run, truth):
@@ -124,7 +125,8 @@ def test_nccl_fsdp_over_sockets_is_told_from_ddp_by_the_s_given(tmp_path, netns_
         assert its.pattern.kind == "sharded_data_parallel" and its.pattern.confidence >= CONFIDENT, its.pattern
         assert its.pattern.factor == 3 * (job.hosts - 1) / job.hosts
         assert abs(its.implied_gradient_bytes / s - 1) <= 0.03, (its.implied_gradient_bytes / s, its.notes)
-        assert r.scaling is None  # the ring's what-if does not cover it: the link bounds do
+        # never the ring's what-if: the link bounds, and the wire model with chained readiness beside them
+        assert r.link_bound is not None and r.scaling is not None and r.scaling.wire.readiness == "chained", r.scaling
         assert "sharded data parallel over NCCL" in summary_text(r)
         return its.confident or f"{its.count} at {its.confidence}: {its.notes}"
 
