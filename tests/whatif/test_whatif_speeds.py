@@ -15,7 +15,8 @@ capture where the first is unsure; the tries are printed and counted in the run'
 * the step each rank recorded at every speed lies inside the predicted interval;
 * the point prediction within POINT_TOLERANCE of that step;
 
-at every speed for DDP, at 100 and 300 Mbit/s for Horovod (below); every row is printed.
+at every speed for DDP, at 100 and 300 Mbit/s for Horovod (below); every row is printed. A speed neither
+predicted from nor held is not run.
 
 Not from the 100 Mbit/s captures, a known failure of issue 44: there the link hides most of the forward pass (the
 hosts' last chunks overlap it) and the ring waits longer between steps, so the idle time reads long and the
@@ -145,7 +146,10 @@ def test_predictions_at_other_speeds_match_the_job_run_there(
         require_horovod()
     runs, analyzed, tries = {}, {}, {}
     unsure: list[str] = []
-    for speed, rate in RATES.items():
+    # the speeds predicted from or held; one neither (Horovod's and the pipeline's 1 Gbit/s) asserts nothing and
+    # is not run: the suite stays under 30 minutes
+    speeds = {speed: rate for speed, rate in RATES.items() if rate in sources or rate in pointed}
+    for speed, rate in speeds.items():
         job = Job(**{"iters": ITERS, **spec}, rate=speed)
         # an unsure source gets one more capture, as every live test (a third is a failure); each is counted in
         # the run's live-captures summary
@@ -153,17 +157,18 @@ def test_predictions_at_other_speeds_match_the_job_run_there(
             folder = tmp_path / f"{speed}-{attempt}"
             folder.mkdir()
             run, truth = live_capture(folder, netns_cluster, job)
-            runs[rate], analyzed[rate], tries[rate] = (run, measured_step_s(truth)), predictions(run), attempt
+            runs[rate], tries[rate] = (run, measured_step_s(truth)), attempt
+            if rate not in sources:
+                break
+            analyzed[rate] = predictions(run)
             its = analyzed[rate][0].iterations
-            if its.confident or rate not in sources:
+            if its.confident:
                 break
             unsure.append(f"{speed}: {its.count} at {its.confidence}")
-    record_tries(1 + sum(tries.values()) - len(RATES), unsure)  # one set of speeds, and each source's recapture
+    record_tries(1 + sum(tries.values()) - len(speeds), unsure)  # one set of speeds, and each source's recapture
     rows: list[dict[str, Any]] = []
     sure = 0
     for rate, (result, scaling, at) in analyzed.items():
-        if rate not in sources:
-            continue
         if not result.iterations.confident:
             rows.append({"from": rate, "sure": False})
             continue
