@@ -419,4 +419,7 @@ class Windows:
         self.base += keep_from
         if end is not None:
             self.final, self.end = True, end
+        # read-only, as a mapped file's bytes are: the kernel is compiled for read-only data, and numba's JIT would
+        # compile all of it again (97 s) for a writable window
         self.window = ring[start - kept : start + n]
+        self.window.flags.writeable = False
