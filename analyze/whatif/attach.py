@@ -66,19 +66,9 @@ def add_whatif(result: Result, single_iteration_time_s: Optional[float] = None) 
     t, note = single_iteration_time(measured, single_iteration_time_s)
     if t is None or t <= 0:
         return
-    unknown = [h.name for h in result.hosts if h.link_speed_source == "assumed"]
-    if unknown:
-        result.assumptions.append(
-            f"no what-if (scaling) section: the link speed of {', '.join(unknown[:3])}"
-            f"{', ...' if len(unknown) > 3 else ''} is unknown; give --link-speed"
-        )
-        return
-    if not measured.link_speed_bps:
-        return
-    try:
-        measured.check_link_speed()
-    except ValueError as exc:
-        result.assumptions.append(f"no what-if (scaling) section: {exc}")
+    refused = _link_speed_refused(result, measured)
+    if refused or not measured.link_speed_bps:
+        result.assumptions.append(f"no what-if (scaling) section: {refused}")
         return
     if single_iteration_time_s is None and measured.timeline is not None and measured.iteration_time_s:
         wire = _wire(result, measured)
@@ -119,17 +109,33 @@ def _wire(result: Result, measured: WhatIfInputs) -> Optional[WhatIf]:
     return wire
 
 
+def _link_speed_refused(result: Result, measured: WhatIfInputs) -> Optional[str]:
+    """Why the hosts' link speed cannot carry a prediction (unknown, or slower than they sent); None when it can."""
+    unknown = [h.name for h in result.hosts if h.link_speed_source == "assumed"]
+    if unknown:
+        return (
+            f"the link speed of {', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''} is unknown; "
+            "give --link-speed"
+        )
+    if not measured.link_speed_bps:
+        return "the hosts' link speed is unknown; give --link-speed"
+    try:
+        measured.check_link_speed()
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
 def _chained_wire(result: Result, measured: WhatIfInputs) -> Optional[WhatIf]:
     """A sharded or pipeline job's wire what-if (chained readiness), where its link speeds are known, the hosts
-    sent no faster than them and the wire shows its iterations; else None (the link bounds serve)."""
-    if not measured.chained or not measured.workers or measured.workers < 2 or not measured.link_speed_bps:
+    sent no faster than them and the wire shows its iterations; else None, saying why where the link speed is
+    the cause (the link bounds serve)."""
+    if not measured.chained or not measured.workers or measured.workers < 2:
         return None
     if measured.timeline is None or not measured.iteration_time_s:
         return None
-    if any(h.link_speed_source == "assumed" for h in result.hosts):
+    refused = _link_speed_refused(result, measured)
+    if refused:
+        result.assumptions.append(f"no predicted iteration time, the link bounds only: {refused}")
         return None
-    try:
-        measured.check_link_speed()
-    except ValueError:
-        return None  # the bounds say nothing the link speed would mislead
     return _wire(result, measured)

@@ -253,7 +253,7 @@ class WireReplay(Counterfactual):
         w, b, c = points(workers, bandwidth_bps, compression)
         rate = self.efficiency * b
         if self.slower_at_line_rate_below_bps is not None:
-            rate = np.where(b < self.slower_at_line_rate_below_bps, np.maximum(rate, b), rate)
+            rate = np.where(b < self.slower_at_line_rate_below_bps, b, rate)  # line rate
         if self.ceiling_bps is not None:
             rate = np.minimum(rate, self.ceiling_bps)
         share = _ring_share(w) / float(_ring_share(np.array([self.workers]))[0])

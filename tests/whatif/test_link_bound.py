@@ -97,6 +97,24 @@ def test_unknown_link_speed_gives_no_bounds():
     assert link_bound(result, None) is None
 
 
+def test_unknown_link_speed_says_why_no_iteration_time_is_predicted(monkeypatch):
+    """A sharded job whose wire shows its iterations gets the wire model's prediction; where a link speed is
+    unknown it gets none, and the result says why (before, silently: only the bounds' absence told)."""
+    from analyze.whatif import attach
+    from analyze.whatif.inputs import inputs_from_result
+
+    result = _result()
+    result.hosts[0] = _host("h1", 10e9, "assumed")
+    measured = replace(inputs_from_result(result), timeline=object(), iteration_time_s=0.1, chained=True)
+    monkeypatch.setattr(attach, "scaling_inputs", lambda _result: measured)
+    attach.add_whatif(result)
+    assert result.scaling is None and result.link_bound is None
+    assert any(
+        a.startswith("no predicted iteration time, the link bounds only: the link speed of h1 is unknown")
+        for a in result.assumptions
+    ), result.assumptions
+
+
 def test_faces_show_it():
     result = _result()
     result.link_bound = link_bound(result, None)
