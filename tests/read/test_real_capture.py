@@ -29,6 +29,11 @@ from tests.support.requirements import have, require, require_capture
 
 SENT_BYTES = 3_000_000 + 12_345  # not a multiple of any segment size
 
+# Live (the serial pass): beside the quick tier on two busy cores, the capture on `any` once delivered records out
+# of order by more than the reorder window (a loopback round trip, a few µs, floored at 20 µs), and 95,232 of the
+# 3 MB read as re-sent though no byte was seen twice (a hole filled late, issue 47's capture coverage).
+pytestmark = pytest.mark.live
+
 
 class Tcpdump:
     """tcpdump writing headers-only records for one port, each handed over and written at once
