@@ -163,33 +163,22 @@ def _solve(pairs: list[PairClock], n: int, ref: int, value: str) -> np.ndarray:
     DENSE_HOSTS the normal equations are solved sparsely (solve_sparse): the dense least squares is cubic in the
     hosts (25 s of a 90 s analysis at 4,096 hosts)."""
     known = [p for p in pairs if getattr(p, value) is not None]
+    a = np.array([p.a for p in known], dtype=np.int64)
+    b = np.array([p.b for p in known], dtype=np.int64)
+    w = np.array([1.0 / max(p.uncertainty_ns, 1.0) for p in known])
+    v = np.array([float(getattr(p, value)) for p in known])
     if n > DENSE_HOSTS:
-        return solve_sparse(
-            np.array([p.a for p in known], dtype=np.int64),
-            np.array([p.b for p in known], dtype=np.int64),
-            np.array([1.0 / max(p.uncertainty_ns, 1.0) for p in known]),
-            np.array([float(getattr(p, value)) for p in known]),
-            n,
-            ref,
-        )
-    unknown = [h for h in range(n) if h != ref]
-    col = {h: j for j, h in enumerate(unknown)}
-    rows, rhs = [], []
-    for p in pairs:
-        if getattr(p, value) is None:
-            continue
-        w = 1.0 / max(p.uncertainty_ns, 1.0)
-        row = np.zeros(len(unknown))
-        if p.b != ref:
-            row[col[p.b]] += w
-        if p.a != ref:
-            row[col[p.a]] -= w
-        rows.append(row)
-        rhs.append(w * getattr(p, value))
-    solution = np.linalg.lstsq(np.array(rows), np.array(rhs), rcond=None)[0] if rows else np.zeros(len(unknown))
+        return solve_sparse(a, b, w, v, n, ref)
+    unknown = np.array([h for h in range(n) if h != ref], dtype=np.int64)
+    col = np.full(n, -1, dtype=np.int64)
+    col[unknown] = np.arange(len(unknown))
+    rows = np.zeros((len(known), len(unknown)))  # one row per pair: w (x[b] - x[a]), the reference's x fixed at 0
+    at = np.arange(len(known))
+    rows[at[b != ref], col[b[b != ref]]] += w[b != ref]
+    rows[at[a != ref], col[a[a != ref]]] -= w[a != ref]
     out = np.zeros(n)
-    for h, j in col.items():
-        out[h] = solution[j]
+    if len(known):
+        out[unknown] = np.linalg.lstsq(rows, w * v, rcond=None)[0]
     return out
 
 
