@@ -180,12 +180,12 @@ def _runs(bytes_per_bin: np.ndarray, idle: np.ndarray, edges: np.ndarray) -> tup
 
 
 def _chained_iteration(
-    bytes_per_bin: np.ndarray, idle: np.ndarray, edges: np.ndarray, window_s: float, compute_s: float
+    runs: tuple[np.ndarray, np.ndarray], edges: np.ndarray, window_s: float, compute_s: float
 ) -> _Iteration:
-    """The envelope of one window under chained readiness (module docstring) with COMPUTE_S under its runs, to
-    replay to WINDOW_S: sum_j max(c_j, V_j·y) is convex in y, and with the runs sorted by c_j / V_j its pieces
-    are the lines sum_{j>=m} c_j + y·sum_{j<m} V_j; their intercepts carry G."""
-    volume, length = _runs(bytes_per_bin, idle, edges)
+    """The envelope of one window (its RUNS, _runs, and bin EDGES) under chained readiness (module docstring) with
+    COMPUTE_S under its runs, to replay to WINDOW_S: sum_j max(c_j, V_j·y) is convex in y, and with the runs sorted
+    by c_j / V_j its pieces are the lines sum_{j>=m} c_j + y·sum_{j<m} V_j; their intercepts carry G."""
+    volume, length = runs
     gaps = float(edges[-1]) - float(length.sum())
     under = length * (compute_s / float(length.sum())) if length.sum() > 0 else np.zeros_like(length)
     order = np.argsort(under / np.maximum(volume, 1e-9), kind="stable")
@@ -320,7 +320,8 @@ def wire_replays(
     volume = np.array([sent.sum() for sent, _, _ in rows])
     idle = np.maximum(np.array([p for _, _, p in rows]) - windows, 0.0)
     profiled = None if chained else timeline.profiled_backward_s
-    read = _Windows(rows, edges, windows, idle)
+    runs = [_runs(sent, quiet, e) for (sent, quiet, _), e in zip(rows, edges)] if chained else []
+    read = _Windows(rows, edges, windows, idle, runs)
     ends = _chained_ends(read, measured_period_s) if chained else _fixed_ends(read, measured_period_s, profiled)
     if ends is None:
         return None  # no iteration's compute fits: the windows are not these iterations'
@@ -333,7 +334,7 @@ def wire_replays(
     def build(i: int, end: float) -> _Iteration:
         sent, quiet, _ = rows[i]
         if chained:
-            return _chained_iteration(sent, quiet, edges[i], float(targets[i]), end)
+            return _chained_iteration(runs[i], edges[i], float(targets[i]), end)
         return _iteration(sent, quiet, edges[i], end)
 
     def at(ends: np.ndarray) -> list[_Iteration]:
@@ -381,12 +382,13 @@ Ends = tuple[np.ndarray, np.ndarray, np.ndarray]  # per row: the point and the i
 @dataclass(frozen=True)
 class _Windows:
     """The sampled iterations as read: per row its bins, idle bins and period, its bin edges, window and idle
-    time."""
+    time, and under chained readiness its busy runs (_runs: read once for the ends and the three replays)."""
 
     rows: list[tuple[np.ndarray, np.ndarray, float]]
     edges: list[np.ndarray]
     windows: np.ndarray
     idle: np.ndarray
+    runs: list[tuple[np.ndarray, np.ndarray]]
 
 
 def _fixed_ends(read: _Windows, measured_period_s: float, profiled: Optional[list[float]]) -> Optional[Ends]:
@@ -418,7 +420,7 @@ def _chained_ends(read: _Windows, measured_period_s: float) -> Optional[Ends]:
     """C per row, the compute under the runs, under chained readiness (module docstring); None where even none
     leaves T negative or zero."""
     idle = read.idle
-    busy = np.array([float(_runs(sent, quiet, e)[1].sum()) for (sent, quiet, _), e in zip(read.rows, read.edges)])
+    busy = np.array([float(length.sum()) for _, length in read.runs])
     gaps = read.windows - busy
     if float(np.mean(idle + gaps)) <= 0 or measured_period_s <= float(np.mean(idle)):
         return None
