@@ -129,13 +129,13 @@ def _link_speed_refused(result: Result, measured: WhatIfInputs) -> Optional[str]
 def _chained_wire(result: Result, measured: WhatIfInputs) -> Optional[WhatIf]:
     """A sharded or pipeline job's wire what-if (chained readiness), where its link speeds are known, the hosts
     sent no faster than them and the wire shows its iterations; else None, saying why where the link speed is
-    the cause (the link bounds serve)."""
+    the cause (the link bounds serve where that speed is known)."""
     if not measured.chained or not measured.workers or measured.workers < 2:
         return None
     if measured.timeline is None or not measured.iteration_time_s:
         return None
     refused = _link_speed_refused(result, measured)
     if refused:
-        result.assumptions.append(f"no predicted iteration time, the link bounds only: {refused}")
+        result.assumptions.append(f"no what-if (scaling) section: {refused}")  # the ring path's words
         return None
     return _wire(result, measured)

@@ -99,7 +99,7 @@ def test_unknown_link_speed_gives_no_bounds():
 
 def test_unknown_link_speed_says_why_no_iteration_time_is_predicted(monkeypatch):
     """A sharded job whose wire shows its iterations gets the wire model's prediction; where a link speed is
-    unknown it gets none, and the result says why (before, silently: only the bounds' absence told)."""
+    unknown it gets none, nor link bounds, and the result says why in the ring path's words (before, silently)."""
     from analyze.whatif import attach
     from analyze.whatif.inputs import inputs_from_result
 
@@ -110,8 +110,7 @@ def test_unknown_link_speed_says_why_no_iteration_time_is_predicted(monkeypatch)
     attach.add_whatif(result)
     assert result.scaling is None and result.link_bound is None
     assert any(
-        a.startswith("no predicted iteration time, the link bounds only: the link speed of h1 is unknown")
-        for a in result.assumptions
+        a.startswith("no what-if (scaling) section: the link speed of h1 is unknown") for a in result.assumptions
     ), result.assumptions
 
 
