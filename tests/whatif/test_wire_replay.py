@@ -15,7 +15,7 @@ import pytest
 from analyze.model.findings import TimelineIteration, WireTimeline
 from analyze.whatif.calculation import wire_what_if
 from analyze.whatif.inputs import WhatIfInputs
-from analyze.whatif.wire_replay import EFFICIENCY_BAND, wire_replays
+from analyze.whatif.wire_replay import EFFICIENCY_BAND, SLOWER_BAND, wire_replays
 
 FULL = 125_000  # bytes in a 1 ms bin at 1 Gbit/s
 MS = 1e-3
@@ -84,10 +84,14 @@ def test_a_slower_link_queues_the_bytes_behind_each_other() -> None:
     r = wire_replays(GAPPED, 2, 0.100)
     assert r is not None
     assert float(r.point.iteration_s(2, 0.5e9)[0]) == pytest.approx(0.120, abs=1e-9)
-    # the interval's slow edge sends at (1 − band) of the efficiency: 3.75 MB at 440 Mbit/s from the window's start
+    # on a link slower than the captured 1 Gbit/s the interval's slow edge sends at (1 − SLOWER_BAND) of the
+    # efficiency: 3.75 MB at 375 Mbit/s from the window's start; at the captured speed, (1 − EFFICIENCY_BAND): the
+    # last 1.25 MB, ready as they left up to the window's end, follow the idle bins at 30 ms
     low, high = r.interval_s(2, 0.5e9)
     assert float(low[0]) == pytest.approx(0.120, abs=1e-9)
-    assert float(high[0]) == pytest.approx(0.060 + 3.75e6 * 8 / (0.5e9 * (1 - EFFICIENCY_BAND)), abs=1e-9)
+    assert float(high[0]) == pytest.approx(0.060 + 3.75e6 * 8 / (0.5e9 * (1 - SLOWER_BAND)), abs=1e-9)
+    _, high = r.interval_s(2, 1e9)
+    assert float(high[0]) == pytest.approx(0.060 + 0.030 + 1.25e6 * 8 / (1e9 * (1 - EFFICIENCY_BAND)), abs=1e-9)
 
 
 def test_a_faster_link_waits_for_the_last_bucket() -> None:
