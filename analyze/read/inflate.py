@@ -45,6 +45,7 @@ SLOTS = 3  # the scan walks one slot while the child fills another
 # Bytes that may be carried from one window to the next: a record cut by the window's end, or, while searching
 # for the next valid record after damage, a chain of analyze.read.resync.CHAIN records of the largest size.
 LOOKAHEAD = 4 * L.MAX_BLOCK_BYTES
+PCAP_FILE_HEADER = 24  # bytes: an inflated stream shorter than this holds no capture to analyze
 
 _gzip_zlib: ModuleType = zlib  # ISA-L's inflate where isal is installed (below), else the standard library's
 _GZIP_ERRORS: tuple[type[Exception], ...] = (zlib.error,)
@@ -158,18 +159,28 @@ def pieces(
                 written += len(rest)
                 yield rest
     except errors as exc:
-        if written > 24:
-            yield End(f"{kind} data is corrupt ({exc}); analyzed the {written} bytes inflated before it")
-            return
-        yield End(fatal=f"not a readable {kind} file ({exc})")
+        yield ending(kind, written, error=str(exc))
         return
     except OSError as exc:
         yield End(fatal=f"cannot read ({exc.strerror or exc})")
         return
-    if fed and not d.eof:
-        yield End(f"{kind} stream ends early; analyzed the {written} bytes inflated before the cut")
-        return
-    yield End()
+    yield ending(kind, written, complete=not (fed and not d.eof))
+
+
+def ending(kind: str, written: int, error: Optional[str] = None, complete: bool = True) -> End:
+    """How a KIND stream that inflated WRITTEN bytes ended: damaged (ERROR) or cut (not COMPLETE) after a pcap's
+    24-byte file header, a warning and the bytes before it analyzed; before it, nothing can be read. A stream cut
+    before its first inflated byte was a fatal error too: random bytes after gzip's magic can read as a header
+    that asks for more, and they said "analyzed the 0 bytes" where other random bytes said "not a readable gzip"."""
+    if error is not None:
+        if written > PCAP_FILE_HEADER:
+            return End(f"{kind} data is corrupt ({error}); analyzed the {written} bytes inflated before it")
+        return End(fatal=f"not a readable {kind} file ({error})")
+    if not complete:
+        if written == 0:
+            return End(fatal=f"not a readable {kind} file (it ends before its first inflated byte)")
+        return End(f"{kind} stream ends early; analyzed the {written} bytes inflated before the cut")
+    return End()
 
 
 def _wants_input(d: Any) -> bool:
@@ -336,13 +347,7 @@ class ZstdDecoder(Decoder):
             return n, None
         s = self._stream
         s.close()
-        if s.error is not None:
-            if s.written > 24:
-                return n, End(f"zstd data is corrupt ({s.error}); analyzed the {s.written} bytes inflated before it")
-            return n, End(fatal=f"not a readable zstd file ({s.error})")
-        if not s.complete:
-            return n, End(f"zstd stream ends early; analyzed the {s.written} bytes inflated before the cut")
-        return n, End()
+        return n, ending("zstd", s.written, error=None if s.error is None else str(s.error), complete=s.complete)
 
 
 class PieceDecoder(Decoder):

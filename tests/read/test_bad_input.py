@@ -6,7 +6,6 @@ Never a traceback, never a hang (every run has a timeout).
 from __future__ import annotations
 
 import gzip
-import os
 import random
 import struct
 import zlib
@@ -71,9 +70,18 @@ CASES = {
         lambda d: write(d / "short.pcap", b"\xd4\xc3\xb2\xa1\x02\x00\x04\x00"),
         "offset 8: pcap file header cut short",
     ),
+    # fixed bytes: random ones after the magic can read as a header or a Huffman block that inflates a few bytes
     "gzip of garbage": (
-        lambda d: write(d / "x.pcap.gz", b"\x1f\x8b" + os.urandom(64)),
+        lambda d: write(d / "x.pcap.gz", b"\x1f\x8b" + bytes(range(64))),
         "offset 0: not a readable gzip",
+    ),
+    "gzip header alone": (
+        lambda d: write(d / "x.pcap.gz", b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03"),
+        "offset 0: not a readable gzip file (it ends before its first inflated byte)",
+    ),
+    "zstd frame header alone": (
+        lambda d: write(d / "x.pcap.zst", b"\x28\xb5\x2f\xfd\x04\x58"),
+        "offset 0: not a readable zstd file (it ends before its first inflated byte)",
     ),
     "gzip of text": (lambda d: write(d / "log.gz", gzip_bytes(b"INFO all good\n" * 10)), "offset 0: not a pcap"),
     "missing": (lambda d: d / "nowhere.pcap", "offset 0: no such file or directory"),
