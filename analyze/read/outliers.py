@@ -27,6 +27,9 @@ def span(cell_bin: np.ndarray, cell_bytes: np.ndarray, bin_ns: int) -> tuple[int
     """[start, end) in ns of the capture's own span among these cells; None without cells."""
     if not len(cell_bin):
         return None
+    first, last = int(cell_bin.min()), int(cell_bin.max())
+    if (last - first) * bin_ns <= L.JUMP_NS:  # no two bins a jump apart: one run, without sorting (512 hosts: 0.2 s)
+        return first * bin_ns, (last + 1) * bin_ns
     bins, inverse = np.unique(cell_bin, return_inverse=True)
     weight = np.bincount(inverse, weights=cell_bytes + 1)  # a cell of zero bytes still holds packets
     cut = np.flatnonzero(np.diff(bins) * bin_ns > L.JUMP_NS) + 1

@@ -5,6 +5,7 @@ Prints seconds, the IP bytes the tool counted, and the IP bytes dpkt counts on t
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import time
@@ -30,10 +31,8 @@ def write_prefix(path: str, n: int) -> tuple[str, int]:
     return out.name, ip_bytes
 
 
-if __name__ == "__main__":
-    tool, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    prefix, expected = write_prefix(path, n)
-    t0 = time.perf_counter()
+def count(tool: str, prefix: str) -> int:
+    """The IP bytes TOOL (scapy or pyshark) counts in the capture PREFIX."""
     total = 0
     if tool == "scapy":
         from scapy.all import IP, PcapReader
@@ -41,12 +40,23 @@ if __name__ == "__main__":
         for pkt in PcapReader(prefix):
             if IP in pkt:
                 total += pkt[IP].len
-    else:
-        import pyshark
+        return total
+    import pyshark
 
-        cap = pyshark.FileCapture(prefix, keep_packets=False)
-        for pkt in cap:
-            if hasattr(pkt, "ip"):
-                total += int(pkt.ip.len)
-        cap.close()
-    print(time.perf_counter() - t0, total, expected)
+    cap = pyshark.FileCapture(prefix, keep_packets=False)
+    for pkt in cap:
+        if hasattr(pkt, "ip"):
+            total += int(pkt.ip.len)
+    cap.close()
+    return total
+
+
+if __name__ == "__main__":
+    tool, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    prefix, expected = write_prefix(path, n)
+    try:
+        t0 = time.perf_counter()
+        total = count(tool, prefix)
+        print(time.perf_counter() - t0, total, expected)
+    finally:
+        os.unlink(prefix)  # a temporary file: the benchmark leaves nothing behind
