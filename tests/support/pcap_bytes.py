@@ -158,3 +158,22 @@ def worst_host_bytes_error(
         pairs[host] = (its.bytes_per_iteration_per_host.by_host[host], theirs / len(per[inner]))
     ranked = dict(sorted(pairs.items(), key=lambda kv: -abs(kv[1][0] / kv[1][1] - 1)))
     return max(abs(a / b - 1) for a, b in pairs.values()), ranked
+
+
+def edge_data_times(run: Path) -> dict[tuple[str, str], Any]:
+    """{(source address, destination address): sorted timestamps (ns, int64 numpy array) of its TCP segments that
+    carry payload}, from every host's pcaps under RUN, read with dpkt: when each edge last sent data."""
+    dpkt = require_module("dpkt")
+    import numpy as np
+
+    times: dict[tuple[str, str], list[int]] = {}
+    for pcap in sorted(run.glob("*/*.pcap")):
+        with open(pcap, "rb") as f:
+            for ts, buf in dpkt.pcap.UniversalReader(f):
+                ip = dpkt.ethernet.Ethernet(buf).data
+                if not (isinstance(ip, dpkt.ip.IP) and isinstance(ip.data, dpkt.tcp.TCP)):
+                    continue
+                if ip.len - ip.hl * 4 - ip.data.off * 4 > 0:
+                    edge = (socket.inet_ntoa(ip.src), socket.inet_ntoa(ip.dst))
+                    times.setdefault(edge, []).append(int(round(float(ts) * 1e9)))
+    return {edge: np.sort(np.array(t, dtype=np.int64)) for edge, t in times.items()}
