@@ -260,10 +260,12 @@ def test_horovod_gloo_ring_four_hosts(tmp_path, netns_cluster):  # noqa: F811
         for direction in ("tx_utilization", "rx_utilization"):
             u = h[direction]
             # tcpdump stamps a packet when the CPU gets to it (rx: in softirq after the veth backlog), so a
-            # batch delayed across a bin edge lands in one 10 ms bin: allow one 64 KiB GSO segment per bin
-            # (5.2%) above the rate in the single busiest bin (measured peaks 0.992-1.0024)
+            # batch delayed across a bin edge lands in one 10 ms bin: allow two 64 KiB GSO segments per bin
+            # (10.5%) above the rate in the single busiest bin (measured peaks 0.992-1.0024; 1.056 once in a CI
+            # run on 2026-11-29, more than one segment, where three other live tests also read a loaded machine)
             assert 0 < u["mean"] < u["while_busy"] <= 1.0, (h["name"], direction, u)
-            assert u["while_busy"] <= u["peak"] <= 1.0 + 65536 * 8 / (TC_RATE_BPS * BIN_S), (h["name"], direction, u)
+            peak = 1.0 + 2 * 65536 * 8 / (TC_RATE_BPS * BIN_S)
+            assert u["while_busy"] <= u["peak"] <= peak, (h["name"], direction, u)
             assert u["p99"] >= 0.8, (h["name"], direction, u)  # htb, not the CPU, limits the busiest bins
     print(
         json.dumps(

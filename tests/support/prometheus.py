@@ -86,6 +86,26 @@ class Prometheus:
         """EXPR's samples now, by the value of LABEL."""
         return {r["metric"].get(label, ""): float(r["value"][1]) for r in self.query(expr)}
 
+    def last_values(self, selector: str, label: str, window: str = "5m") -> dict[str, float]:
+        """SELECTOR's last value in WINDOW by the value of LABEL, each from the series scraped last. A label that
+        changed during the run leaves its earlier series in the window (the live view's count came from the
+        traffic, then from the markers: last_over_time gave 6 and 80 for one job, and a dict by LABEL kept either)."""
+
+        def key(metric: dict[str, str]) -> tuple[tuple[str, str], ...]:
+            return tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
+
+        when = {
+            key(r["metric"]): float(r["value"][1])
+            for r in self.query(f"last_over_time(timestamp({selector})[{window}:1s])")
+        }
+        out: dict[str, float] = {}
+        latest: dict[str, float] = {}
+        for r in self.query(f"last_over_time({selector}[{window}])"):
+            name, at = r["metric"].get(label, ""), when.get(key(r["metric"]), 0.0)
+            if name not in latest or at > latest[name]:
+                out[name], latest[name] = float(r["value"][1]), at
+        return out
+
 
 @contextmanager
 def prometheus_scraping(folder: Path, targets: dict[str, str]) -> Iterator[Prometheus]:
