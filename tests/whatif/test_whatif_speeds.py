@@ -64,7 +64,8 @@ read at 1 Gbit/s (eight ranks' threads on two cores set the pace there) not bein
 FSDP2 (full shard over gloo) and a pipeline of 2 stages x 2 replicas (4 micro-batches), 2.5 M parameters, batch
 32, replayed with chained readiness (analyze.whatif.wire_replay): their compute waits on the communication, so an
 idle stretch inside the window moves with the link. FSDP predicted from 300 Mbit/s (10 steps), its point held at
-100 and 300 Mbit/s, its interval at 1 Gbit/s (CPU-paced there: 390 ms recorded in a CI run, -21 %); the pipeline predicted from 100 and 300 Mbit/s and held at both. Two runs while writing this (2026-11-29,
+100 and 300 Mbit/s, its interval at 1 Gbit/s (CPU-paced there: 390 ms recorded in a CI run, -21 %); the pipeline
+predicted from 100 and 300 Mbit/s and held at both. Two runs while writing this (2026-11-29,
 14 steps; recorded FSDP 2990-3109 / 990-1042 / 349-366 ms, pipeline 493-500 / 188-193 / 88-97 ms): FSDP from 100
 Mbit/s +3.7 / +4.1 % and +1.3 / -1.6 %, from 300 Mbit/s -1.2 / -1.8 % and -9.5 / -11.1 %; the pipeline -5.8 / -4.5 %
 and +8.9 / +6.4 % between 100 and 300 Mbit/s; every replay within 0.3 %, every recorded step inside its interval.
