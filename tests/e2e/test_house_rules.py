@@ -134,8 +134,9 @@ def test_analyze_root_holds_at_most_six_modules_and_the_api_only_faces() -> None
 
 
 def test_functions_read_in_one_sitting() -> None:
-    """No function body (docstring aside) over 100 lines, outside the compiled kernel, whose packet walk is one
-    numba function on purpose (issue 46: classify, _iterations, diagnose and six more had grown past it)."""
+    """No function body (docstring aside) over 100 lines, the compiled kernel's included: its packet walk is
+    inline helpers per layer, which numba joins into one loop (issue 46: classify, _iterations, diagnose and six
+    more had grown past it, the packet walk to 360 lines)."""
     long = []
     for path in [
         ROOT / "cli.py",
@@ -143,8 +144,6 @@ def test_functions_read_in_one_sitting() -> None:
         *ROOT.glob("capture/**/*.py"),
         *ROOT.glob("reports/**/*.py"),
     ]:
-        if path.relative_to(ROOT).as_posix() == "analyze/read/kernel.py":
-            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 body = node.body
