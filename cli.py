@@ -509,9 +509,10 @@ def whatif(
 def _show_whatif(result: "WhatIf", json_out: Optional[Path]) -> None:
     """Print the what-if's tables, and write {"scaling": ...} to JSON_OUT ('-': only the JSON, on stdout)."""
     from analyze.model.jsonform import plain
+    from analyze.model.result import SCHEMA_VERSION
     from reports.text import render_whatif
 
-    doc = {"scaling": plain(result)}
+    doc = {"schema": SCHEMA_VERSION, "scaling": plain(result)}
     if json_out is not None and str(json_out) == "-":
         json.dump(doc, sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -615,9 +616,10 @@ def report(
     if replaced:
         from analyze.model.findings import WhatIf
         from analyze.model.jsonform import from_plain
+        from analyze.model.older import upgraded
 
         try:
-            result.scaling = from_plain(WhatIf, extra["scaling"])
+            result.scaling = from_plain(WhatIf, upgraded(extra["scaling"], extra.get("schema")))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
             raise fail(f"the whatif JSON's scaling is not a what-if (from `ringscope whatif --json`): {exc}") from None
     if replaced or result.verdict is None:  # judged again on the new what-if, or never (a result JSON from before)

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from capture.layout import HostMeta
+from capture.units import ns_of
 from analyze.collective.inference import add_collective
 from analyze.collective.jobs import split_jobs
 from analyze.collective.keepalives import find_keepalives
@@ -109,7 +110,7 @@ def _analyze(
     if result.iterations is not None:
         timeline = result.iterations.timeline = wire_timeline(result)
         if timeline is not None and given.profiles:
-            timeline.profiled_backward_s = backward_spans(given.profiles) or None
+            timeline.profiled_backward_ns = [ns_of(x) for x in backward_spans(given.profiles)] or None
     add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
     add_stragglers(result)
     check_with_profiles(result, given.profiles)

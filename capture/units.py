@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["parse_rate", "parse_link_speed", "parse_size", "parse_duration", "format_rate"]
+__all__ = ["parse_rate", "parse_link_speed", "parse_size", "parse_duration", "format_rate", "ns_of"]
 
 _PREFIX: dict[str, float] = {
     "": 1.0,
@@ -142,6 +142,12 @@ def parse_duration(text: str) -> int:
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"bad duration {text!r}: must be a non-negative finite time")
     return int(round(value))
+
+
+def ns_of(seconds: float) -> int:
+    """SECONDS as the integer nanoseconds every duration of a result is written in (the what-if computes in
+    seconds, as the paper writes its model; its records hold nanoseconds like every other finding)."""
+    return int(round(seconds * 1e9))
 
 
 def parse_bin(text: str) -> int:

@@ -627,7 +627,9 @@ def transport_figures(transport: Transport, t0_ns: int, edges: int = TOP_FLOWS) 
                     "hovertemplate": "mean window %{y:.3s}B<extra>%{fullData.name}</extra>",
                 }
             )
-        trace("rtt", s.rtt_t_ns, s.rtt_ms, "markers", "%{y:.3f} ms", marker={"color": color, "size": 4})
+        trace(
+            "rtt", s.rtt_t_ns, [x / 1e6 for x in s.rtt_ns], "markers", "%{y:.3f} ms", marker={"color": color, "size": 4}
+        )
         trace(
             "resent",
             s.resent_t_ns,
@@ -704,7 +706,7 @@ def rdma_figures(rdma: Rdma, t0_ns: int, edges: int = TOP_FLOWS) -> list[tuple[s
                     "name": name,
                     "legendgroup": name,
                     "x": arr(_seconds(np.asarray(s.rtt_t_ns), t0_ns)),
-                    "y": arr(s.rtt_us),
+                    "y": arr([x / 1e3 for x in s.rtt_ns]),
                     "marker": {"color": color, "size": 4},
                     "hovertemplate": "ACK after %{y:.3g} µs at %{x:.3f} s<extra>%{fullData.name}</extra>",
                 }

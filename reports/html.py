@@ -118,6 +118,11 @@ def _shown(value: float | None) -> float | None:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def _in(ns: int | None, unit_ns: float) -> float | None:
+    """A duration of the result (ns) in the table's unit, to four places; None where it was not measured."""
+    return None if ns is None else round(ns / unit_ns, 4)
+
+
 # ---- verdict ----------------------------------------------------------------------------------------
 
 
@@ -593,7 +598,7 @@ def _rdma_html(result: Result) -> str:
             f'<td class="n">{len(x.qps)}</td><td class="n">{e(pct(x.burst_rate))} / {e(pct(x.rate_while_busy))}</td>'
             f'<td class="n">{float(x.resent_fraction or 0):.2%}</td><td class="n">{int(x.naks):,}</td>'
             f'<td class="n">{int(x.timeouts):,}</td><td class="n">{int(x.cnps):,}</td>'
-            f'<td class="n">{float(x.ce_fraction or 0):.2%}</td><td class="n">{e(_shown(x.ack_rtt_median_us))}</td></tr>'
+            f'<td class="n">{float(x.ce_fraction or 0):.2%}</td><td class="n">{e(_in(x.ack_rtt_median_ns, 1e3))}</td></tr>'
         )
     table = (
         '<div class="scroll"><table class="sortable rdma"><thead><tr><th>edge</th><th>limiter</th>'
@@ -649,7 +654,7 @@ def _transport_tcp_html(result: Result) -> str:
             f'<td class="n">{int(x.dup_acks or 0):,}</td><td class="n">{int(x.sack_acks or 0):,}</td>'
             f'<td class="n">{int(x.zero_windows or 0):,}</td><td class="n">{e(window)}</td>'
             f'<td class="n">{e(pct(x.window_full_fraction))}</td>'
-            f'<td class="n">{e(_shown(x.rtt_min_ms))} / {e(_shown(x.rtt_median_ms))} / {e(_shown(x.rtt_p99_ms))}</td>'
+            f'<td class="n">{e(_in(x.rtt_min_ns, 1e6))} / {e(_in(x.rtt_median_ns, 1e6))} / {e(_in(x.rtt_p99_ns, 1e6))}</td>'
             f"<td>{e(socket_text(x.sockets) or str(len(x.sockets) or 1))}</td></tr>"
         )
     table = (
@@ -727,7 +732,7 @@ def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
     chained = sc.wire is not None and sc.wire.readiness == "chained"  # a sharded or pipeline job's
     facts = [
         ("model", e(sc.model)),
-        ("single-GPU iteration time T", e(duration((num(sc.single_iteration_time_s) or 0) * 1e9))),
+        ("single-GPU iteration time T", e(duration(sc.single_iteration_time_ns))),
         (f"communication hides behind {'the compute' if chained else 'backward'} from", e(rate(sc.hide_bandwidth_bps))),
     ]
     if m is not None:
@@ -754,19 +759,19 @@ def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
     w = sc.wire
     if w is not None:
         facts += [
-            ("link idle per iteration (compute not overlapped)", e(duration(w.idle_s * 1e9))),
-            ("communication window", e(f"{duration(w.window_s * 1e9)} at {w.efficiency:.0%} of line rate")),
+            ("link idle per iteration (compute not overlapped)", e(duration(w.idle_ns))),
+            ("communication window", e(f"{duration(w.window_ns)} at {w.efficiency:.0%} of line rate")),
             (
                 "the window at an infinitely fast link" if chained else "backward ends in the window",
                 e(
-                    f"{duration(w.backward_end_s * 1e9)} ("
+                    f"{duration(w.backward_end_ns)} ("
                     + (
                         f"the ranks' profiles, {w.backward_profiled_steps} rank-steps: "
                         if w.backward_profiled_steps
                         else "the wire allows "
                     )
-                    + f"{duration(w.backward_end_s_low * 1e9)}-"
-                    f"{duration(w.backward_end_s_high * 1e9)}{'; hidden by the busy link' if w.hidden else ''})"
+                    + f"{duration(w.backward_end_ns_low)}-"
+                    f"{duration(w.backward_end_ns_high)}{'; hidden by the busy link' if w.hidden else ''})"
                 ),
             ),
         ]
@@ -801,13 +806,13 @@ def _whatif_html(sc: WhatIf | None, bound: LinkBound | None = None) -> str:
 
 def _predictions_html(sc: WhatIf) -> str:
     """The iteration predicted at each point asked, with the interval the capture cannot narrow."""
-    rows = [p for p in sc.points or [] if p.iteration_s is not None]
+    rows = [p for p in sc.points or [] if p.iteration_ns is not None]
     if not rows:
         return ""
     body = "".join(
         f'<tr><td class="n">{e(p.workers)}</td><td class="n">{e(rate(p.bandwidth_bps))}</td>'
-        f'<td class="n">{e(f"{p.compression:g}")}</td><td class="n">{e(duration((p.iteration_s or 0) * 1e9))}</td>'
-        f'<td class="n">{e(duration((p.iteration_s_low or 0) * 1e9))}-{e(duration((p.iteration_s_high or 0) * 1e9))}'
+        f'<td class="n">{e(f"{p.compression:g}")}</td><td class="n">{e(duration(p.iteration_ns))}</td>'
+        f'<td class="n">{e(duration(p.iteration_ns_low))}-{e(duration(p.iteration_ns_high))}'
         f'</td><td class="n">{p.scaling_factor:.3f}</td></tr>'
         for p in rows
     )

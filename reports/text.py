@@ -328,7 +328,7 @@ def rdma_lines(rdma: Rdma) -> list[str]:
     for e in rdma.edges[:12]:
         if e.limiter is None:
             continue
-        rtt = f"{e.ack_rtt_median_us:.3g} us" if e.ack_rtt_median_us is not None else "-"
+        rtt = f"{e.ack_rtt_median_ns / 1e3:.3g} us" if e.ack_rtt_median_ns is not None else "-"
         lines.append(
             f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {len(e.qps)} QP(s), "
             f"{sending_rate(e.burst_rate, e.rate_while_busy)}, {e.resent_fraction:.2%} re-sent, {e.naks} NAK(s), "
@@ -349,7 +349,7 @@ def transport_lines(transport: Transport) -> list[str]:
     for e in transport.edges[:12]:
         if e.limiter is None:
             continue
-        rtt = f"{e.rtt_median_ms:.3g} ms" if e.rtt_median_ms is not None else "-"
+        rtt = f"{e.rtt_median_ns / 1e6:.3g} ms" if e.rtt_median_ns is not None else "-"
         window = f"{e.window_full_fraction:.0%}" if e.window_full_fraction is not None else "?"
         lines.append(
             f"  {e.src} -> {e.dst}: {e.limiter} ({e.confidence:.2f}); {sending_rate(e.burst_rate, e.rate_while_busy)}, "
@@ -482,7 +482,7 @@ def scaling_lines(scaling: WhatIf) -> list[str]:
     inputs are unsure the first line says so, the numbers are marked as resting on them, no conclusion is
     printed, and the last line names what would make it sure."""
     m = scaling.measured
-    numbers = [f"T {scaling.single_iteration_time_s * 1e3:.4g} ms"]
+    numbers = [f"T {scaling.single_iteration_time_ns / 1e6:.4g} ms"]
     if m is not None:
         for value, label in (
             (m.full_utilization_scaling_factor, "scaling factor with the link fully used"),
@@ -521,14 +521,14 @@ def _wire_lines(scaling: WhatIf) -> list[str]:
             + (": it does not reproduce the job, do not act on the numbers below" if r.flagged else "")
         )
     if fit is not None:
-        ms = 1e3
+        ms = 1e-6
         chained = fit.readiness == "chained"
         end = "the window takes" if chained else "backward ends"
         out.append(
-            f"  from the wire: link idle {fit.idle_s * ms:.4g} ms, communicating {fit.window_s * ms:.4g} ms at "
-            f"{fit.efficiency:.0%} of line rate, {end} {fit.backward_end_s * ms:.4g} ms"
+            f"  from the wire: link idle {fit.idle_ns * ms:.4g} ms, communicating {fit.window_ns * ms:.4g} ms at "
+            f"{fit.efficiency:.0%} of line rate, {end} {fit.backward_end_ns * ms:.4g} ms"
             f"{' with an infinitely fast link' if chained else ' in'} "
-            f"({fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g}"
+            f"({fit.backward_end_ns_low * ms:.4g}-{fit.backward_end_ns_high * ms:.4g}"
             + (
                 f", from {fit.backward_profiled_steps} rank-steps of the ranks' profiles)"
                 if fit.backward_profiled_steps
@@ -627,7 +627,7 @@ def _replay_lines(result: WhatIf) -> list[str]:
             f"({result.profile['gradient_bytes'] / 1e6:.1f} MB "
             f"of gradients"
             + (f" against {grad / 1e6:.1f} MB implied by the capture" if grad else "")
-            + f", backward {result.profile['backward_s'] * 1e3:.4g} ms), that T is this job's single-GPU "
+            + f", backward {result.profile['backward_ns'] / 1e6:.4g} ms), that T is this job's single-GPU "
             f"iteration time, and that the bucket rule (--buckets) and precision (--fp16) are the job's."
         )
     return lines
@@ -641,9 +641,9 @@ def render_whatif(result: WhatIf) -> str:
         else f"read from {result.wire.iterations} sampled host-iterations of the capture"
     )
     lines = [
-        f"what-if ({result.model} model): T = {result.single_iteration_time_s * 1e3:.2f} ms single-GPU iteration, "
+        f"what-if ({result.model} model): T = {result.single_iteration_time_ns / 1e6:.2f} ms single-GPU iteration, "
         f"{'the window at an infinitely fast link' if _chained(result) else 'backward'} "
-        f"{result.profile['backward_s'] * 1e3:.2f} ms, {source}",
+        f"{result.profile['backward_ns'] / 1e6:.2f} ms, {source}",
         *(
             [headline(result.unsure) + " (the verdict at the end says what would make it sure)"]
             if result.unsure
@@ -656,7 +656,7 @@ def render_whatif(result: WhatIf) -> str:
     for p in result.points:
         lines.append(
             f"{p.workers:>7}  {format_rate(p.bandwidth_bps):>12}  {p.compression:>6g}  "
-            f"{p.overhead_s * 1e3:>7.3f} ms  {p.scaling_factor:>7.4f}  {_iteration_cell(p)}"
+            f"{p.overhead_ns / 1e6:>7.3f} ms  {p.scaling_factor:>7.4f}  {_iteration_cell(p)}"
         )
     lines += [
         "",
@@ -687,12 +687,12 @@ def render_whatif(result: WhatIf) -> str:
 
 def _iteration_cell(p: ScalingPoint) -> str:
     """'146 ms (135-162)': the predicted iteration and the interval the capture cannot narrow, where it has one."""
-    if p.iteration_s is None:
+    if p.iteration_ns is None:
         return ""
-    cell = f"{p.iteration_s * 1e3:.4g} ms"
-    lo, hi = p.iteration_s_low, p.iteration_s_high
-    if lo is not None and hi is not None and hi - lo > 1e-3 * p.iteration_s:
-        cell += f" ({lo * 1e3:.4g}-{hi * 1e3:.4g})"
+    cell = f"{p.iteration_ns / 1e6:.4g} ms"
+    lo, hi = p.iteration_ns_low, p.iteration_ns_high
+    if lo is not None and hi is not None and hi - lo > 1e-3 * p.iteration_ns:
+        cell += f" ({lo / 1e6:.4g}-{hi / 1e6:.4g})"
     return cell
 
 

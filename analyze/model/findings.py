@@ -1,11 +1,12 @@
 """What the analyses find, typed: the collective's topology, its iterations, the hosts' clocks, the transport's
 diagnosis, the what-if and the captures that missed the job. Each is a field of analyze.model.result.Result, built by
 its room (collective, wire, whatif, confidence) and written to JSON by analyze.model.jsonform, field for field under
-the keys the JSON has always had.
+the keys the JSON has (schema 2; analyze.model.older reads schema 1's).
 
 Why here, below the rooms: the reports, the trace, `report RESULT.json` and the rooms that read another room's
 finding (the transport reads the iterations, the what-if reads everything) all name these types, and none of
-them may import the room that builds it. Units are in the names (_ns, _bps, _bytes, _s, _ms).
+them may import the room that builds it. Units are in the names (_ns, _bps, _bytes), and every duration is in
+integer nanoseconds (issue 46), whatever unit the analysis computed it in.
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ class WireTimeline:
     peak_rate_bps: float  # the sampled hosts' 99th-percentile bin rate: the fastest the job was seen to send
     iterations: list[TimelineIteration] = field(default_factory=list)
     # per rank and step, from the ranks' profiles: the last collective call less the first (analyze.wire.rank_profiles)
-    profiled_backward_s: list[float] | None = optional()
+    profiled_backward_ns: list[int] | None = optional()
 
 
 @dataclass
@@ -254,7 +255,7 @@ class EdgeIterations:
     start_ns: list[int] = field(default_factory=list)  # its first busy bin, on the reference clock
     end_ns: list[int] = field(default_factory=list)  # the end of its last busy bin
     tail_ns: list[int | None] = field(default_factory=list)  # its last run of busy bins after a pause (None: one run)
-    rtt_median_ms: list[float | None] = field(default_factory=list)
+    rtt_median_ns: list[int | None] = field(default_factory=list)
     resent_bytes: list[int] = field(default_factory=list)
 
 
@@ -265,7 +266,7 @@ class EdgeSeries:
     t_ns: list[int] = field(default_factory=list)
     utilization: list[float] = field(default_factory=list)
     rtt_t_ns: list[int] = field(default_factory=list)
-    rtt_ms: list[float] = field(default_factory=list)
+    rtt_ns: list[int] = field(default_factory=list)
     inflight_t_ns: list[int] = field(default_factory=list)
     inflight_bytes: list[int] = field(default_factory=list)
     resent_t_ns: list[int] = field(default_factory=list)
@@ -300,7 +301,7 @@ class TransportEdge:
     dup_acks: int
     sack_acks: int
     zero_windows: int
-    zero_window_ms: float | None
+    zero_window_ns: int | None
     zero_window_share: float | None
     inflight_mean_bytes: int
     inflight_max_bytes: int
@@ -308,9 +309,9 @@ class TransportEdge:
     window_mean_bytes: int | None
     window_full_fraction: float | None
     rtt_samples: int
-    rtt_min_ms: float | None
-    rtt_median_ms: float | None
-    rtt_p99_ms: float | None
+    rtt_min_ns: int | None
+    rtt_median_ns: int | None
+    rtt_p99_ns: int | None
     rate_while_busy: float | None  # share of line rate, byte-weighted over the bins it sent in
     busy_share: float | None
     link_speed_bps: float
@@ -370,7 +371,7 @@ class RdmaQp:
     fecn: int
     becn: int
     ack_rtt_samples: int
-    ack_rtt_median_us: float | None
+    ack_rtt_median_ns: int | None
 
 
 @dataclass
@@ -394,7 +395,7 @@ class RdmaSeries:
     nak_t_ns: list[int] = field(default_factory=list)
     resent_t_ns: list[int] = field(default_factory=list)
     rtt_t_ns: list[int] = field(default_factory=list)
-    rtt_us: list[float] = field(default_factory=list)
+    rtt_ns: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -416,7 +417,7 @@ class RdmaEdge:
     cnps_per_s: float | None  # over the edge's busy time
     ce_marks: int
     ce_fraction: float
-    ack_rtt_median_us: float | None
+    ack_rtt_median_ns: int | None
     rate_while_busy: float | None  # share of line rate, byte-weighted over the bins it sent in
     busy_share: float | None
     link_speed_bps: float
@@ -491,9 +492,9 @@ class Measured:
 
     workers: int | None = None
     link_speed_bps: float | None = None
-    iteration_time_s: float | None = None
+    iteration_time_ns: int | None = None
     gradient_bytes: float | None = None
-    comm_time_s: float | None = None
+    comm_time_ns: int | None = None
     transport_efficiency: float | None = None
     achieved_rate_bps: float | None = None
     full_utilization_scaling_factor: float | None = optional()
@@ -521,14 +522,14 @@ class ScalingPoint:
     workers: int
     bandwidth_bps: float
     compression: float
-    backward_s: float
-    overhead_s: float
-    comm_s: float
+    backward_ns: int
+    overhead_ns: int
+    comm_ns: int
     scaling_factor: float
     # the iteration predicted (T + overhead) and the interval the capture cannot narrow (analyze.whatif.wire_replay)
-    iteration_s: float | None = optional()
-    iteration_s_low: float | None = optional()
-    iteration_s_high: float | None = optional()
+    iteration_ns: int | None = optional()
+    iteration_ns_low: int | None = optional()
+    iteration_ns_high: int | None = optional()
 
 
 @dataclass
@@ -574,17 +575,17 @@ class WireFit:
     and the transport's efficiency while communicating."""
 
     iterations: int  # host-iterations sampled (analyze.wire.timeline)
-    period_s: float
-    idle_s: float  # the link idle per iteration: compute nothing overlapped
-    window_s: float  # first to last busy bin of the iteration
-    backward_end_s: float  # from the window's start: the point estimate
-    backward_end_s_low: float  # the last busy run's start: no bucket of it was ready before
-    backward_end_s_high: float  # the window's end: every byte ready only as it was sent
+    period_ns: int
+    idle_ns: int  # the link idle per iteration: compute nothing overlapped
+    window_ns: int  # first to last busy bin of the iteration
+    backward_end_ns: int  # from the window's start: the point estimate
+    backward_end_ns_low: int  # the last busy run's start: no bucket of it was ready before
+    backward_end_ns_high: int  # the window's end: every byte ready only as it was sent
     hidden: bool  # the range is wide (over HIDDEN_SHARE of the period): the capture cannot tell when backward ended
     efficiency: float  # bytes per busy time of the window, against line rate
     efficiency_low: float
     efficiency_high: float
-    hidden_comm_s: float  # communication already overlapped with compute at the capture's speed (point)
+    hidden_comm_ns: int  # communication already overlapped with compute at the capture's speed (point)
     rate_ceiling_bps: float | None = None  # where the transport, not the link, set the pace: no faster elsewhere
     # the scaling factor with the capture's link fully used, at the interval's two edges
     scaling_factor_low: float | None = None
@@ -592,7 +593,7 @@ class WireFit:
     notes: list[str] = field(default_factory=list)
     backward_profiled_steps: int | None = optional()  # the profiles' rank-steps the end was read from (else: idle)
     # "chained": the compute waits on the communication (sharded, pipeline), the idle stretches inside the window
-    # move with the link and the backward_end_s fields hold the window's length at an infinitely fast link
+    # move with the link and the backward_end_ns fields hold the window's length at an infinitely fast link
     readiness: str | None = optional()
 
 
@@ -603,7 +604,7 @@ class WhatIf:
 
     model: str
     model_options: dict[str, Any]
-    single_iteration_time_s: float
+    single_iteration_time_ns: int
     profile: dict[str, Any]
     points: list[ScalingPoint]
     needed_compression: list[NeededCompression]

@@ -28,11 +28,12 @@ from analyze.model.findings import (
     WhatIf,
 )
 from analyze.model.jsonform import from_plain, optional, plain
+from analyze.model.older import upgraded
 
 if TYPE_CHECKING:  # pandas is imported lazily by the code that builds tables
     import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: every duration in integer ns (issue 46); 1 is read through analyze.model.older
 SCHEMA_PATH = Path(__file__).with_name("result.schema.json")
 LINE = 100  # a JSON array longer than this is written one item per line
 
@@ -220,6 +221,7 @@ class Result:
         from analyze import __version__
 
         body = {k: v for k, v in doc.items() if k not in ("schema", "ringscope_version", "tables")}
+        body = upgraded(body, doc.get("schema"))
         own = doc.get("ringscope_version") == __version__ and doc.get("schema") == SCHEMA_VERSION
         return from_plain(cls, body, complete, strict=own)
 

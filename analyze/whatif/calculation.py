@@ -42,6 +42,7 @@ from analyze.model.findings import (
 from analyze.whatif.replay import HIDE_TOLERANCE, Counterfactual, Replay
 from analyze.whatif.wire_replay import WireReplays, wire_assumptions, wire_replays
 from analyze.whatif.verdict import verdict_text
+from capture.units import ns_of
 
 __all__ = ["what_if", "wire_what_if", "wire_scaling", "TARGETS", "REPLAY_TOLERANCE", "SWEEP_WORKERS"]
 
@@ -88,13 +89,13 @@ def what_if(
         "source": profile.source,
         "tensors": profile.tensors,
         "gradient_bytes": profile.gradient_bytes,
-        "backward_s": replay.backward_s,
+        "backward_ns": ns_of(replay.backward_s),
         "batches": int(profile.wait_s.shape[0]),
         "buckets": [bk.count for bk in replay.batches],
     }
     result.assumptions = [*assumptions, *model.assumptions(), *result.assumptions]
     if profile_measured and measured is not None:
-        result.replay = _replay_measured(replay, result.single_iteration_time_s, measured, single_worker_measured)
+        result.replay = _replay_measured(replay, float(single_iteration_time_s), measured, single_worker_measured)
     result.verdict = verdict_text(result, replay)
     return result
 
@@ -129,7 +130,7 @@ def wire_what_if(
     result.profile = {
         "source": "the capture's own iterations (analyze.wire.timeline)",
         "iterations": fit.iterations,
-        "backward_s": replay.backward_s,
+        "backward_ns": ns_of(replay.backward_s),
     }
     result.assumptions = [*assumptions, *wire_assumptions(fit), *result.assumptions]
     if measured is not None:
@@ -202,13 +203,13 @@ def _evaluate(
             int(n),
             float(bw),
             float(cr),
-            replay.backward_s,
-            float(o),
-            float(cm),
+            ns_of(replay.backward_s),
+            ns_of(float(o)),
+            ns_of(float(cm)),
             t / (t + float(o)),
-            iteration_s=t + float(o),
-            iteration_s_low=float(lo),
-            iteration_s_high=float(hi),
+            iteration_ns=ns_of(t + float(o)),
+            iteration_ns_low=ns_of(float(lo)),
+            iteration_ns_high=ns_of(float(hi)),
         )
         for n, bw, cr, o, cm, lo, hi in zip(w, b, c, overhead, comm, low, high)
     ]
@@ -235,7 +236,7 @@ def _evaluate(
     return WhatIf(
         model="",
         model_options={},
-        single_iteration_time_s=t,
+        single_iteration_time_ns=ns_of(t),
         profile={},
         points=points,
         needed_compression=needed_rows,
@@ -256,9 +257,9 @@ def _measured(replay: Counterfactual, t: float, inputs: WhatIfInputs, single_wor
     out = Measured(
         workers=inputs.workers,
         link_speed_bps=inputs.link_speed_bps,
-        iteration_time_s=inputs.iteration_time_s,
+        iteration_time_ns=None if inputs.iteration_time_s is None else ns_of(inputs.iteration_time_s),
         gradient_bytes=inputs.gradient_bytes,
-        comm_time_s=inputs.comm_time_s,
+        comm_time_ns=None if inputs.comm_time_s is None else ns_of(inputs.comm_time_s),
         transport_efficiency=inputs.transport_efficiency,
         achieved_rate_bps=inputs.achieved_rate_bps(),
     )

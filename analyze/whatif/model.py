@@ -26,6 +26,7 @@ import numpy as np
 
 from analyze.whatif.backward_profile import BackwardProfile, ReduceCostTable
 from analyze.whatif.gradient_buckets import Buckets, MiB, ddp_buckets, horovod_buckets
+from capture.units import ns_of
 
 __all__ = ["ScalingModel", "RingscopeOptions", "RingscopeModel"]
 
@@ -121,11 +122,11 @@ class RingscopeModel:
         return intra + inter + inter_reduce
 
     def describe(self) -> dict[str, Any]:
-        """The options, for the JSON output."""
-        return {
-            **asdict(self.options),
-            "reduce_cost": self.reduce_cost.source if self.reduce_cost is not None else None,
-        }
+        """The options, for the JSON output: its durations in ns, as every duration of a result."""
+        options = asdict(self.options)
+        for key in ("latency_s", "intra_latency_s", "cycle_s"):
+            options[key.removesuffix("_s") + "_ns"] = ns_of(options.pop(key))
+        return {**options, "reduce_cost": self.reduce_cost.source if self.reduce_cost is not None else None}
 
     def assumptions(self) -> list[str]:
         """What this model takes for granted, in words."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from analyze.whatif.backward_profile import BackwardProfile, ReduceCostTable
 from analyze.whatif.gradient_buckets import Buckets, MiB, horovod_buckets
+from capture.units import ns_of
 
 __all__ = ["PaperModel", "PAPER_CYCLE_S", "PAPER_FUSION_BYTES"]
 
@@ -61,7 +62,7 @@ class PaperModel:
         """The model's constants, for the JSON output."""
         return {
             "buckets": "horovod",
-            "cycle_s": PAPER_CYCLE_S,
+            "cycle_ns": ns_of(PAPER_CYCLE_S),
             "fusion_bytes": PAPER_FUSION_BYTES,
             "reduce_cost": self.reduce_cost.source if self.reduce_cost is not None else None,
         }

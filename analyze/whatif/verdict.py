@@ -75,7 +75,7 @@ def verdict_text(result: "WhatIf", replay: "Counterfactual") -> str:
 
 
 def _verdict(result: "WhatIf", replay: "Counterfactual") -> str:
-    t = result.single_iteration_time_s
+    t = result.single_iteration_time_ns / 1e9
     n = max(p.workers for p in result.points)
     hide = result.hide_bandwidth_bps or float("nan")
     sf_hide = float(replay.scaling_factor(t, n, hide)[0])
@@ -222,7 +222,8 @@ def _hidden(fit: WireFit) -> str:
 
 def _measured_gap(msf: float, t: float, m: Measured) -> str:
     """Why the measured scaling factor is below the model's: exposed communication, or time lost elsewhere."""
-    period, comm = m.iteration_time_s, m.comm_time_s
+    period = m.iteration_time_ns / 1e9 if m.iteration_time_ns is not None else None
+    comm = m.comm_time_ns / 1e9 if m.comm_time_ns is not None else None
     exposed = period - t if period else None
     if exposed and comm and 0 < exposed <= _EXPLAINED * comm:
         how = "most" if exposed >= _MOSTLY * comm else "part"

@@ -63,6 +63,7 @@ from typing import Any, Optional
 import numpy as np
 
 from analyze.model.findings import WireFit, WireTimeline
+from capture.units import ns_of
 from analyze.whatif.replay import Counterfactual, points
 
 __all__ = [
@@ -329,7 +330,9 @@ def wire_replays(
     windows = np.array([float(e[-1]) for e in edges])
     volume = np.array([sent.sum() for sent, _, _ in rows])
     idle = np.maximum(np.array([p for _, _, p in rows]) - windows, 0.0)
-    profiled = None if chained else timeline.profiled_backward_s
+    profiled = (
+        None if chained or timeline.profiled_backward_ns is None else [x / 1e9 for x in timeline.profiled_backward_ns]
+    )
     runs = [_runs(sent, quiet, e) for (sent, quiet, _), e in zip(rows, edges)] if chained else []
     read = _Windows(rows, edges, windows, idle, runs)
     ends = _chained_ends(read, measured_period_s) if chained else _fixed_ends(read, measured_period_s, profiled)
@@ -370,17 +373,17 @@ def wire_replays(
     backward = [np.array([it.backward_end_s for it in r.iterations]) for r in (mid, fast, slow)]
     fit = WireFit(
         iterations=len(rows),
-        period_s=measured_period_s,
-        idle_s=float(np.median(idle)),
-        window_s=float(np.median(windows)),
-        backward_end_s=float(np.median(backward[0])),
-        backward_end_s_low=float(np.median(backward[1])),
-        backward_end_s_high=float(np.median(backward[2])),
+        period_ns=ns_of(measured_period_s),
+        idle_ns=ns_of(float(np.median(idle))),
+        window_ns=ns_of(float(np.median(windows))),
+        backward_end_ns=ns_of(float(np.median(backward[0]))),
+        backward_end_ns_low=ns_of(float(np.median(backward[1]))),
+        backward_end_ns_high=ns_of(float(np.median(backward[2]))),
         hidden=float(np.median(high - low)) > HIDDEN_SHARE * measured_period_s,
         efficiency=efficiency,
         efficiency_low=slow_eff,
         efficiency_high=fast_eff,
-        hidden_comm_s=float(np.median(np.minimum(point, windows))),
+        hidden_comm_ns=ns_of(float(np.median(np.minimum(point, windows)))),
         rate_ceiling_bps=ceiling,
         backward_profiled_steps=len(profiled) if profiled else None,
         readiness="chained" if chained else None,
@@ -472,21 +475,21 @@ HIDDEN_CHAINED = (
 
 def _fixed_reading(fit: WireFit) -> list[str]:
     """What the wire model read under fixed readiness (DDP, Horovod): the window and the backward's end in it."""
-    ms = 1e3
+    ms = 1e-6
     return [
         f"wire model: {fit.iterations} sampled host-iterations replayed from the capture; per iteration the link idles "
-        f"{fit.idle_s * ms:.4g} ms (forward, optimizer, backward before the first bucket) and communicates for "
-        f"{fit.window_s * ms:.4g} ms (medians)",
-        f"backward ends {fit.backward_end_s * ms:.4g} ms into the communication window ("
+        f"{fit.idle_ns * ms:.4g} ms (forward, optimizer, backward before the first bucket) and communicates for "
+        f"{fit.window_ns * ms:.4g} ms (medians)",
+        f"backward ends {fit.backward_end_ns * ms:.4g} ms into the communication window ("
         + (
             f"the ranks' profiles: their last collective call of a step less their first, median of "
             f"{fit.backward_profiled_steps} rank-steps; the interval takes their {PROFILED_RANGE[0]}th-"
-            f"{PROFILED_RANGE[1]}th percentiles, {fit.backward_end_s_low * ms:.4g}-"
-            f"{fit.backward_end_s_high * ms:.4g} ms)"
+            f"{PROFILED_RANGE[1]}th percentiles, {fit.backward_end_ns_low * ms:.4g}-"
+            f"{fit.backward_end_ns_high * ms:.4g} ms)"
             if fit.backward_profiled_steps
             else f"the backward after the first bucket taken as {BACKWARD_PER_IDLE:g}× the link's idle time; the "
             f"wire bounds it to "
-            f"{fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g} ms)"
+            f"{fit.backward_end_ns_low * ms:.4g}-{fit.backward_end_ns_high * ms:.4g} ms)"
         ),
     ]
 
@@ -494,14 +497,14 @@ def _fixed_reading(fit: WireFit) -> list[str]:
 def _chained_reading(fit: WireFit) -> list[str]:
     """What the wire model read under chained readiness (sharded, pipeline; module docstring): the window, its
     runs and the compute under them."""
-    ms = 1e3
+    ms = 1e-6
     return [
         f"wire model, chained readiness (the compute waits on the communication: sharded or pipeline): "
         f"{fit.iterations} sampled host-iterations replayed from the capture; per iteration the link idles "
-        f"{fit.idle_s * ms:.4g} ms and communicates for {fit.window_s * ms:.4g} ms (medians); each busy run of the "
+        f"{fit.idle_ns * ms:.4g} ms and communicates for {fit.window_ns * ms:.4g} ms (medians); each busy run of the "
         "window lasts its bytes at the link's rate or the compute under it, whichever is longer, and the idle "
         "stretches between runs are compute that waited for them",
-        f"with an infinitely fast link the window takes {fit.backward_end_s * ms:.4g} ms (its idle stretches and "
+        f"with an infinitely fast link the window takes {fit.backward_end_ns * ms:.4g} ms (its idle stretches and "
         f"the compute under its runs, taken as {BACKWARD_PER_IDLE:g}× the compute the link showed); the wire "
-        f"bounds it to {fit.backward_end_s_low * ms:.4g}-{fit.backward_end_s_high * ms:.4g} ms",
+        f"bounds it to {fit.backward_end_ns_low * ms:.4g}-{fit.backward_end_ns_high * ms:.4g} ms",
     ]

@@ -131,7 +131,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
                 reverse_qp=None if pd.isna(q["reverse_qp"]) else int(q["reverse_qp"]),
                 **{c: int(q[c]) for c in (*COUNTERS, *ANSWERS) if c != "stall_ns"},
                 ack_rtt_samples=int(n_rtt),
-                ack_rtt_median_us=None if pd.isna(med) else round(float(med) / 1e3, 3),
+                ack_rtt_median_ns=None if pd.isna(med) else int(round(float(med))),
             )
         )
     out = Rdma(qps=sorted(qp_rows, key=lambda r: (r.src, r.dst, r.qp)))
@@ -163,7 +163,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
         mine = by_edge[i].sort_values("data_bytes", ascending=False)
         busy_ns = float(busy.bins[i] * bin_ns)
         on_edge = e_code == i
-        row = _edge_row(s, d, mine, busy_ns, _median_us(events_of.get(i)), rate_fields(busy, sending, link, i))
+        row = _edge_row(s, d, mine, busy_ns, _median_ns(events_of.get(i)), rate_fields(busy, sending, link, i))
         row.series = _series(
             (e_t[on_edge], e_util[on_edge]), mine, cells_of, events_of.get(i), float(link[i]), bin_ns, str(s)
         )
@@ -185,7 +185,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
 
 
 def _edge_row(
-    s: str, d: str, mine: pd.DataFrame, busy_ns: float, ack_rtt_us: Optional[float], rates: dict[str, Any]
+    s: str, d: str, mine: pd.DataFrame, busy_ns: float, ack_rtt_ns: Optional[int], rates: dict[str, Any]
 ) -> RdmaEdge:
     """An edge's counters from its queue pairs MINE (heaviest first) and its RATES (transport.rate_fields), before
     its judgment."""
@@ -210,7 +210,7 @@ def _edge_row(
         cnps_per_s=float(cnps / (busy_ns / 1e9)) if busy_ns else None,
         ce_marks=ce,
         ce_fraction=float(ce / packets) if packets else 0.0,
-        ack_rtt_median_us=ack_rtt_us,
+        ack_rtt_median_ns=ack_rtt_ns,
         **rates,
         limiter=None,
         confidence=0.0,
@@ -245,7 +245,7 @@ def _series(
     trips = mine_ev[mine_ev["what"] == "ack_rtt_ns"].sort_values("t_ns")
     k = thin(trips["t_ns"].to_numpy())
     out.rtt_t_ns = trips["t_ns"].to_numpy(np.int64)[k].tolist()
-    out.rtt_us = (trips["value"].to_numpy(np.float64)[k] / 1e3).tolist()
+    out.rtt_ns = np.round(trips["value"].to_numpy(np.float64)[k]).astype(np.int64).tolist()
     return out
 
 
@@ -258,12 +258,12 @@ def _events_by_edge(ev: Optional[pd.DataFrame], code_of_flow: np.ndarray) -> dic
     return {int(k): g for k, g in ev[code >= 0].groupby(code[code >= 0])}
 
 
-def _median_us(ev: Optional[pd.DataFrame]) -> Optional[float]:
-    """The median ACK round trip among an edge's events (µs), None without any."""
+def _median_ns(ev: Optional[pd.DataFrame]) -> Optional[int]:
+    """The median ACK round trip among an edge's events (ns), None without any."""
     if ev is None:
         return None
     values = ev.loc[ev["what"] == "ack_rtt_ns", "value"]
-    return round(float(values.median()) / 1e3, 3) if len(values) else None
+    return int(round(float(values.median()))) if len(values) else None
 
 
 def _verdict(out: Rdma, edges: list[RdmaEdge]) -> None:

@@ -176,7 +176,7 @@ def _per_iteration(
                 start_ns=[int(x) for x in first[at]],
                 end_ns=[int(x) + bin_ns for x in last[at]],
                 tail_ns=[int(x) if x > f else None for x, f in zip(tail[at], first[at])],
-                rtt_median_ms=[_ms(x) for x in median[at]],
+                rtt_median_ns=[_ns(x) for x in median[at]],
                 resent_bytes=[int(x) for x in lost[at]],
             )
         )
@@ -281,8 +281,8 @@ def _judge(row: TransportEdge, step_bdps: Optional[float], bin_ns: int) -> tuple
         evidence.append(
             f"{loss:.2%} of bytes re-sent, {row.dup_acks:,} duplicate ACKs, {row.sack_acks:,} ACKs with SACK"
         )
-        if row.rtt_median_ms is not None and row.rtt_p99_ms is not None:
-            evidence.append(f"round trips median {row.rtt_median_ms:.3g} ms, p99 {row.rtt_p99_ms:.3g} ms")
+        if row.rtt_median_ns is not None and row.rtt_p99_ns is not None:
+            evidence.append(f"round trips median {row.rtt_median_ns / 1e6:.3g} ms, p99 {row.rtt_p99_ns / 1e6:.3g} ms")
         return "loss", _margin(loss, LOSS_FRACTION), evidence
     if (full is not None and full >= WINDOW_FULL_FRACTION) or zero >= ZERO_WINDOW_SHARE:
         if full is not None:
@@ -305,7 +305,7 @@ def _judge(row: TransportEdge, step_bdps: Optional[float], bin_ns: int) -> tuple
     if step_bdps is not None and step_bdps < LATENCY_STEP_BDPS:
         evidence.append(
             f"each ring step carries {step_bdps:.2g} bandwidth-delay products (line rate × min round trip "
-            f"{row.rtt_min_ms:.3g} ms): steps wait on round trips"
+            f"{(row.rtt_min_ns or 0) / 1e6:.3g} ms): steps wait on round trips"
         )
         return "latency", _margin(LATENCY_STEP_BDPS, max(step_bdps, 1e-9)), evidence
     if link_full is None and burst is not None:
@@ -336,8 +336,9 @@ def _margin(value: float, threshold: float, full_at: Optional[float] = None) -> 
     return float(np.clip(0.5 + 0.5 * (value - threshold) / (top - threshold), 0.5, 1.0))
 
 
-def _ms(ns: Any) -> Optional[float]:
-    return None if ns is None or not np.isfinite(ns) else round(float(ns) / 1e6, 4)
+def _ns(ns: Any) -> Optional[int]:
+    """A duration in whole nanoseconds, None where it was not measured (NaN)."""
+    return None if ns is None or not np.isfinite(ns) else int(round(float(ns)))
 
 
 # Others' share of a host's link (other traffic, another job), while the job's edge from it was busy, from which
@@ -554,7 +555,7 @@ def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], as
         dup_acks=int(per["dup_acks"][i]),
         sack_acks=int(per["sack_acks"][i]),
         zero_windows=int(per["zero_windows"][i]),
-        zero_window_ms=_ms(zero_ns),
+        zero_window_ns=_ns(zero_ns),
         zero_window_share=zero_ns / (e.busy.bins[i] * bin_ns) if e.busy.bins[i] else None,
         inflight_mean_bytes=int(per["inflight_sum"][i] / max(1.0, per["inflight_n"][i])),
         inflight_max_bytes=int(e.inflight_max[i]),
@@ -562,9 +563,9 @@ def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], as
         window_mean_bytes=int(per["window_sum"][i] / known) if known else None,
         window_full_fraction=float(per["window_full_bytes"][i] / payload) if known and payload else None,
         rtt_samples=int(stats["samples"][i]),
-        rtt_min_ms=_ms(stats["min"][i]),
-        rtt_median_ms=_ms(stats["median"][i]),
-        rtt_p99_ms=_ms(stats["p99"][i]),
+        rtt_min_ns=_ns(stats["min"][i]),
+        rtt_median_ns=_ns(stats["median"][i]),
+        rtt_p99_ns=_ns(stats["p99"][i]),
         **rate_fields(e.busy, e.sending, link, i),
         idle_in_communication=float(np.median(per_it.idle_share)) if per_it.idle_share else None,
         per_iteration=per_it,
@@ -674,7 +675,7 @@ def _series(rate: Pair, trips: Pair, flight: Pair, resent: Pair, bin_ns: int) ->
         t_ns=t[keep].astype(np.int64).tolist(),
         utilization=[round(x, 4) for x in u[keep].astype(np.float64).tolist()],
         rtt_t_ns=trips[0][keep_r].astype(np.int64).tolist(),
-        rtt_ms=[round(x / 1e6, 4) for x in trips[1][keep_r].astype(np.float64).tolist()],
+        rtt_ns=np.round(trips[1][keep_r]).astype(np.int64).tolist(),
         inflight_t_ns=flight[0][keep_f].astype(np.int64).tolist(),
         inflight_bytes=flight[1][keep_f].astype(np.int64).tolist(),
         resent_t_ns=(bins[keep_b].astype(np.int64) * bin_ns).tolist(),

@@ -56,13 +56,13 @@ def test_schema_is_valid_and_documents_every_key_the_result_emits(tmp_path: Path
 
 
 def test_json_file_validates_and_the_summary_goes_to_stdout(tmp_path: Path) -> None:
-    """--json FILE writes schema-1 JSON that validates; the human summary still prints."""
+    """--json FILE writes schema-2 JSON that validates; the human summary still prints."""
     out = tmp_path / "result.json"
     res = invoke(EXAMPLE, "--json", out)
     assert res.exit_code == 0, res.output
     doc = json.loads(out.read_text())
     VALIDATOR.validate(doc)
-    assert doc["schema"] == 1 and doc["byte_mode"] == "ip"
+    assert doc["schema"] == 2 and doc["byte_mode"] == "ip"
     assert {h["name"]: h["tx_bytes"] for h in doc["hosts"]} == {
         h: v["tx_ip_bytes"] for h, v in EXPECTED["hosts"].items()
     }

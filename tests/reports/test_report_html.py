@@ -316,7 +316,7 @@ def test_whatif_section_from_scaling_key():
     scaling = WhatIf(
         model="ringscope",
         model_options={},
-        single_iteration_time_s=0.1,
+        single_iteration_time_ns=100_000_000,
         profile={},
         points=[],
         hide_bandwidth_bps=25e9,

@@ -202,7 +202,7 @@ def test_cli_without_t_solves_it_so_the_replay_reproduces_the_period(tmp_path: P
     r = scaling["replay"]
     assert r["modelled_iteration_ns"] == MODELLED_NS and r["single_iteration_time_given"] is False
     assert r["error"] == 0.0 and r["flagged"] is False
-    assert scaling["single_iteration_time_s"] == pytest.approx(0.100, abs=1e-9)
+    assert scaling["single_iteration_time_ns"] / 1e9 == pytest.approx(0.100, abs=1e-9)
     assert "so the replay reproduces the measured iteration" in " ".join(scaling["assumptions"])
 
 

@@ -139,12 +139,14 @@ def _check_inputs(result: dict, scaling: dict, link_bps: float) -> dict:
     assert result["topology"]["kind"] == "ring"  # gloo's ring: rank r sends to rank r−1
     assert result["topology"]["direction"] == "against_launch_order"
     its = result["iterations"]
-    assert its["count"] == ITERS and m["iteration_time_s"] == pytest.approx(its["period_ns"] / 1e9)
+    assert its["count"] == ITERS and m["iteration_time_ns"] / 1e9 == pytest.approx(its["period_ns"] / 1e9)
     wire_s = RING_FACTOR * 8 * S / link_bps  # the least time the ring can take on this link
-    assert FORWARD_S + wire_s <= m["iteration_time_s"] <= FORWARD_S + 0.25 + wire_s / 0.6
-    assert wire_s <= m["comm_time_s"] <= 1.1 * (m["iteration_time_s"] - FORWARD_S) + 0.02  # bins are 10 ms
-    assert scaling["single_iteration_time_s"] == pytest.approx(FORWARD_S)
-    assert m["measured_scaling_factor"] == pytest.approx(FORWARD_S / m["iteration_time_s"])
+    assert FORWARD_S + wire_s <= m["iteration_time_ns"] / 1e9 <= FORWARD_S + 0.25 + wire_s / 0.6
+    assert (
+        wire_s <= m["comm_time_ns"] / 1e9 <= 1.1 * (m["iteration_time_ns"] / 1e9 - FORWARD_S) + 0.02
+    )  # bins are 10 ms
+    assert scaling["single_iteration_time_ns"] / 1e9 == pytest.approx(FORWARD_S)
+    assert m["measured_scaling_factor"] == pytest.approx(FORWARD_S / (m["iteration_time_ns"] / 1e9))
     # the same calculation inside `ringscope analyze` and in `ringscope whatif RESULT.json`
     ours = result["scaling"]
     assert ours["measured"] == pytest.approx(m) and ours["verdict"] == scaling["verdict"]
@@ -213,8 +215,8 @@ def test_100mbit_link_is_the_bottleneck(tmp_path, netns_cluster):  # noqa: F811
                 "sf_full": sf,
                 "sf_at_efficiency": m["scaling_factor_at_measured_efficiency"],
                 "sf_measured": m["measured_scaling_factor"],
-                "period_s": m["iteration_time_s"],
-                "comm_s": m["comm_time_s"],
+                "period_s": m["iteration_time_ns"] / 1e9,
+                "comm_s": m["comm_time_ns"] / 1e9,
                 "gradient_bytes": m["gradient_bytes"],
                 "whatif_ms": min(costs) * 1e3,
                 "test_s": time.monotonic() - t0,
@@ -255,8 +257,8 @@ def test_unthrottled_link_is_not_the_bottleneck(tmp_path, netns_cluster):  # noq
                 "sf_full": sf,
                 "sf_at_efficiency": m["scaling_factor_at_measured_efficiency"],
                 "sf_measured": m["measured_scaling_factor"],
-                "period_s": m["iteration_time_s"],
-                "comm_s": m["comm_time_s"],
+                "period_s": m["iteration_time_ns"] / 1e9,
+                "comm_s": m["comm_time_ns"] / 1e9,
                 "test_s": time.monotonic() - t0,
             }
         )
@@ -282,7 +284,7 @@ def test_analyze_adds_scaling_only_with_a_known_link_speed(tmp_path):
     assert "measured_scaling_factor" not in s["measured"]  # T was not given: read from the wire, and said
     assert any(a.startswith("wire model:") for a in s["assumptions"])
     for p in s["points"]:
-        assert p["iteration_s_low"] <= p["iteration_s"] <= p["iteration_s_high"]
+        assert p["iteration_ns_low"] <= p["iteration_ns"] <= p["iteration_ns_high"]
     # no meta.json: the link speed is the analyzer's stand-in, so no verdict about it
     bare = tmp_path / "bare"
     shutil.copytree(example, bare)
@@ -296,7 +298,7 @@ def test_analyze_adds_scaling_only_with_a_known_link_speed(tmp_path):
     jsonschema.validate(doc, schema)
     assert "link speed as given with --link-speed" in doc["scaling"]["assumptions"]
     assert doc["scaling"]["measured"]["measured_scaling_factor"] == pytest.approx(
-        0.05 / doc["scaling"]["measured"]["iteration_time_s"]
+        0.05 / (doc["scaling"]["measured"]["iteration_time_ns"] / 1e9)
     )
     bad = ringscope("analyze", bare, "--single-iteration-time", "soon")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "soon" in bad.stderr
@@ -318,10 +320,10 @@ def test_whatif_with_a_profile_replays_the_example_run(tmp_path):
     assert done.returncode == 0, done.stderr
     scaling = json.loads((tmp_path / "w.json").read_text())["scaling"]
     m, replay = scaling["measured"], scaling["replay"]
-    period, eff = m["iteration_time_s"], m["transport_efficiency"]
+    period, eff = m["iteration_time_ns"] / 1e9, m["transport_efficiency"]
     assert replay["measured_iteration_ns"] == round(period * 1e9)
     exposed_s = 1.5 * 8 * s_bytes / (eff * 1e9) + 6 * 10e-6
-    assert scaling["single_iteration_time_s"] == pytest.approx(period - exposed_s, abs=1e-9)
+    assert scaling["single_iteration_time_ns"] / 1e9 == pytest.approx(period - exposed_s, abs=1e-9)
     assert replay["modelled_iteration_ns"] == replay["measured_iteration_ns"] and replay["error"] == 0.0
     assert replay["flagged"] is False and replay["single_iteration_time_given"] is False
     line = done.stdout.splitlines()[1]

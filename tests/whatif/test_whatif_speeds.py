@@ -211,11 +211,11 @@ def test_predictions_at_other_speeds_match_the_job_run_there(
                 {
                     "from": rate,
                     "to": other,
-                    "predicted": p.iteration_s,
-                    "low": p.iteration_s_low,
-                    "high": p.iteration_s_high,
+                    "predicted": p.iteration_ns / 1e9,
+                    "low": p.iteration_ns_low / 1e9,
+                    "high": p.iteration_ns_high / 1e9,
                     "recorded": recorded,
-                    "error": p.iteration_s / recorded - 1,
+                    "error": p.iteration_ns / 1e9 / recorded - 1,
                 }
             )
     print(json.dumps({"job": name, "sure_captures": sure, "tries": tries, "rows": rows}, indent=1))

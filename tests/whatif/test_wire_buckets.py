@@ -111,13 +111,13 @@ def test_the_wire_reads_the_ranks_bucket_times(
     fit = scaling.wire
     truth_times = recorded(truth)
     bin_s = result.bin_ns / 1e9
-    allowed = TOLERANCE_BINS * bin_s + TOLERANCE_SHARE * fit.period_s
+    allowed = TOLERANCE_BINS * bin_s + TOLERANCE_SHARE * fit.period_ns / 1e9
     wire = {
-        "idle_s": fit.idle_s,
-        "window_s": fit.window_s,
-        "backward_end_s": fit.backward_end_s,
-        "low": fit.backward_end_s_low,
-        "high": fit.backward_end_s_high,
+        "idle_s": fit.idle_ns / 1e9,
+        "window_s": fit.window_ns / 1e9,
+        "backward_end_s": fit.backward_end_ns / 1e9,
+        "low": fit.backward_end_ns_low / 1e9,
+        "high": fit.backward_end_ns_high / 1e9,
         "hidden": fit.hidden,
     }
     print(json.dumps({"rate": rate, "bin_s": bin_s, "allowed_s": allowed, "wire": wire, "recorded": truth_times}))
@@ -173,27 +173,27 @@ def test_the_ranks_profiles_time_the_backward_the_busy_link_hid(
     assert scaling is not None and scaling.wire is not None
     fit = scaling.wire
     truth_times = recorded(truth)
-    allowed = TOLERANCE_BINS * result.bin_ns / 1e9 + TOLERANCE_SHARE * fit.period_s
+    allowed = TOLERANCE_BINS * result.bin_ns / 1e9 + TOLERANCE_SHARE * fit.period_ns / 1e9
     at = {p.bandwidth_bps: p for p in scaling.points}
     step = measured_step_s(faster)
     # the same capture without the profiles, for the record (not held: the point the wire guesses, module docstring)
-    bare = replace(measured, timeline=replace(measured.timeline, profiled_backward_s=None))
+    bare = replace(measured, timeline=replace(measured.timeline, profiled_backward_ns=None))
     unprofiled = wire_scaling(bare, [4], [1e9], [1.0])
     row = {
-        "backward_end_s": fit.backward_end_s,
-        "low": fit.backward_end_s_low,
-        "high": fit.backward_end_s_high,
+        "backward_end_s": fit.backward_end_ns / 1e9,
+        "low": fit.backward_end_ns_low / 1e9,
+        "high": fit.backward_end_ns_high / 1e9,
         "profiled_steps": fit.backward_profiled_steps,
         "recorded_backward_end_s": truth_times["backward_end_s"],
         "replay_error": scaling.replay.error if scaling.replay else None,
-        "predicted_1g_s": at[1e9].iteration_s,
-        "interval_1g_s": [at[1e9].iteration_s_low, at[1e9].iteration_s_high],
+        "predicted_1g_s": at[1e9].iteration_ns / 1e9,
+        "interval_1g_s": [at[1e9].iteration_ns_low / 1e9, at[1e9].iteration_ns_high / 1e9],
         "recorded_1g_s": step,
-        "inside": at[1e9].iteration_s_low <= step <= at[1e9].iteration_s_high,
-        "unprofiled_1g_s": unprofiled.points[0].iteration_s if unprofiled else None,
+        "inside": at[1e9].iteration_ns_low / 1e9 <= step <= at[1e9].iteration_ns_high / 1e9,
+        "unprofiled_1g_s": unprofiled.points[0].iteration_ns / 1e9 if unprofiled else None,
     }
     print(json.dumps(row))
     assert fit.backward_profiled_steps and fit.backward_profiled_steps >= 4 * (spec["iters"] - 2), row
-    assert abs(fit.backward_end_s - truth_times["backward_end_s"]) <= allowed, row
+    assert abs(fit.backward_end_ns / 1e9 - truth_times["backward_end_s"]) <= allowed, row
     assert scaling.replay is not None and abs(scaling.replay.error) <= 0.03, row
-    assert abs(at[1e9].iteration_s / step - 1) <= POINT_TOLERANCE, row
+    assert abs(at[1e9].iteration_ns / 1e9 / step - 1) <= POINT_TOLERANCE, row

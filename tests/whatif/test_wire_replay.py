@@ -46,9 +46,11 @@ def test_what_the_wire_shows_is_read_exactly() -> None:
     r = wire_replays(GAPPED, 2, 0.100)
     assert r is not None
     fit = r.fit
-    assert fit.efficiency == pytest.approx(1.0) and fit.window_s == pytest.approx(40 * MS)
-    assert fit.idle_s == pytest.approx(60 * MS)
-    assert fit.backward_end_s_low == pytest.approx(30 * MS) and fit.backward_end_s_high == pytest.approx(40 * MS)
+    assert fit.efficiency == pytest.approx(1.0) and fit.window_ns / 1e9 == pytest.approx(40 * MS)
+    assert fit.idle_ns / 1e9 == pytest.approx(60 * MS)
+    assert fit.backward_end_ns_low / 1e9 == pytest.approx(30 * MS) and fit.backward_end_ns_high / 1e9 == pytest.approx(
+        40 * MS
+    )
     assert fit.hidden is False  # 10 ms of 100: the last bucket's wait shows when backward ended
 
 
@@ -116,14 +118,14 @@ def test_more_workers_send_more_per_byte_of_gradient() -> None:
 def test_a_link_busy_all_through_backward_is_a_range_and_the_verdict_says_so() -> None:
     r = wire_replays(SATURATED, 2, 0.100)
     assert r is not None and r.fit.hidden
-    assert r.fit.backward_end_s_low == 0.0 and r.fit.backward_end_s_high == pytest.approx(40 * MS)
+    assert r.fit.backward_end_ns_low / 1e9 == 0.0 and r.fit.backward_end_ns_high / 1e9 == pytest.approx(40 * MS)
     inputs = WhatIfInputs(workers=2, link_speed_bps=1e9, iteration_time_s=0.100, gradient_bytes=5e6)
     w = wire_what_if(r, [2], [1e9, 10e9], measured=inputs)
     assert w.replay is not None and abs(w.replay.error) < 1e-6
     at_10g = [p for p in w.points if p.bandwidth_bps == 10e9][0]
     # as fast as 60 + 4 ms (every byte ready at once) or no faster than the 100 ms measured
-    assert at_10g.iteration_s_low == pytest.approx(0.064, abs=1e-9)
-    assert at_10g.iteration_s_high == pytest.approx(0.100, abs=1e-9)
+    assert at_10g.iteration_ns_low / 1e9 == pytest.approx(0.064, abs=1e-9)
+    assert at_10g.iteration_ns_high / 1e9 == pytest.approx(0.100, abs=1e-9)
     assert w.wire is not None and w.wire.scaling_factor_low is not None
     assert "busy all through backward" in w.verdict
 
@@ -150,14 +152,17 @@ def test_the_ranks_profiles_set_the_backward_the_busy_link_hid() -> None:
     their 10th and 90th percentiles, and T = 100 - 40 + 10 ms, what an infinitely fast link leaves."""
     bare = wire_replays(SATURATED, 2, 0.100)
     assert bare is not None and bare.fit.hidden and bare.fit.backward_profiled_steps is None
-    assert bare.fit.backward_end_s == pytest.approx(40 * MS)  # 1 x the 60 ms idle, inside 0-40 ms
+    assert bare.fit.backward_end_ns / 1e9 == pytest.approx(40 * MS)  # 1 x the 60 ms idle, inside 0-40 ms
     spans = [0.008, 0.010, 0.012] * 4
-    profiled = wire_replays(replace(SATURATED, profiled_backward_s=spans), 2, 0.100)
+    profiled = wire_replays(replace(SATURATED, profiled_backward_ns=[round(x * 1e9) for x in spans]), 2, 0.100)
     assert profiled is not None
     fit = profiled.fit
     assert fit.backward_profiled_steps == 12 and fit.hidden is False
-    assert fit.backward_end_s == pytest.approx(10 * MS)
-    assert (fit.backward_end_s_low, fit.backward_end_s_high) == (pytest.approx(8 * MS), pytest.approx(12 * MS))
+    assert fit.backward_end_ns / 1e9 == pytest.approx(10 * MS)
+    assert (fit.backward_end_ns_low / 1e9, fit.backward_end_ns_high / 1e9) == (
+        pytest.approx(8 * MS),
+        pytest.approx(12 * MS),
+    )
     assert profiled.point.single_iteration_time_s == pytest.approx(70 * MS)
     assert float(profiled.point.iteration_s(2, 1e15)[0]) == pytest.approx(70 * MS, abs=1e-6)
     assert float(profiled.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.100, abs=1e-9)  # the replay still holds
@@ -173,7 +178,7 @@ CHAINED = timeline([FULL] * 20 + [0] * 10 + [FULL] * 10, list(range(20, 30)), pe
 def test_chained_readiness_moves_the_compute_between_runs_with_the_link() -> None:
     r = wire_replays(CHAINED, 2, 0.045, chained=True)
     assert r is not None and r.fit.readiness == "chained"
-    assert r.fit.efficiency == pytest.approx(1.0) and r.fit.window_s == pytest.approx(40 * MS)
+    assert r.fit.efficiency == pytest.approx(1.0) and r.fit.window_ns / 1e9 == pytest.approx(40 * MS)
     # the capture's own point: 5 + 20 + 10 + 10 ms
     assert float(r.point.iteration_s(2, 1e9)[0]) == pytest.approx(0.045, abs=1e-9)
     # at 2 Gbit/s each run takes its bytes' 10 and 5 ms, no less than the compute under it: 5 + 10 + 10 + 5 ms;
@@ -189,7 +194,9 @@ def test_chained_bounds_take_no_compute_and_all_of_it_under_the_runs() -> None:
     r = wire_replays(CHAINED, 2, 0.045, chained=True)
     assert r is not None
     fit = r.fit
-    assert (fit.backward_end_s_low, fit.backward_end_s, fit.backward_end_s_high) == pytest.approx((0.010, 0.025, 0.040))
+    assert (fit.backward_end_ns_low / 1e9, fit.backward_end_ns / 1e9, fit.backward_end_ns_high / 1e9) == pytest.approx(
+        (0.010, 0.025, 0.040)
+    )
     assert fit.hidden is True  # 30 ms of 45 unknown: how much compute the busy runs hid
     low, high = r.interval_s(2, 2e9)
     # none under the runs, the link at line rate: 5 + 10 + 10 + 5 ms; all of it, each run as long as at 1 Gbit/s:
