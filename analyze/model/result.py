@@ -1,9 +1,10 @@
-"""The analyzer's one result object and its versioned JSON form (schema 1).
+"""The analyzer's one result object and its versioned JSON form (schema 2).
 
 Every face renders this object: the summary, the HTML report, the trace and `--json`. Its records are typed all
 the way down: hosts, flows and captures here, what the analyses find in analyze.model.findings. One function writes the
-JSON (Result.to_json, through analyze.model.jsonform) and one reads it back (Result.from_json). Later features add keys
-but never change the ones here; the JSON Schema lives beside it in result.schema.json.
+JSON (Result.to_json, through analyze.model.jsonform) and one reads it back (Result.from_json). Within a schema version
+later features add keys but never change the ones here; the JSON Schema beside it, result.schema.json, is generated
+from these records (analyze.model.schema).
 """
 
 from __future__ import annotations

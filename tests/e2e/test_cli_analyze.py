@@ -45,14 +45,14 @@ def test_schema_is_valid_and_documents_every_key_the_result_emits(tmp_path: Path
     assert {"schema", "hosts", "flows", "captures", "warnings"} <= set(SCHEMA["required"])
     doc = run([EXAMPLE]).to_json()
     defs = SCHEMA["$defs"]
-    assert set(doc["hosts"][0]) == set(defs["host"]["properties"])
-    assert set(doc["hosts"][0]["tx_utilization"]) == set(defs["utilization"]["properties"])
-    assert set(doc["flows"][0]) == set(defs["flow"]["properties"]) - {"qp"}
-    assert set(doc["captures"][0]) == set(defs["capture"]["properties"])
+    assert set(doc["hosts"][0]) == set(defs["HostSummary"]["properties"])
+    assert set(doc["hosts"][0]["tx_utilization"]) == set(defs["Utilization"]["properties"])
+    assert set(doc["flows"][0]) == set(defs["FlowRecord"]["properties"]) - {"qp"}
+    assert set(doc["captures"][0]) == set(defs["CaptureSummary"]["properties"])
     roce = run([R.write_run(tmp_path / "roce", R.generate(R.RoceRing(hosts=3, iterations=2)))]).to_json()
     VALIDATOR.validate(roce)
-    assert set(roce["flows"][0]) == set(defs["flow"]["properties"])
-    assert set(roce["rdma"]["edges"][0]) >= set(defs["rdma"]["properties"]["edges"]["items"]["required"])
+    assert set(roce["flows"][0]) == set(defs["FlowRecord"]["properties"])
+    assert set(roce["rdma"]["edges"][0]) >= set(defs["RdmaEdge"]["required"])
 
 
 def test_json_file_validates_and_the_summary_goes_to_stdout(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ MODELLED_NS = 115_060_000  # (T + OVERHEAD_S) in ns, written out
 assert round((T_S + OVERHEAD_S) * 1e9) == MODELLED_NS
 PROFILE = BackwardProfile(np.array([BACKWARD_S]), np.array([float(S)]), source="one tensor")
 _SCHEMA = json.loads(SCHEMA_PATH.read_text())
-SCALING_SCHEMA = {"$schema": _SCHEMA["$schema"], "$defs": _SCHEMA["$defs"], "$ref": "#/$defs/scaling"}
+SCALING_SCHEMA = {"$schema": _SCHEMA["$schema"], "$defs": _SCHEMA["$defs"], "$ref": "#/$defs/WhatIf"}
 
 
 def measured(period_ns: int, busy: float | None = BUSY) -> WhatIfInputs:
