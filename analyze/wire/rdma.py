@@ -37,7 +37,15 @@ from analyze.wire.send_rate import (
     fills_link,
     unresolved_evidence,
 )
-from analyze.wire.transport import busy_bins, edge_rates, line_rate_unknown, rate_fields, set_aside_light, thin
+from analyze.wire.transport import (
+    EdgeRates,
+    busy_bins,
+    edge_rates,
+    line_rate_unknown,
+    rate_fields,
+    set_aside_light,
+    thin,
+)
 
 LOSS_FRACTION = 0.005  # packets sent again above this share of the edge's: loss shapes the transfer
 LOSS_TIME_SHARE = 0.05  # timer stalls and resends taking this share of the edge's busy time: loss shapes it
@@ -185,7 +193,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
 
 
 def _edge_row(
-    s: str, d: str, mine: pd.DataFrame, busy_ns: float, ack_rtt_ns: Optional[int], rates: dict[str, Any]
+    s: str, d: str, mine: pd.DataFrame, busy_ns: float, ack_rtt_ns: Optional[int], rates: EdgeRates
 ) -> RdmaEdge:
     """An edge's counters from its queue pairs MINE (heaviest first) and its RATES (transport.rate_fields), before
     its judgment."""

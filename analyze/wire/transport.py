@@ -27,7 +27,7 @@ per-edge series (rate per bin, round trips over time) for the report.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Optional, Sequence, TypedDict, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -375,7 +375,17 @@ def busy_bins(
     )
 
 
-def rate_fields(busy: BusyBins, sending: np.ndarray, link: np.ndarray, i: int) -> dict[str, Any]:
+class EdgeRates(TypedDict):
+    """The rate fields TransportEdge and RdmaEdge share, typed so that mypy checks them where they are unpacked
+    into either record's constructor (a dict of strings would let a misspelt key through to run time)."""
+
+    rate_while_busy: Optional[float]
+    burst_rate: Optional[float]
+    busy_share: Optional[float]
+    link_speed_bps: float
+
+
+def rate_fields(busy: BusyBins, sending: np.ndarray, link: np.ndarray, i: int) -> EdgeRates:
     """Edge I's rates as its row shows them (TCP and RDMA alike): over its busy bins and in its bursts (from packet
     times), as shares of its sender's line rate, and the share of the job's span it was busy."""
     return {
