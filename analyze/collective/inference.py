@@ -612,7 +612,9 @@ def _edge_series(
     keep = np.isin(pair, list(pair_of))
     pair, view = pair[keep], code["view"][fid][keep]
     t, nbytes = fs["t_ns"].to_numpy(np.int64)[keep], fs["bytes"].to_numpy(np.float64)[keep]
-    order = np.lexsort((t, view, pair))
+    # grouped by edge and view only: np.unique below puts each group's times in order (a third sort key, the
+    # time, cost a lexsort of every cell: 0.2 s of 9 M cells at 512 hosts)
+    order = np.argsort(pair * (n + 1) + view, kind="stable")
     pair, view, t, nbytes = pair[order], view[order], t[order], nbytes[order]
     if not len(pair):  # the edges' flows left no series cell (every packet dated outside the capture's span)
         return []

@@ -12,7 +12,8 @@ How, from headers only (no payload, no ports known in advance):
   longer time, the store, which each rank reaches as it starts, joins the mesh that opens right after its last
   connection: the rendezvous completes when the last rank arrives).
 Connections joined by these links are one group. A group that opens soon after another over hosts of its, in
-several separate meshes, is that job's subgroups (a pipeline stage's data-parallel group). A group of two or
+several separate meshes, is that job's subgroups (a pipeline stage's data-parallel group; one of two replicas is a
+lone connection, and such connections are its subgroups where together they fall apart so). A group of two or
 more connections over two or more hosts is a job, unless it is light (a hundredth of the heaviest group's
 bytes) and its hosts are a job's: then it is part of that job; the rest (a lone copy, an ssh session,
 connections opened before the capture and sharing no listener with a job) is other traffic. Where the capture
@@ -184,6 +185,19 @@ def _subgroups_joined(
             out[label == g] = home[0]
         else:
             kept.append(g)
+    # a subgroup of two ranks is one connection, no job of its own: the stages' groups of a pipeline of two
+    # replicas opened 54 ms and 151 ms after the global mesh under load (97 ms apart, past OPEN_GAP_NS), each a
+    # lone connection, and the job's all-reduces went to other traffic. Lone connections over a job's hosts,
+    # opened after its mesh within RENDEZVOUS_NS, are its subgroups where together they fall apart into
+    # several meshes, as a new_group per stage does; a lone copy between two of its hosts does not
+    size = pd.Series(label).value_counts()
+    lone = [g for g in size.index[size.to_numpy() == 1] if g not in set(job_groups)]
+    for h in kept:
+        near = [g for g in lone if members[g] <= members[h] and 0 <= first[g] - last[h] <= RENDEZVOUS_NS]
+        mine = pairs[pairs["g"].isin(near)]
+        if len(host_sets(list(zip(mine["a"], mine["b"])))) > 1:
+            out[np.isin(label, near)] = h
+            lone = [g for g in lone if g not in near]
     return out
 
 

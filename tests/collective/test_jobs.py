@@ -140,6 +140,32 @@ def test_a_mesh_opened_in_pieces_is_one_job() -> None:
         assert split_jobs(flows, frame).jobs == jobs, end
 
 
+def test_two_stage_groups_of_one_connection_each_are_the_jobs() -> None:
+    """A pipeline of 2 stages x 2 replicas: after the global mesh each stage's data-parallel group is one connection
+    (a-c, b-d), opened 54 and 151 ms after it under load (97 ms apart: no mesh of their own). Together they fall
+    apart into two meshes over the job's hosts: its subgroups, not other traffic (a CI run read them as other
+    traffic and the job as its pipeline links alone). A lone heavy copy between two of its hosts opened as soon
+    after the mesh is no mesh apart: other traffic still."""
+    hosts, ms = ["a", "b", "c", "d"], 1_000_000
+    rows = _mesh(hosts, 41000, 0, 29500)
+    last = max(r[5] for r in rows)
+    stages = [
+        ("c", 51014, "a", 43401, 96_000_000, last + 54 * ms, True),
+        ("d", 40494, "b", 44483, 96_000_000, last + 151 * ms, True),
+    ]
+    stages += [(d, q, s, p, b, t, o) for s, p, d, q, b, t, o in stages]
+    flows, frame = _flows(rows + stages)
+    split = split_jobs(flows, frame)
+    assert split.jobs == 1 and (split.flow_job >= 0).all(), split
+    copy = [
+        ("b", 33333, "c", 5201, 300_000_000, last + 60 * ms, True),
+        ("c", 5201, "b", 33333, 9_000, last + 60 * ms, True),
+    ]
+    flows, frame = _flows(rows + copy)
+    split = split_jobs(flows, frame)
+    assert (split.flow_job[-2:] == -1).all() and (split.flow_job[:-2] >= 0).all(), split
+
+
 def test_one_job_without_its_opening_is_read_whole() -> None:
     """A capture that began after the job did saw no connection open: nothing can be split, nothing is set aside."""
     rows = [(s, p, d, q, b, t, False) for s, p, d, q, b, t, _ in _mesh(["a", "b", "c"], 41000, 0, 29500)]
