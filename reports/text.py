@@ -679,10 +679,18 @@ def render_whatif(result: WhatIf) -> str:
         shown = {f.name: getattr(m, f.name) for f in fields(m) if getattr(m, f.name) is not None}
         lines += [
             "",
-            "measured: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()),
+            "measured: " + ", ".join(_measured_item(k, v) for k, v in shown.items()),
         ]
     lines += ["", "assumed: " + "; ".join(result.assumptions), "", result.verdict]
     return "\n".join(lines)
+
+
+def _measured_item(key: str, value: object) -> str:
+    """'iteration_time=106.4 ms', 'transport_efficiency=0.8985': a duration (ns in the result) in ms, a float to
+    four places, anything else as it is."""
+    if key.endswith("_ns") and isinstance(value, int):
+        return f"{key.removesuffix('_ns')}={value / 1e6:.4g} ms"
+    return f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}"
 
 
 def _iteration_cell(p: ScalingPoint) -> str:

@@ -63,8 +63,8 @@ from typing import Any, Optional
 import numpy as np
 
 from analyze.model.findings import WireFit, WireTimeline
-from capture.units import ns_of
 from analyze.whatif.replay import Counterfactual, points
+from capture.units import ns_of
 
 __all__ = [
     "WireReplay",

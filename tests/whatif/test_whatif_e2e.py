@@ -328,6 +328,9 @@ def test_whatif_with_a_profile_replays_the_example_run(tmp_path):
     assert replay["flagged"] is False and replay["single_iteration_time_given"] is False
     line = done.stdout.splitlines()[1]
     assert line.startswith("replay of the measured run (N = 4, ") and f"(error {replay['error']:+.1%})" in line
+    # the measured line gives durations in ms, as the JSON's nanoseconds read
+    measured = next(x for x in done.stdout.splitlines() if x.startswith("measured: "))
+    assert f"iteration_time={m['iteration_time_ns'] / 1e6:.4g} ms" in measured and "_ns=" not in measured
 
 
 def test_whatif_keeps_the_ring_model_when_its_refinements_are_asked(tmp_path):
