@@ -191,7 +191,8 @@ def _subgroups_joined(
     # opened after its mesh within RENDEZVOUS_NS, are its subgroups where together they fall apart into
     # several meshes, as a new_group per stage does; a lone copy between two of its hosts does not
     size = pd.Series(label).value_counts()
-    lone = [g for g in size.index[size.to_numpy() == 1] if g not in set(job_groups)]
+    jobs = set(job_groups.tolist())
+    lone = [g for g in size.index[size.to_numpy() == 1] if g not in jobs]
     for h in kept:
         near = [g for g in lone if members[g] <= members[h] and 0 <= first[g] - last[h] <= RENDEZVOUS_NS]
         mine = pairs[pairs["g"].isin(near)]
