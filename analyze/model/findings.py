@@ -427,6 +427,11 @@ class RdmaEdge:
     series: RdmaSeries = field(default_factory=RdmaSeries)
     # share of line rate its bursts left at, from packet times: the same at any bin (analyze.wire.send_rate)
     burst_rate: float | None = optional()
+    # NCCL's receiver-driven exchange (analyze.wire.clear_to_send): WRITE chunks whose grants the sender's capture
+    # holds, and per chunk (median) how long the link idled waiting on the receiver's grant, then on the sender
+    chunks: int | None = optional()
+    grant_wait_ns: int | None = optional()
+    send_wait_ns: int | None = optional()
 
 
 @dataclass

@@ -38,6 +38,7 @@ from analyze.read.layouts import (
     AGG_GAP_NS,
     AGG_INFLIGHT_MAX,
     AGG_INFLIGHT_N,
+    CTS_MAX_BYTES,
     AGG_INFLIGHT_SUM,
     AGG_IP_BYTES,
     AGG_GROUP_BYTES,
@@ -135,7 +136,10 @@ from analyze.read.layouts import (
     PROTO_ROCE,
     REORDER_FLOOR_NS,
     ROCE_EV_ACK,
+    ROCE_EV_CHUNK_END,
+    ROCE_EV_CHUNK_START,
     ROCE_EV_CNP,
+    ROCE_EV_CTS,
     ROCE_EV_NAK,
     ROCE_EV_NAK_ERROR,
     ROCE_EV_RESENT,
@@ -772,6 +776,23 @@ def _rdma(b, bth, end, op, payload, ecn, prev_ns, agg, row, samples, st, f, ts):
             agg[row, AGG_ROCE_PSN_GAPS] += d
     agg[row, AGG_ROCE_IN_RESEND] = 0
     agg[row, AGG_ROCE_PSN_NEXT] = (psn + 1) & 0xFFFFFF if c != 0x0C else -1
+    if rc_uc and c >= 6 and c <= 0x0B:
+        _write_marks(samples, st, f, c, payload, psn, ts)
+
+
+@njit(inline="always", cache=_CACHE)
+def _write_marks(samples, st, f, c, payload, psn, ts):
+    """A WRITE message's first and last packet as event rows, or, for one small WRITE only, a clear-to-send: NCCL's
+    receiver grants each chunk with one, and whether the sender or the receiver kept the link idle between grant
+    and chunk (analyze.wire.clear_to_send) needs every one, unthinned (about one row per 16 packets at 128 KB)."""
+    only = c == 0x0A or c == 0x0B
+    if only and payload <= CTS_MAX_BYTES:
+        _sample(samples, st, f, SAMPLE_RDMA_EVENT | (ROCE_EV_CTS << 24) | psn, ts)
+        return
+    if c == 6 or only:
+        _sample(samples, st, f, SAMPLE_RDMA_EVENT | (ROCE_EV_CHUNK_START << 24) | psn, ts)
+    if c == 8 or c == 9 or only:
+        _sample(samples, st, f, SAMPLE_RDMA_EVENT | (ROCE_EV_CHUNK_END << 24) | psn, ts)
 
 
 @njit(inline="always", cache=_CACHE)

@@ -264,7 +264,11 @@ SAMPLE_TSECR = 5 << 32
 SAMPLE_RDMA_REQUEST = 6 << 32
 SAMPLE_RDMA_EVENT = 7 << 32
 ROCE_EV_ACK, ROCE_EV_NAK, ROCE_EV_RNR_NAK, ROCE_EV_NAK_ERROR, ROCE_EV_CNP, ROCE_EV_RESENT = 0, 1, 2, 3, 4, 5
-ROCE_EVENT_NAMES = ("ack", "nak", "rnr_nak", "nak_error", "cnp", "resent")
+# every RDMA WRITE message's first and last packet sent (not again), and each clear-to-send (a WRITE only of at most
+# CTS_MAX_BYTES): never thinned, since what a sender did between a receiver's grant and its chunk needs each one
+ROCE_EV_CHUNK_START, ROCE_EV_CHUNK_END, ROCE_EV_CTS = 6, 7, 8
+ROCE_EVENT_NAMES = ("ack", "nak", "rnr_nak", "nak_error", "cnp", "resent", "chunk_start", "chunk_end", "cts")
+CTS_MAX_BYTES = 64  # NCCL's IB transport writes a 64-byte FIFO slot per request (RCCL's inline variant 32)
 SAMPLE_KIND = 7 << 32  # the kind bits: 0 a data sample, SAMPLE_ACK, _RESENT, _INFLIGHT, _TSVAL, _TSECR, _RDMA_*
 SAMPLE_FLOW_SHIFT = 35  # above the value (32 bits) and the kind (3)
 SAMPLE_KEY, SAMPLE_NS, N_SAMPLE = 0, 1, 2

@@ -20,7 +20,8 @@ from analyze.tables.flow_pace import flow_send_rates
 from analyze.tables.tcp_flows import column_frames
 
 VERSIONS = {1: "RoCEv1", 2: "RoCEv2", 3: "InfiniBand"}
-EVENT_KINDS = ["ack_rtt_ns", "nak", "rnr_nak", "nak_error", "cnp", "resent"]  # the `what` of Tables.rdma_events
+# the `what` of Tables.rdma_events, by the kernel's event code (L.ROCE_EV_*; an ACK's is its round trip)
+EVENT_KINDS = ["ack_rtt_ns", "nak", "rnr_nak", "nak_error", "cnp", "resent", "chunk_start", "chunk_end", "cts"]
 ACK_RTT = 0
 COUNTERS = {
     "packets": L.AGG_PACKETS,
@@ -88,7 +89,8 @@ def _reverse_pairs(hf: HostFlows, rows: np.ndarray) -> np.ndarray:
 
 def _events(hf: HostFlows, rows: np.ndarray, reverse: np.ndarray, sent: np.ndarray) -> tuple[np.ndarray, ...]:
     """(local row, time, what, value) for the queue pairs ROWS of one capture: ACK round trips where the capture is
-    the requester's (SENT), and the NAKs, CNPs and resends that concern each."""
+    the requester's (SENT), the NAKs, CNPs and resends that concern each, its WRITE messages' first and last
+    packets and the clear-to-send writes that grant them."""
     s = hf.samples
     empty = np.zeros(0, np.int64)
     if not len(s) or not len(rows):
@@ -113,18 +115,17 @@ def _events(hf: HostFlows, rows: np.ndarray, reverse: np.ndarray, sent: np.ndarr
         .groupby(["f", "psn"], as_index=False)
         .agg(t=("t", "min"), t_ack=("t_ack", "min"))
     )
-    told = event & (code != L.ROCE_EV_ACK) & (code != L.ROCE_EV_RESENT) & (of >= 0)  # NAKs and CNPs, on the reverse
-    resent = event & (code == L.ROCE_EV_RESENT)
+    # told on the reverse queue pair: NAKs, CNPs, and the clear-to-send writes that grant this one's chunks
+    told = event & (((code >= L.ROCE_EV_NAK) & (code <= L.ROCE_EV_CNP)) | (code == L.ROCE_EV_CTS)) & (of >= 0)
+    own = event & ((code == L.ROCE_EV_RESENT) | (code == L.ROCE_EV_CHUNK_START) | (code == L.ROCE_EV_CHUNK_END))
     wanted = np.zeros(len(hf.keys), dtype=bool)
     wanted[rows] = True
-    resent &= wanted[flow]
+    own &= wanted[flow]
     return (
-        np.concatenate([both["f"].to_numpy(np.int64), of[told], flow[resent]]),
-        np.concatenate([both["t"].to_numpy(np.int64), ns[told], ns[resent]]),
-        np.concatenate([np.full(len(both), ACK_RTT), code[told], code[resent]]).astype(np.int64),
-        np.concatenate(
-            [(both["t_ack"] - both["t"]).to_numpy(np.int64), value[told] & 0xFFFFFF, value[resent] & 0xFFFFFF]
-        ),
+        np.concatenate([both["f"].to_numpy(np.int64), of[told], flow[own]]),
+        np.concatenate([both["t"].to_numpy(np.int64), ns[told], ns[own]]),
+        np.concatenate([np.full(len(both), ACK_RTT), code[told], code[own]]).astype(np.int64),
+        np.concatenate([(both["t_ack"] - both["t"]).to_numpy(np.int64), value[told] & 0xFFFFFF, value[own] & 0xFFFFFF]),
     )
 
 

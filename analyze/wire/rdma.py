@@ -28,6 +28,7 @@ import pandas as pd
 from analyze.confidence.thresholds import FILLS_LINK
 from analyze.model.findings import QpRate, Rdma, RdmaEdge, RdmaQp, RdmaSeries, Transport
 from analyze.model.result import Result
+from analyze.wire.clear_to_send import Grants, grant_waits
 from analyze.wire.path_sharing import shared_paths
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.tables.rdma_flows import ANSWERS, COUNTERS, VERSIONS
@@ -176,6 +177,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
             (e_t[on_edge], e_util[on_edge]), mine, cells_of, events_of.get(i), float(link[i]), bin_ns, str(s)
         )
         row.limiter, confidence, row.evidence = _judge(row, busy_ns, int(mine["stall_ns"].sum()), bin_ns)
+        _add_grants(row, grant_waits(events_of.get(i), str(s)))
         row.confidence = round(float(confidence), 3)
         line_rate_unknown(row, row.src in assumed)
         if row.qp_imbalance is not None and row.qp_imbalance >= IMBALANCED:
@@ -190,6 +192,17 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     out.edges = edges
     _verdict(out, [e for e in edges if e.limiter is not None])
     return out
+
+
+def _add_grants(row: RdmaEdge, grants: Optional[Grants]) -> None:
+    """The edge's chunks and their waits for the receiver's grant and on the sender, with their evidence line."""
+    if grants is None:
+        return
+    row.chunks, row.grant_wait_ns, row.send_wait_ns = grants.chunks, round(grants.receiver_ns), round(grants.sender_ns)
+    row.evidence.append(
+        f"{grants.chunks:,} chunks, each granted by a clear-to-send: the link idles {grants.receiver_ns / 1e3:,.1f} µs"
+        f" for the grant and {grants.sender_ns / 1e3:,.1f} µs on the sender after it (median per chunk)"
+    )
 
 
 def _edge_row(

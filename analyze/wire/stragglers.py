@@ -14,6 +14,8 @@ single host's counters: everyone's step grows and every link idles part of it. T
   stay busy from one iteration into the next and show no entry; where enough others do (6 hosts, not 4), the lag
   is how late the host enters, an upper bound of what the ring loses (210 ms for 150 ms of extra compute), and it
   is left unsure; there the late host's own edge showed its entry in 6 of 13 iterations once (late in 5).
+* compute, over RDMA: where the data moves over RDMA only, NCCL's clear-to-send grants tell a rank late on every
+  chunk, as its receiver or its sender (analyze.wire.clear_to_send).
 * link: edges whose pace (the 90th percentile of their bins' rates) is under SLOW of the usual one (the edges'
   75th percentile: one slow host slows two edges of a ring) and within FED of the slowest edge's (the next edge of
   the ring forwards what the slow one brings and can read under SLOW too, at twice its pace: 473 against 209 and
@@ -39,6 +41,7 @@ import numpy as np
 from analyze.model.findings import LinkFix, Straggler, TransportEdge
 from analyze.model.result import Result
 from capture.layout import RunManifest
+from analyze.wire.clear_to_send import LATE_FACTOR, late_by_grants
 from analyze.wire.transport import RUN_GAP
 
 __all__ = ["add_stragglers", "find_stragglers", "LATE_SHARE", "SLOW"]
@@ -76,6 +79,8 @@ def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix]]:
     its, transport = result.iterations, result.transport
     if its is None or transport is None or not its.count or not its.period_ns:
         return [], []
+    if not transport.edges and result.rdma is not None:  # data over RDMA only: the grants tell who is late
+        return _late_by_grants(result, its.confidence if its.source != "markers" else 1.0), []
     heaviest = max((e.payload_bytes for e in transport.edges), default=0)
     edges = [  # the collective's own edges: data in most iterations, not the set-up's broadcast or a control mesh
         e
@@ -89,6 +94,37 @@ def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix]]:
     period = float(its.period_ns)
     slow, fixes = _slow_links(result, edges, period, sure)
     return _late(result, edges, hosts, period, sure, [s.host for s in slow]) + slow, fixes
+
+
+def _late_by_grants(result: Result, sure: float) -> list[Straggler]:
+    """Ranks late on every chunk of NCCL's receiver-driven exchange (analyze.wire.clear_to_send), one finding per
+    host: late as a receiver, as a sender or both (a slow rank is both), losing the larger excess per iteration."""
+    its, rdma = result.iterations, result.rdma
+    assert its is not None and rdma is not None and its.period_ns
+    by_host: dict[str, tuple[float, list[str], float]] = {}
+    for host, role, excess, edge, usual in late_by_grants(rdma.edges):
+        lost = excess * (edge.chunks or 0) / its.count
+        if lost < LATE_SHARE * its.period_ns:
+            continue  # late on each chunk, but by too little to hold the ring back
+        wait = excess + usual
+        if role == "receiver":
+            line = (
+                f"{edge.src} → {host} idles {wait / 1e3:,.1f} µs per chunk (median of {edge.chunks:,}) for {host}'s "
+                f"clear-to-send, the other edges {usual / 1e3:,.1f} µs: {host} is late to grant each chunk (receiver)"
+            )
+        else:
+            line = (
+                f"{host} → {edge.dst} sends each chunk {wait / 1e3:,.1f} µs after its clear-to-send and a free link "
+                f"(median of {edge.chunks:,}), the other edges {usual / 1e3:,.1f} µs: {host} is late with each "
+                "chunk's data (sender)"
+            )
+        confidence = min(sure, float(np.clip(0.5 * wait / (LATE_FACTOR * max(usual, 1.0)), 0.5, 1.0)))
+        was = by_host.get(host, (0.0, [], 1.0))
+        by_host[host] = (max(was[0], lost), [*was[1], line], min(was[2], confidence) if was[1] else confidence)
+    return [
+        _named(result, host, "compute", lost, its.count, evidence, confidence)
+        for host, (lost, evidence, confidence) in sorted(by_host.items())
+    ]
 
 
 def _rank_of(result: Result, host: str) -> Optional[int]:
@@ -242,7 +278,7 @@ def _named(
 ) -> Straggler:
     """A finding, its numbers rounded as the JSON keeps them."""
     rank = _rank_of(result, host)
-    return Straggler(host, rank, kind, round(lost, 1), affected, evidence, round(confidence, 3), waits)
+    return Straggler(host, rank, kind, round(float(lost), 1), affected, evidence, round(float(confidence), 3), waits)
 
 
 def _span(edge: TransportEdge) -> float:

@@ -10,10 +10,11 @@ queue pairs (NCCL_IB_QPS_PER_CONNECTION); each step's share of the gradient is c
 queue pairs in turn as RDMA WRITEs (first/middle/last, the last with immediate data; a chunk of one packet is a
 WRITE only with immediate), the last packet of each asking for an ACK. The receiver acknowledges every
 `ack_every` packets and each AckReq (coalesced ACKs) and, per chunk, writes a clear-to-send slot back into the
-sender's FIFO (a small RDMA WRITE only on its own queue pair, acknowledged by the sender). Injected: a packet lost
-in the fabric (the receiver NAKs the PSN it expected and the sender goes back to it, or with `nak=False` the
-sender's timer fires `timeout_ns` after its last packet and it resends), and congestion (the switch marks data
-packets CE, the receiver answers with CNPs, the sender halves its rate for the step).
+sender's FIFO (a small RDMA WRITE only on its own queue pair, acknowledged by the sender): after the chunk, or with
+`grant_first` before it, the chunk waiting for its grant as in NCCL, with ranks late to grant or to send (`Late`).
+Injected: a packet lost in the fabric (the receiver NAKs the PSN it expected and the sender goes back to it, or
+with `nak=False` the sender's timer fires `timeout_ns` after its last packet and it resends), and congestion (the
+switch marks data packets CE, the receiver answers with CNPs, the sender halves its rate for the step).
 
 Every packet lands in the captures of the two hosts it passes (the sender's and the receiver's), except a lost
 one, which only its sender's capture holds. The ground truth per queue pair and per capture is kept beside.
@@ -67,6 +68,17 @@ class Congestion:
 
 
 @dataclass(frozen=True)
+class Late:
+    """A rank late in NCCL's receiver-driven exchange, every chunk of every step: as a receiver it posts each
+    clear-to-send `ns` after it could (after the chunk before arrived); as a sender it starts each chunk `ns`
+    after the clear-to-send that grants it arrived."""
+
+    host: int
+    ns: int
+    receiver: bool
+
+
+@dataclass(frozen=True)
 class RoceRing:
     hosts: int = 4
     iterations: int = 5
@@ -85,6 +97,10 @@ class RoceRing:
     timeout_ns: int = 4_194_304  # 4.096 us x 2^10
     seed: int = 7
     clock_offsets_ns: tuple[int, ...] = ()  # per host: its capture clock ahead of true time by this much
+    # NCCL's receiver-driven flow: each chunk waits for its clear-to-send, written before it (one slot granted at a
+    # time); False writes each slot back after its chunk, as earlier captures of this generator do
+    grant_first: bool = False
+    late: tuple[Late, ...] = ()  # with grant_first
 
     def host(self, h: int) -> str:
         return f"node{h}"
@@ -274,6 +290,10 @@ def generate(spec: RoceRing) -> Generated:
         else:
             truth.naks += 1
 
+    def late_ns(host: int, receiver: bool) -> int:
+        """How late HOST posts a clear-to-send (RECEIVER) or starts a granted chunk, per chunk."""
+        return sum(x.ns for x in spec.late if (x.host, x.receiver) == (host, receiver))
+
     def wire_ns(frame_len: int, rate: float) -> int:
         return int((frame_len + 20) * 8 / rate * 1e9)  # preamble and gap
 
@@ -329,7 +349,7 @@ def generate(spec: RoceRing) -> Generated:
                         else:
                             op = OP_WRITE_MIDDLE
                         packets.append((q, op, pay, i == count - 1))
-                    packets.append((q, -1, 0, False))  # the chunk's clear-to-send, back from the receiver
+                    packets.insert(len(packets) - count if spec.grant_first else len(packets), (q, -1, 0, False))
                 lost_at = -1
                 if loss is not None:
                     data_idx = [i for i, p in enumerate(packets) if p[1] >= 0]
@@ -355,6 +375,7 @@ def generate(spec: RoceRing) -> Generated:
                         del nak_pending[qq]
                         now = go_back(e, qq, now, rate)
                     if op == -1:  # clear-to-send: the receiver writes the FIFO slot, the sender acknowledges it
+                        now += late_ns(dst, True)
                         psn = cts_psn[e, q]
                         cts_psn[e, q] = (psn + 1) & PSN_MASK
                         frame = packet(
@@ -366,6 +387,8 @@ def generate(spec: RoceRing) -> Generated:
                         tr.messages += 1
                         tr.packets += 1
                         answer(now + PROPAGATION_NS + RESPONSE_NS, src, dst, rqp, psn)
+                        if spec.grant_first:  # the chunk leaves once its grant has arrived
+                            now += PROPAGATION_NS + late_ns(src, False)
                         k += 1
                         continue
                     psn = data_psn[e, q]
