@@ -432,6 +432,9 @@ class RdmaEdge:
     chunks: int | None = optional()
     grant_wait_ns: int | None = optional()
     send_wait_ns: int | None = optional()
+    # a failover's READs of buffers just read on another device (analyze.wire.failover): not in payload_bytes
+    replayed_reads: int | None = optional()
+    replayed_bytes: int | None = optional()
 
 
 @dataclass

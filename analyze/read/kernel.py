@@ -142,6 +142,10 @@ from analyze.read.layouts import (
     ROCE_EV_CTS,
     ROCE_EV_NAK,
     ROCE_EV_NAK_ERROR,
+    ROCE_EV_READ,
+    ROCE_EV_READ_ANSWER,
+    ROCE_EV_READ_KEY,
+    ROCE_EV_READ_LEN,
     ROCE_EV_RESENT,
     ROCE_EV_RNR_NAK,
     ROCE_TIMEOUT_NS,
@@ -731,6 +735,8 @@ def _rdma(b, bth, end, op, payload, ecn, prev_ns, agg, row, samples, st, f, ts):
         return
     if rc_uc and c >= 0x0D and c <= 0x10:  # READ responses: the reverse flow's PSN space
         agg[row, AGG_ROCE_READ_BYTES] += payload
+        if c == 0x0D or c == 0x10:  # the first: its PSN is the request's (analyze.wire.failover)
+            _sample(samples, st, f, SAMPLE_RDMA_EVENT | (ROCE_EV_READ_ANSWER << 24) | psn, ts)
         return
     if rc_uc and c >= 6 and c <= 0x0B:
         agg[row, AGG_ROCE_WRITE_BYTES] += payload
@@ -778,6 +784,20 @@ def _rdma(b, bth, end, op, payload, ecn, prev_ns, agg, row, samples, st, f, ts):
     agg[row, AGG_ROCE_PSN_NEXT] = (psn + 1) & 0xFFFFFF if c != 0x0C else -1
     if rc_uc and c >= 6 and c <= 0x0B:
         _write_marks(samples, st, f, c, payload, psn, ts)
+    elif op == 0x0C and bth + 28 <= end:  # an RC READ request, its RETH captured
+        _read_marks(b, bth, samples, st, f, psn, ts)
+
+
+@njit(inline="always", cache=_CACHE)
+def _read_marks(b, bth, samples, st, f, psn, ts):
+    """A READ request as three event rows, unthinned: its PSN, a 24-bit key of its RETH's virtual address and
+    length, and the length (at most 2^24 - 1). After a failover an answered buffer is read again on another device:
+    the same bytes moved twice, not goodput (analyze.wire.failover)."""
+    va_hi, va_lo, length = _be32(b, bth + 12), _be32(b, bth + 16), _be32(b, bth + 24)
+    key = (va_hi * np.int64(0x9E3779B1)) ^ (va_lo * np.int64(0x85EBCA77)) ^ (length * np.int64(0xC2B2AE3D))
+    _sample(samples, st, f, SAMPLE_RDMA_EVENT | (ROCE_EV_READ << 24) | psn, ts)
+    _sample(samples, st, f, SAMPLE_RDMA_EVENT | (ROCE_EV_READ_KEY << 24) | ((key >> 20) & 0xFFFFFF), ts)
+    _sample(samples, st, f, SAMPLE_RDMA_EVENT | (ROCE_EV_READ_LEN << 24) | min(length, np.int64(0xFFFFFF)), ts)
 
 
 @njit(inline="always", cache=_CACHE)

@@ -267,7 +267,14 @@ ROCE_EV_ACK, ROCE_EV_NAK, ROCE_EV_RNR_NAK, ROCE_EV_NAK_ERROR, ROCE_EV_CNP, ROCE_
 # every RDMA WRITE message's first and last packet sent (not again), and each clear-to-send (a WRITE only of at most
 # CTS_MAX_BYTES): never thinned, since what a sender did between a receiver's grant and its chunk needs each one
 ROCE_EV_CHUNK_START, ROCE_EV_CHUNK_END, ROCE_EV_CTS = 6, 7, 8
-ROCE_EVENT_NAMES = ("ack", "nak", "rnr_nak", "nak_error", "cnp", "resent", "chunk_start", "chunk_end", "cts")
+# every READ request sent (not again): its PSN, a 24-bit key of the remote buffer its RETH names (virtual address
+# and length) and the length (bytes, at most 2^24 - 1); and each READ response's first packet, with the PSN of the
+# request it answers: a failover's replay reads an answered buffer again on another device
+ROCE_EV_READ, ROCE_EV_READ_KEY, ROCE_EV_READ_LEN, ROCE_EV_READ_ANSWER = 9, 10, 11, 12
+ROCE_EVENT_NAMES = (
+    *("ack", "nak", "rnr_nak", "nak_error", "cnp", "resent", "chunk_start", "chunk_end", "cts"),
+    *("read", "read_key", "read_len", "read_answer"),
+)
 CTS_MAX_BYTES = 64  # NCCL's IB transport writes a 64-byte FIFO slot per request (RCCL's inline variant 32)
 SAMPLE_KIND = 7 << 32  # the kind bits: 0 a data sample, SAMPLE_ACK, _RESENT, _INFLIGHT, _TSVAL, _TSECR, _RDMA_*
 SAMPLE_FLOW_SHIFT = 35  # above the value (32 bits) and the kind (3)

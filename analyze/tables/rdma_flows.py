@@ -21,7 +21,7 @@ from analyze.tables.tcp_flows import column_frames
 
 VERSIONS = {1: "RoCEv1", 2: "RoCEv2", 3: "InfiniBand"}
 # the `what` of Tables.rdma_events, by the kernel's event code (L.ROCE_EV_*; an ACK's is its round trip)
-EVENT_KINDS = ["ack_rtt_ns", "nak", "rnr_nak", "nak_error", "cnp", "resent", "chunk_start", "chunk_end", "cts"]
+EVENT_KINDS = ["ack_rtt_ns", *L.ROCE_EVENT_NAMES[1:]]
 ACK_RTT = 0
 COUNTERS = {
     "packets": L.AGG_PACKETS,
@@ -90,7 +90,7 @@ def _reverse_pairs(hf: HostFlows, rows: np.ndarray) -> np.ndarray:
 def _events(hf: HostFlows, rows: np.ndarray, reverse: np.ndarray, sent: np.ndarray) -> tuple[np.ndarray, ...]:
     """(local row, time, what, value) for the queue pairs ROWS of one capture: ACK round trips where the capture is
     the requester's (SENT), the NAKs, CNPs and resends that concern each, its WRITE messages' first and last
-    packets and the clear-to-send writes that grant them."""
+    packets, the clear-to-send writes that grant them, and its READ requests' buffers and lengths."""
     s = hf.samples
     empty = np.zeros(0, np.int64)
     if not len(s) or not len(rows):
@@ -117,7 +117,7 @@ def _events(hf: HostFlows, rows: np.ndarray, reverse: np.ndarray, sent: np.ndarr
     )
     # told on the reverse queue pair: NAKs, CNPs, and the clear-to-send writes that grant this one's chunks
     told = event & (((code >= L.ROCE_EV_NAK) & (code <= L.ROCE_EV_CNP)) | (code == L.ROCE_EV_CTS)) & (of >= 0)
-    own = event & ((code == L.ROCE_EV_RESENT) | (code == L.ROCE_EV_CHUNK_START) | (code == L.ROCE_EV_CHUNK_END))
+    own = event & ((code == L.ROCE_EV_RESENT) | ((code >= L.ROCE_EV_CHUNK_START) & (code != L.ROCE_EV_CTS)))
     wanted = np.zeros(len(hf.keys), dtype=bool)
     wanted[rows] = True
     own &= wanted[flow]

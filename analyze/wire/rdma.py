@@ -29,6 +29,7 @@ from analyze.confidence.thresholds import FILLS_LINK
 from analyze.model.findings import QpRate, Rdma, RdmaEdge, RdmaQp, RdmaSeries, Transport
 from analyze.model.result import Result
 from analyze.wire.clear_to_send import Grants, grant_waits
+from analyze.wire.failover import replayed_reads
 from analyze.wire.path_sharing import shared_paths
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.tables.rdma_flows import ANSWERS, COUNTERS, VERSIONS
@@ -187,11 +188,35 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
                 "least): whether they share a path is not visible in a capture"
             )
         edges.append(row)
+    period = result.iterations.period_ns if result.iterations is not None else None
+    out.notes.extend(_take_out_replays(edges, replayed_reads(ev, qps, period)))
     set_aside_light(edges, "too little data to judge (ACKs, control writes)")
     out.notes.extend(shared_paths([e for e in edges if e.limiter is not None]))
     out.edges = edges
     _verdict(out, [e for e in edges if e.limiter is not None])
     return out
+
+
+def _take_out_replays(edges: list[RdmaEdge], replays: pd.DataFrame) -> list[str]:
+    """Keep a failover's replayed READs (analyze.wire.failover) out of the payload of the edge that carried their
+    responses (responder to requester), and say so on the edge and in the notes."""
+    if replays.empty:
+        return []
+    per = replays.groupby(["dst_host", "src_host"])["length"].agg(["size", "sum"])
+    notes = []
+    for e in edges:
+        if (e.src, e.dst) not in per.index:
+            continue
+        n, nbytes = (int(x) for x in per.loc[(e.src, e.dst)])
+        e.replayed_reads, e.replayed_bytes = n, nbytes
+        e.payload_bytes -= nbytes
+        line = (
+            f"{n:,} READs ({nbytes:,} B) of buffers just read on another device: a failover's replay, the same "
+            "bytes moved twice, kept out of its payload"
+        )
+        e.evidence.append(line)
+        notes.append(f"{e.src} -> {e.dst}: {line}")
+    return notes
 
 
 def _add_grants(row: RdmaEdge, grants: Optional[Grants]) -> None:

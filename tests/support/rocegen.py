@@ -35,6 +35,7 @@ ROCE_PORT = 4791
 PSN_MASK = 0xFFFFFF
 OP_WRITE_FIRST, OP_WRITE_MIDDLE, OP_WRITE_LAST_IMM, OP_WRITE_ONLY, OP_WRITE_ONLY_IMM = 0x06, 0x07, 0x09, 0x0A, 0x0B
 OP_ACK, OP_CNP = 0x11, 0x81
+OP_READ_REQUEST, OP_READ_FIRST, OP_READ_MIDDLE, OP_READ_LAST, OP_READ_ONLY = 0x0C, 0x0D, 0x0E, 0x0F, 0x10
 EXTENSION = {OP_WRITE_FIRST: 16, OP_WRITE_MIDDLE: 0, OP_WRITE_LAST_IMM: 4, OP_WRITE_ONLY: 16, OP_WRITE_ONLY_IMM: 20}
 SYNDROME_ACK, SYNDROME_NAK_PSN = 0x1F, 0x60  # AETH: 000 + credits (31: none advertised); 011 + 00000 PSN error
 ECN_ECT0, ECN_CE = 2, 3
@@ -105,14 +106,14 @@ class RoceRing:
     def host(self, h: int) -> str:
         return f"node{h}"
 
-    def address(self, h: int) -> str:
+    def address(self, h: int, rail: int = 0) -> str:
         if self.transport == "v2-ipv6":
             return f"fd00::{h + 1}"
         if self.transport == "ib":
             return f"lid:{h + 1}"
         if self.transport == "ib-grh":
             return f"fe80::2:c903:0:{h + 1}"  # the subnet prefix and a port GUID
-        return f"10.0.0.{h + 1}"  # RoCEv1 GIDs are IPv4-mapped (::ffff:10.0.0.x)
+        return f"10.0.{rail}.{h + 1}"  # RoCEv1 GIDs are IPv4-mapped (::ffff:10.0.0.x); RoCEv2 rails 10.0.<rail>
 
 
 @dataclass
@@ -194,7 +195,9 @@ class _Framer:
     def __init__(self, spec: RoceRing) -> None:
         self.spec = spec
 
-    def frame(self, src: int, dst: int, bth: bytes, ext: bytes, payload: int, ecn: int, sport: int) -> bytes:
+    def frame(
+        self, src: int, dst: int, bth: bytes, ext: bytes, payload: int, ecn: int, sport: int, rail: int = 0
+    ) -> bytes:
         t = self.spec.transport
         if t.startswith("ib"):  # InfiniBand's switch marks FECN in the BTH, and the receiver's CNP carries BECN
             bth = (
@@ -224,8 +227,8 @@ class _Framer:
                     64,
                     17,
                     0,
-                    bytes([10, 0, 0, src + 1]),
-                    bytes([10, 0, 0, dst + 1]),
+                    bytes([10, 0, rail, src + 1]),
+                    bytes([10, 0, rail, dst + 1]),
                 )
             )
             ip[10:12] = struct.pack("!H", _ipv4_checksum(bytes(ip)))
@@ -461,8 +464,9 @@ def pcap(records: list[tuple[int, bytes, int]], linktype: int, snaplen: int) -> 
     return b"".join(out)
 
 
-def write_run(root: Path, gen: Generated) -> Path:
-    """A capture directory (run.json, each host's meta.json and capture) of the generated ring."""
+def write_run(root: Path, gen: Generated, rails: int = 1) -> Path:
+    """A capture directory (run.json, each host's meta.json and capture) of the generated ring; each host's RoCEv2
+    addresses on RAILS devices (one capture holds them all, as `-i any` or a mirror of every port would)."""
     spec = gen.spec
     linktype = LINKTYPE_INFINIBAND if spec.transport.startswith("ib") else LINKTYPE_ETHERNET
     iface = "mlx5_0"
@@ -479,7 +483,7 @@ def write_run(root: Path, gen: Generated) -> Path:
             "status": "complete",
             "host": name,
             "interface": iface,
-            "addresses": [] if spec.transport == "ib" else [spec.address(h)],
+            "addresses": [] if spec.transport == "ib" else [spec.address(h, r) for r in range(rails)],
             "mtu": spec.mtu,
             "link_speed_bps": spec.link_bps,
             "link_speed_source": "given",
@@ -503,6 +507,64 @@ def write_run(root: Path, gen: Generated) -> Path:
     }
     (root / "run.json").write_text(json.dumps(run, indent=1) + "\n")
     return root
+
+
+@dataclass(frozen=True)
+class Failover:
+    """Two hosts, two RoCEv2 devices (rails) each: the first reads the second's buffers with RDMA READs, `reads` of
+    `read_bytes` per iteration on device 0's queue pairs in turn. In iteration `fails_in`, after `answered` of its
+    reads came back, device 0 fails (no response to the rest) and the operation's reads are issued again, every
+    one, on device 1's queue pairs: the first `answered` are the same bytes moved twice. Later iterations run on
+    device 1."""
+
+    iterations: int = 6
+    reads: int = 16
+    read_bytes: int = 256 << 10
+    qps: int = 2
+    fails_in: int = 3
+    answered: int = 10
+    compute_ns: int = 10_000_000
+
+
+def failover_reads(spec: Failover) -> tuple[Generated, int]:
+    """The two hosts' captures and the bytes the replay moved again (the generator's truth)."""
+    ring = RoceRing(hosts=2, iterations=spec.iterations)
+    framer = _Framer(ring)
+    captures = {ring.host(h): Capture() for h in range(2)}
+    psn = {(d, q): 1000 * (d + 1) + q for d in range(2) for q in range(spec.qps)}
+    packets = -(-spec.read_bytes // ring.mtu)
+
+    def emit(ts: int, rail: int, src: int, dst: int, bth: bytes, ext: bytes, payload: int) -> int:
+        """The frame on both hosts' captures; returns its time on the wire."""
+        frame = framer.frame(src, dst, bth, ext, payload, ECN_ECT0, 0xC000 | rail, rail)
+        for h, at in ((src, ts), (dst, ts + PROPAGATION_NS)):
+            captures[ring.host(h)].records.append((at, frame[: ring.snaplen], len(frame)))
+        return int((len(frame) + 20) * 8 / ring.link_bps * 1e9)
+
+    t, rail, replayed, starts = BASE_NS + 10_000_000, 0, 0, []
+    for it in range(spec.iterations):
+        t += spec.compute_ns
+        starts.append(t)
+        issued = [(k, rail) for k in range(spec.reads)] + [(k, 1) for k in range(spec.reads) if it == spec.fails_in]
+        for k, dev in issued:
+            q = k % spec.qps
+            first = psn[dev, q]
+            psn[dev, q] = (first + packets) & PSN_MASK
+            reth = struct.pack("!QII", 0x7F00_0000_0000 + k * spec.read_bytes, 0x1234 + dev, spec.read_bytes)
+            t += emit(t, dev, 0, 1, _bth(OP_READ_REQUEST, 0x3000 + 0x40 * dev + q, first, True), reth, 0)
+            if it == spec.fails_in and dev == 0 and k >= spec.answered:
+                continue  # the device failed: no response
+            replayed += spec.read_bytes if (it == spec.fails_in and dev == 1 and k < spec.answered) else 0
+            t += PROPAGATION_NS + RESPONSE_NS
+            for i in range(packets):
+                op = OP_READ_ONLY if packets == 1 else OP_READ_FIRST + (i > 0) + (i == packets - 1)
+                aeth = b"" if op == OP_READ_MIDDLE else struct.pack("!I", (SYNDROME_ACK << 24) | it)
+                pay = min(ring.mtu, spec.read_bytes - i * ring.mtu)
+                t += emit(t, dev, 1, 0, _bth(op, 0x4000 + 0x40 * dev + q, (first + i) & PSN_MASK, False), aeth, pay)
+        rail = 1 if it >= spec.fails_in else 0
+    for cap in captures.values():
+        cap.records.sort(key=lambda r: r[0])
+    return Generated(ring, captures, {}, 0, starts, [], {}, 0), replayed
 
 
 def fixture_files() -> dict[str, bytes]:
