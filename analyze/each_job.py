@@ -24,6 +24,7 @@ from capture.layout import HostMeta
 from capture.units import ns_of
 from analyze.collective.inference import add_collective
 from analyze.collective.jobs import split_jobs
+from analyze.collective.bootstrap import find_bootstrap
 from analyze.collective.keepalives import find_keepalives
 from analyze.confidence.coverage import capture_problems
 from analyze.model.findings import ImpliedBytes, Iterations, Job, OtherConnection, OtherTraffic, SharedLink
@@ -49,8 +50,10 @@ def analyze_jobs(result: Result, metas: Mapping[str, HostMeta | None], given: Gi
         _analyze(result, metas, given, None)
         return
     result.keepalives, ras = find_keepalives(result)
-    if len(ras):  # NCCL's own keep-alive ring is no job's traffic: the analyses run without it
-        result.tables = _tables_of(whole, ~whole.flows["flow_id"].isin(ras).to_numpy(), None, whole.markers)
+    result.bootstrap, boot = find_bootstrap(result)
+    own = np.concatenate([ras, boot])
+    if len(own):  # NCCL's own keep-alive ring and bootstrap are no job's traffic: the analyses run without them
+        result.tables = _tables_of(whole, ~whole.flows["flow_id"].isin(own).to_numpy(), None, whole.markers)
     try:
         _by_job(result, metas, given)
     finally:

@@ -90,6 +90,8 @@ def summary_text(result: Result) -> str:
     if result.keepalives is not None:
         firsts = [h.first_ns for h in result.hosts if h.first_ns]
         lines.extend(keepalive_lines(result.keepalives, min(firsts) if firsts else 0))
+    if result.bootstrap is not None:
+        lines += ["", *(f"NCCL bootstrap: {note}" for note in result.bootstrap.notes)]
     lines += [f"assumed: {a}" for a in said_once(result.assumptions, hosts)]
     lines += [f"warning: {w}" for w in said_once(result.warnings, hosts)]
     return "\n".join(lines)

@@ -25,7 +25,7 @@ from analyze.collective.iterations import (
 from analyze.collective.nccl_log import compare_rings, read_nccl_log
 from analyze.collective.ranks import RingRanks, TrafficRanks, ranks_from_connections, ring_ranks
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.model.findings import Clock, Group, IterationRecord, Iterations, Pattern, Phase, Topology
+from analyze.model.findings import Bootstrap, Clock, Group, IterationRecord, Iterations, Pattern, Phase, Topology
 from analyze.read.bin_choice import LADDER_NS, from_traffic
 from analyze.model.result import Given, Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer, widened
@@ -114,6 +114,7 @@ def add_collective(result: Result, given: Given = Given()) -> None:
         in_ring,
         result.run,
         traffic=traffic,
+        bootstrap=_bootstrap_of(result, topo),
         world_size=world_size,
         ranks_per_host=ranks_per_host,
     )
@@ -164,6 +165,15 @@ def _spread(world_size: int, hosts: list[str]) -> Optional[dict[str, int]]:
     if not hosts or world_size % len(hosts):
         return None
     return {h: world_size // len(hosts) for h in hosts}
+
+
+def _bootstrap_of(result: Result, topo: Topology) -> Optional[Bootstrap]:
+    """NCCL's bootstrap where its hosts are this job's shape's (another job's root counts other ranks)."""
+    b = result.bootstrap
+    shape = {x for e in topo.edges for x in (e.src, e.dst)}
+    if b is None or not shape or {b.root_host, *b.ranks_per_host} != shape:
+        return None
+    return b
 
 
 def _traffic_ranks(

@@ -13,7 +13,7 @@ A connection is RAS's when, over at least MIN_SPAN_NS, its payload comes in MESS
 second in each direction: payload / MESSAGE messages PER_SECOND, and that payload over the bins that hold a
 message within SIZE_SLACK of MESSAGE (PyTorch's TCP store, also a message a second, sends other sizes).
 The processes per host cannot be counted from it: same-host neighbours talk over loopback, which a NIC's capture
-does not hold.
+does not hold (NCCL's bootstrap counts them: analyze.collective.bootstrap).
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ that once per rank of its whose ring successor is on another host. Two ranks per
 too high; placed round-robin (each host sends two rank streams), 134 %.
 
 Where W comes from, first that says: each rank's own markers (its host, so any placement); what the user gave
-(--world-size, --ranks-per-host), checked against the traffic; the NCCL log; the traffic; the launch command
-run.json recorded; else one rank per host, said as an assumption that leaves S unsure.
+(--world-size, --ranks-per-host), checked against the traffic; the NCCL log; the traffic; NCCL's bootstrap
+(analyze.collective.bootstrap: a connection to its root per rank); the launch command run.json recorded; else one
+rank per host, said as an assumption that leaves S unsure.
 
 The traffic's sign (torch.distributed over gloo, measured on real runs): every rank but those on the store's
 host opens one connection to the rendezvous store, and every rank pair one connection, so host h makes r_h store
@@ -24,6 +25,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from analyze.model.findings import Bootstrap
 from analyze.tables.flows import connection_ends
 
 # a ring send carries the same bytes from every rank; the broadcast before the first step, a tenth of them or less
@@ -128,6 +130,7 @@ def ring_ranks(
     run: Optional[dict[str, Any]],
     *,
     traffic: Optional[TrafficRanks] = None,
+    bootstrap: Optional[Bootstrap] = None,
     world_size: Optional[int] = None,
     ranks_per_host: Optional[int] = None,
 ) -> RingRanks:
@@ -166,6 +169,8 @@ def ring_ranks(
         return RingRanks(int(log.nranks), None, "the NCCL log")
     if seen is not None:
         return seen
+    if bootstrap is not None:
+        return _from_bootstrap(bootstrap, launch_ranks_per_host(run))
     per_host = launch_ranks_per_host(run)
     if per_host:
         return RingRanks(per_host * hosts_in_ring, None, "the launch command")
@@ -184,6 +189,26 @@ def _from_traffic(t: TrafficRanks) -> RingRanks:
     sends = {h: n for h, n in t.sends.items() if h in t.per_host}
     uneven = sends if any(v != 1 for v in sends.values()) and sum(sends.values()) <= sum(t.per_host.values()) else None
     return RingRanks(sum(t.per_host.values()), uneven, f"the connections: {t.evidence}", per_host=t.per_host)
+
+
+def _from_bootstrap(b: Bootstrap, launched: Optional[int]) -> RingRanks:
+    """W from NCCL's bootstrap: each other host's connections to the root. The root's host reaches it over
+    loopback: its ranks are the others' where they agree, sure only where the launch command (LAUNCHED ranks per
+    host) says so too."""
+    others = ", ".join(f"{n} from {h}" for h, n in sorted(b.ranks_per_host.items()))
+    source = f"NCCL's bootstrap: ranks reached its root {b.root} ({others})"
+    per_host = dict(b.ranks_per_host)
+    if b.root_host_ranks is None:
+        note = f"the root's host {b.root_host} reaches it over loopback: its ranks are not counted (one assumed)"
+        return RingRanks(sum(per_host.values()) + 1, None, source, note, sure=False)
+    per_host[b.root_host] = b.root_host_ranks
+    if launched == b.root_host_ranks:
+        return RingRanks(sum(per_host.values()), None, f"{source} and the launch command", per_host=per_host)
+    note = (
+        f"the root's host {b.root_host} reaches it over loopback: its ranks are taken as the others' "
+        f"({b.root_host_ranks}); --ranks-per-host or --world-size makes W sure"
+    )
+    return RingRanks(sum(per_host.values()), None, source, note, per_host=per_host, sure=False)
 
 
 def launch_ranks_per_host(run: Optional[dict[str, Any]]) -> Optional[int]:

@@ -775,6 +775,19 @@ class KeepAlives:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Bootstrap:
+    """NCCL's bootstrap between a job's hosts (analyze.collective.bootstrap): its root, the ranks each other host
+    sent it (one connection each), and the connections set apart from the data with it."""
+
+    root: str  # host:port
+    root_host: str
+    ranks_per_host: dict[str, int]  # hosts other than the root's: the root's own reach it over loopback
+    root_host_ranks: int | None  # taken as the others' where two or more agree; None: not known
+    connections: int
+    notes: list[str] = field(default_factory=list)
+
+
 # ---- the answer (analyze.verdict) -------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from analyze.model.findings import (
+    Bootstrap,
     Clock,
     Iterations,
     Job,
@@ -200,6 +201,7 @@ class Result:
     jobs: list[Job] | None = optional()
     other_traffic: OtherTraffic | None = optional()
     keepalives: KeepAlives | None = optional()  # NCCL's RAS connections and their silences (analyze.collective)
+    bootstrap: Bootstrap | None = optional()  # NCCL's bootstrap connections and the ranks they count
     tables: Tables | None = field(default=None, metadata={"table": True})
 
     def to_json(self) -> dict[str, Any]:

@@ -24,13 +24,8 @@ STARTED = R.BASE_NS - 20_000_000_000  # the keep-alives run from 20 s before the
 
 
 def _run(tmp: Path, hangs: tuple[rasgen.Hang, ...]):  # type: ignore[no-untyped-def]
-    gen = R.generate(SPEC)
-    addresses = [SPEC.address(h) for h in range(SPEC.hosts)]
-    for h, frames in rasgen.keepalives(addresses, STARTED, SECONDS, hangs).items():
-        records = gen.captures[SPEC.host(h)].records
-        records.extend((f.ts_ns, f.data[: SPEC.snaplen], f.wire_len) for f in frames)
-        records.sort(key=lambda r: r[0])
-    return analyze([R.write_run(tmp / "run", gen)], workers=1)
+    frames = rasgen.keepalives([SPEC.address(h) for h in range(SPEC.hosts)], STARTED, SECONDS, hangs)
+    return analyze([R.write_run(tmp / "run", R.with_frames(R.generate(SPEC), frames))], workers=1)
 
 
 @pytest.fixture(scope="module")

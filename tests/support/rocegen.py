@@ -27,6 +27,7 @@ import random
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 LINKTYPE_ETHERNET = 1
 LINKTYPE_INFINIBAND = 247
@@ -462,6 +463,16 @@ def pcap(records: list[tuple[int, bytes, int]], linktype: int, snaplen: int) -> 
         sec, ns = divmod(ts, 10**9)
         out.append(struct.pack("<IIII", sec, ns, len(data), wire) + data)
     return b"".join(out)
+
+
+def with_frames(gen: Generated, frames: dict[int, list[Any]]) -> Generated:
+    """GEN with more frames (pcapgen Frames: ts_ns, data, wire_len) in host h's capture, by host index: NCCL's own
+    TCP beside its RDMA data."""
+    for h, extra in frames.items():
+        records = gen.captures[gen.spec.host(h)].records
+        records.extend((f.ts_ns, f.data[: gen.spec.snaplen], f.wire_len) for f in extra)
+        records.sort(key=lambda r: r[0])
+    return gen
 
 
 def write_run(root: Path, gen: Generated, rails: int = 1) -> Path:
