@@ -73,7 +73,9 @@ def summary_text(result: Result) -> str:
         ends = f"{f.src} -> {f.dst} qp {f.qp:#x}" if f.qp is not None else f"{f.src}:{f.sport} -> {f.dst}:{f.dport}"
         lines.append(
             f"  {ends} {f.proto:<5} {f.bytes:>15,} B "
-            f"{format_rate(f.mean_bps):>14}  retrans {f.retransmitted_bytes:,} B  (view: {f.view})"
+            f"{format_rate(f.mean_bps):>14}  retrans {f.retransmitted_bytes:,} B  (view: {f.view}"
+            + ("" if f.held is None else f", which holds {f.held:.0%} of it: every capture of it has holes")
+            + ")"
         )
     if len(result.flows) > 10:
         lines.append(f"  ... and {len(result.flows) - 10:,} more")

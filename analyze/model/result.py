@@ -123,6 +123,10 @@ class FlowRecord:
     seen_by: list[str]
     view: str
     qp: int | None = optional()  # an RDMA queue pair's destination QP (its ports show as 0)
+    # issue 47: where the view read missed part of the flow too, the share of its payload it holds (its figures
+    # are marked so); and the captures that saw the flow with holes (a queue pair's PSNs, a TCP sequence)
+    held: float | None = optional()
+    short_in: list[str] | None = optional()
 
 
 @dataclass

@@ -21,7 +21,7 @@ from analyze.read.fold import HostFlows, merge_host, unique_rows
 from analyze.read.outliers import set_aside
 from analyze.tables.flows import address_key, address_text, infer_local, key_ports, local_mask, proto_name
 from analyze.read.inputs import HostInput, RunInput
-from analyze.tables.capture_holes import gapped_views, host_coverage, missing_payload
+from analyze.tables.capture_holes import GAPPED, host_coverage, missing_payload, view_shortfall
 from analyze.tables.markers import load_markers
 from analyze.model.findings import Clock
 from analyze.model.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
@@ -98,6 +98,10 @@ def build_result(
         if f.name == "seen_by"
         else [None if q < 0 else q for q in flows_df[f.name].tolist()]
         if f.name == "qp"
+        else [None if h != h else round(h, 4) for h in flows_df[f.name].tolist()]
+        if f.name == "held"
+        else [s.split(",") if s else None for s in flows_df[f.name].tolist()]
+        if f.name == "short_in"
         else flows_df[f.name].tolist()
         for f in fields(FlowRecord)
     ]
@@ -228,16 +232,22 @@ def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
                 "seen_by",
                 "view",
                 "qp",
+                "held",
+                "short_in",
             ]
         ), np.zeros(0, np.int64)
     rank = np.where(views["sent_here"], 0, np.where(views["received_here"], 1, 2))
-    gapped = gapped_views(views)  # a capture with holes in a flow yields it to one without (issue 47)
-    ordered = views.assign(_gapped=gapped, _rank=rank).sort_values(
+    short = view_shortfall(views)
+    gapped = short > GAPPED  # a capture with holes in a flow yields it to one without (issue 47)
+    ordered = views.assign(_gapped=gapped, _short=short, _rank=rank).sort_values(
         ["flow_id", "_gapped", "_rank", "bytes"], ascending=[True, True, True, False]
     )
     seen: dict[int, dict[str, None]] = {}
-    for f, h in zip(views["flow_id"].tolist(), views["host"].tolist()):
+    holes: dict[int, list[str]] = {}  # the captures that missed part of each flow
+    for f, h, g in zip(views["flow_id"].tolist(), views["host"].tolist(), gapped.tolist()):
         seen.setdefault(f, {})[h] = None
+        if g:
+            holes.setdefault(f, []).append(h)
     first = ordered.drop_duplicates("flow_id")
     rows = first.index.to_numpy()
     best = first.set_index("flow_id")
@@ -262,6 +272,9 @@ def _choose_views(views: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
             "seen_by": np.array([",".join(seen[f]) for f in best.index.tolist()], dtype=object),
             "view": best["host"].to_numpy(),
             "qp": best["qp"].to_numpy(np.int64),  # -1: not a queue pair
+            # the share of its payload the view read holds, where that view has holes too (NaN: whole)
+            "held": np.where(best["_gapped"].to_numpy(bool), 1.0 - best["_short"].to_numpy(np.float64), np.nan),
+            "short_in": np.array([",".join(holes.get(f, [])) for f in best.index.tolist()], dtype=object),
         }
     )
     return out.sort_values("bytes", ascending=False, kind="stable").reset_index(drop=True), rows

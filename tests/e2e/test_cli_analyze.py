@@ -47,11 +47,12 @@ def test_schema_is_valid_and_documents_every_key_the_result_emits(tmp_path: Path
     defs = SCHEMA["$defs"]
     assert set(doc["hosts"][0]) == set(defs["HostSummary"]["properties"])
     assert set(doc["hosts"][0]["tx_utilization"]) == set(defs["Utilization"]["properties"])
-    assert set(doc["flows"][0]) == set(defs["FlowRecord"]["properties"]) - {"qp"}
+    only_where_holes = {"held", "short_in"}  # a flow some capture missed part of (issue 47)
+    assert set(doc["flows"][0]) == set(defs["FlowRecord"]["properties"]) - {"qp"} - only_where_holes
     assert set(doc["captures"][0]) == set(defs["CaptureSummary"]["properties"])
     roce = run([R.write_run(tmp_path / "roce", R.generate(R.RoceRing(hosts=3, iterations=2)))]).to_json()
     VALIDATOR.validate(roce)
-    assert set(roce["flows"][0]) == set(defs["FlowRecord"]["properties"])
+    assert set(roce["flows"][0]) == set(defs["FlowRecord"]["properties"]) - only_where_holes
     assert set(roce["rdma"]["edges"][0]) >= set(defs["RdmaEdge"]["required"])
 
 

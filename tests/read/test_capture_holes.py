@@ -215,3 +215,29 @@ def test_a_real_tcpdump_paused_under_load_is_measured_short(tmp_path: Path, netn
     assert cov.missing_payload_bytes > 0 and cov.fraction < 1 - 0.01
     assert cov.seen_payload_bytes + cov.missing_payload_bytes == pytest.approx(STREAM_BYTES, rel=0.01)
     print(f"tcpdump dropped {counters['dropped_by_kernel']} packets; coverage {cov.fraction:.3f} ({cov.source})")
+
+
+def test_a_flow_both_captures_missed_is_marked(tmp_path: Path) -> None:
+    """node1's and node2's sniffers both drop records in bursts: the queue pairs from node1 to node2 have holes in
+    every capture of them. Each is read from its sender's view and marked with the share of its payload that view
+    holds (within 2 points of the share kept, counted on the generator's frames); the queue pairs only one capture
+    missed name it and stay unmarked."""
+    gen = R.generate(SPEC)
+    kept_frames = {}
+    for host, seed in (("node1", 11), ("node2", 12)):
+        records = gen.captures[host].records
+        keep = keep_mask(len(records), 0.3, burst=200, seed=seed)
+        kept_frames[host] = (records, keep)
+        gen.captures[host].records = [r for r, k in zip(records, keep) if k]
+    result = analyze([R.write_run(tmp_path / "run", gen)], workers=1)
+    records, keep = kept_frames["node1"]
+    qp_of = lambda data: int.from_bytes(data[14 + 20 + 8 + 5 : 14 + 20 + 8 + 8], "big")  # noqa: E731  the BTH's
+    for q, rqp in enumerate(qp for qp, _ in R._qp_numbers(SPEC, 1)):
+        (flow,) = [f for f in result.flows if f.qp == rqp and f.payload_bytes > 0]
+        mine = [(k, wire) for (_, data, wire), k in zip(records, keep) if wire > DATA_FRAME and qp_of(data) == rqp]
+        share = sum(w for k, w in mine if k) / sum(w for _, w in mine)
+        assert flow.view == "node1" and sorted(flow.short_in or []) == ["node1", "node2"], flow
+        assert flow.held == pytest.approx(share, abs=COVERAGE_POINTS), (q, flow.held, share)
+        assert f"which holds {flow.held:.0%} of it" in summary_text(result) or flow not in result.flows[:10]
+    whole_end = [f for f in result.flows if f.qp in [qp for qp, _ in R._qp_numbers(SPEC, 0)] and f.payload_bytes]
+    assert whole_end and all(f.held is None and f.short_in == ["node1"] for f in whole_end), whole_end
