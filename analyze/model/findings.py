@@ -372,6 +372,7 @@ class RdmaQp:
     becn: int
     ack_rtt_samples: int
     ack_rtt_median_ns: int | None
+    udp_sport: int | None = optional()  # RoCEv2: the UDP source port a switch's ECMP hash reads
 
 
 @dataclass
@@ -405,6 +406,7 @@ class RdmaEdge:
     src: str
     dst: str
     qps: list[int]
+    qp_udp_sports: list[int] | None  # RoCEv2, per QP in `qps`' order: what a switch's ECMP hash reads
     qp_payload_bytes: list[int]  # per QP in `qps`' order: very unequal shares are shown, not explained
     qp_imbalance: float | None  # the busiest QP's bytes over the least busy one's
     payload_bytes: int

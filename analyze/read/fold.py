@@ -53,7 +53,7 @@ ROCE_SUMMED = [
     L.AGG_ROCE_TIMEOUTS,
     L.AGG_ROCE_STALL_NS,
 ]
-TRANSPORT_MAX = [L.AGG_INFLIGHT_MAX, L.AGG_WSCALE, L.AGG_ROCE_VERSION]
+TRANSPORT_MAX = [L.AGG_INFLIGHT_MAX, L.AGG_WSCALE, L.AGG_ROCE_VERSION, L.AGG_ROCE_SPORT]
 # the bytes and times by rate (analyze.wire.send_rate): a piece adds its groups like a whole read, less the group
 # that straddles its start
 PACE_SUMMED = list(range(L.AGG_PACE_BYTES, L.AGG_PACE_NS + L.PACE_BINS))

@@ -75,6 +75,7 @@ from analyze.read.layouts import (
     AGG_ROCE_RESENT,
     AGG_ROCE_RNR_NAKS,
     AGG_ROCE_SEND_BYTES,
+    AGG_ROCE_SPORT,
     AGG_ROCE_STALL_NS,
     AGG_ROCE_TIMEOUTS,
     AGG_ROCE_VERSION,
@@ -1220,6 +1221,8 @@ def _packet(
     marked = _sequence(agg, row, samples, st, f, seq, payload, ts) if seq >= 0 and payload > 0 else False
     if bth >= 0:
         agg[row, AGG_ROCE_VERSION] = 3 if linktype == LINKTYPE_INFINIBAND else (2 if dport == ROCE_UDP_PORT else 1)
+        if dport == ROCE_UDP_PORT:
+            agg[row, AGG_ROCE_SPORT] = sport
         _rdma(b, bth, end, op, payload, ecn, prev_ns, agg, row, samples, st, f, ts)
     if win >= 0:
         _transport(

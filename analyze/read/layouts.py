@@ -148,7 +148,9 @@ AGG_PACE_NS = AGG_PACE_BYTES + PACE_BINS  # PACE_BINS columns: the time they too
 # TCP payload bytes inside the flow's sequence span that this capture never saw (analyze.read.fold.seq_missing): what
 # a sniffer that fell behind lost. Written when a stream is folded, from the sequence columns folding then drops.
 AGG_SEQ_MISSING = AGG_PACE_NS + PACE_BINS
-N_AGG = AGG_SEQ_MISSING + 1
+# a RoCEv2 queue pair's UDP source port: the entropy a switch's ECMP hash reads (0 for RoCEv1 and InfiniBand)
+AGG_ROCE_SPORT = AGG_SEQ_MISSING + 1
+N_AGG = AGG_ROCE_SPORT + 1
 
 # An InfiniBand packet routed without a GRH has 16-bit local IDs for addresses: keyed as (LID_KEY_HI_VALUE, LID).
 LID_KEY_HI_VALUE = 0x4C49_4400_0000_0000  # "LID" in the high word: no IPv6 unicast address starts so

@@ -55,6 +55,7 @@ FRAME_COLUMNS = [
     "gapped",
     "version",
     "reverse_qp",
+    "udp_sport",
     *COUNTERS,
     *ANSWERS,
     "send_rate_bps",
@@ -157,6 +158,7 @@ def flow_rdma(host_flows: Sequence[HostFlows], views: pd.DataFrame) -> tuple[pd.
                 columns["version"].append(a[rows, L.AGG_ROCE_VERSION])
                 qp_of = ((hf.keys[:, 4] >> np.uint64(8)) & np.uint64(0xFFFFFF)).astype(np.int64)
                 columns["reverse_qp"].append(np.where(has, qp_of[rr], -1))
+                columns["udp_sport"].append(a[rows, L.AGG_ROCE_SPORT])
                 for name, col in COUNTERS.items():
                     columns[name].append(a[rows, col])
                 for name, col in ANSWERS.items():

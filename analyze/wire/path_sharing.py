@@ -37,7 +37,9 @@ def shared_paths(edges: list[RdmaEdge]) -> list[str]:
             f"its bursts run at {rate:.0%} of line rate (about 1/{k}) with no loss, CE mark or CNP while "
             f"{len(full)} other edge(s) run at line rate: likely {k} flows hashed onto one path through the fabric "
             f"(ECMP), which the capture cannot see; spread apart, its bytes would take 1/{k} of the time "
-            f"(its QPs: {', '.join(str(q) for q in e.qps)})"
+            f"(its QPs: {', '.join(str(q) for q in e.qps)}"
+            + (f"; UDP source ports {', '.join(str(p) for p in e.qp_udp_sports)}" if e.qp_udp_sports else "")
+            + ")"
         )
         hits.append(f"{e.src} -> {e.dst} (1/{k})")
     if not hits:

@@ -106,7 +106,7 @@ def _fold_views(frame: pd.DataFrame) -> pd.DataFrame:
     whole one saw it (its skipped PSNs are its own holes, its rate has them in it)."""
     whole = frame.groupby("flow_id")["gapped"].transform("min").to_numpy() == frame["gapped"].to_numpy()
     ordered = frame[whole].sort_values(["flow_id", "sent_here"], ascending=[True, False])
-    counts = ordered.groupby("flow_id")[[*COUNTERS, *ANSWERS, "version"]].max()
+    counts = ordered.groupby("flow_id")[[*COUNTERS, *ANSWERS, "version", "udp_sport"]].max()
     counts["reverse_qp"] = ordered[ordered["reverse_qp"] >= 0].groupby("flow_id")["reverse_qp"].first()
     counts["send_rate_bps"] = ordered.groupby("flow_id")["send_rate_bps"].first()  # the first rate that is known
     return counts.reset_index()
@@ -139,6 +139,7 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
                 qp=int(q["qp"]),
                 transport=VERSIONS.get(int(q["version"]), "RDMA"),
                 reverse_qp=None if pd.isna(q["reverse_qp"]) else int(q["reverse_qp"]),
+                udp_sport=int(q["udp_sport"]) or None,
                 **{c: int(q[c]) for c in (*COUNTERS, *ANSWERS) if c != "stall_ns"},
                 ack_rtt_samples=int(n_rtt),
                 ack_rtt_median_ns=None if pd.isna(med) else int(round(float(med))),
@@ -244,6 +245,7 @@ def _edge_row(
         src=s,
         dst=d,
         qps=[int(x) for x in mine["qp"]],
+        qp_udp_sports=[int(x) for x in mine["udp_sport"]] if mine["udp_sport"].any() else None,
         qp_payload_bytes=[int(x) for x in data],
         qp_imbalance=float(carrying.max() / carrying.min()) if len(carrying) > 1 else None,
         payload_bytes=int(data.sum() - mine["resent_bytes"].sum()),

@@ -36,6 +36,9 @@ def test_edges_at_a_kth_of_line_rate_without_marks_are_a_path_hint(tmp_path: Pat
         assert e.burst_rate == pytest.approx(1 / k, abs=0.02)  # the generator's line rate / k
         assert e.confidence < CONFIDENT  # a sender or the fabric: the capture cannot tell
         assert any(f"about 1/{k}" in text and "ECMP" in text for text in e.evidence), e.evidence
+        # the ports a switch hashes, as the generator's NICs picked them per queue pair
+        assert e.qp_udp_sports == [0xC000 | (qp & 0x3FFF) for qp in e.qps], (e.qps, e.qp_udp_sports)
+        assert any(f"UDP source ports {', '.join(map(str, e.qp_udp_sports))}" in text for text in e.evidence)
     for key in (("node0", "node1"), ("node3", "node0")):
         assert not any("ECMP" in text for text in edges[key].evidence)
     (note,) = [n for n in rdma.notes if "ECMP" in n]
