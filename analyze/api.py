@@ -92,7 +92,8 @@ def finish(
     width = given_width(reading.bin_ns) if reading.bin_given else choose_width(scans, reading.bin_ns)
     for i in range(len(scans)):  # each host's cells at the read bin go as its coarse ones are made
         scans[i] = coarsen(scans[i], width.bin_ns // reading.bin_ns)
-    result = build_result(
+    give_back()
+    result = build_result(  # empties `scans`: the analyses below need memory of their own
         reading.run_input,
         scans,
         link_speed_bps=link_speed_bps,
@@ -100,7 +101,6 @@ def finish(
         byte_mode=reading.byte_mode,
         busy_threshold=busy_threshold,
     )
-    del scans  # what the result needs of the scans its tables copied; the analyses below need memory of their own
     give_back()
     result.bin_choice = width.why
     analyze_jobs(result, {h.name: h.meta for h in reading.run_input.hosts}, given)
