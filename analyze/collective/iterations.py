@@ -86,7 +86,8 @@ def _edge_codes(
     PAIRS every row's pair is an edge. Dense codes keep the (iteration, edge) sums a counted key space: over
     every (source, destination) pair it was hashed (512 hosts: 0.1 s and 100 MB more)."""
     nd = len(dst_names)
-    key = src * nd + dst
+    key = src * nd
+    key += dst
     if not pairs:
         keys = np.unique(key)
         return np.searchsorted(keys, key), keys
@@ -96,8 +97,12 @@ def _edge_codes(
     keys = np.unique(a[known] * nd + b[known])
     if not len(keys):
         return np.full(len(key), -1), keys
-    at = np.minimum(np.searchsorted(keys, key), len(keys) - 1)
-    return np.where(keys[at] == key, at, -1), keys
+    at = np.searchsorted(keys, key)  # in place from here: each temporary is a copy of the cells
+    np.minimum(at, len(keys) - 1, out=at)
+    off = keys[at] != key
+    del key
+    at[off] = -1
+    return at, keys
 
 
 def per_iteration(
@@ -124,16 +129,21 @@ def per_iteration(
     src, src_names = pd.factorize(series["src_host"], sort=True)
     dst, dst_names = pd.factorize(series["dst_host"], sort=True)
     src_names, dst_names = list(src_names), list(dst_names)
-    it, src, dst = it[keep], src[keep], dst[keep]
+    # coded before the cells in windows are copied out, one column at a time: less held at once
+    edge, keys = _edge_codes(src, src_names, dst, dst_names, edges)
+    src = src[keep]
+    dst = dst[keep]
+    edge = edge[keep]
+    it = it[keep]
     nbytes = series["bytes"].to_numpy(np.int64)[keep]
     n_it = len(windows)
     nd = len(dst_names)
     tx_by = _by_iteration(group_sum([it, src], [n_it, len(src_names)], nbytes), src_names.__getitem__, hosts)
     rx_by = _by_iteration(group_sum([it, dst], [n_it, nd], nbytes), dst_names.__getitem__, hosts)
-    edge, keys = _edge_codes(src, src_names, dst, dst_names, edges)
     del src, dst
     on_edge = edge >= 0
     ie, edge, be = it[on_edge], edge[on_edge], nbytes[on_edge]
+    del it, nbytes  # each a copy of the cells, and the spans below need room for three more
     edge_by = _by_iteration(
         group_sum([ie, edge], [n_it, len(keys)], be),
         lambda c: f"{src_names[keys[c] // nd]}->{dst_names[keys[c] % nd]}",

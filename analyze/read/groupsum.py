@@ -23,8 +23,9 @@ def group_sum(codes: list[np.ndarray], sizes: list[int], values: np.ndarray) -> 
     if space >= FLAT_LIMIT:
         return _sorted_sum(codes, values)
     flat = np.zeros(len(values), dtype=np.int64)
-    for c, n in zip(codes, sizes):
-        flat = flat * n + c
+    for c, n in zip(codes, sizes):  # in place: a new array per step held two more copies of the rows
+        flat *= n
+        flat += c
     if space <= 4 * len(values) + DENSE_KEYS:
         keys = np.flatnonzero(np.bincount(flat, minlength=int(space)))
         sums = np.bincount(flat, weights=values, minlength=int(space))[keys].astype(np.int64)

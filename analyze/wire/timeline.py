@@ -48,25 +48,28 @@ def wire_timeline(result: Result) -> Optional[WireTimeline]:
     fh = flow_hosts(tables.flows, address_hosts(result.hosts))
     names = np.array(order)
     flow_ids = fh["flow_id"].to_numpy(np.int64)
-    src_of = np.full(int(flow_ids.max()) + 1 if len(flow_ids) else 1, -1, np.int64)
+    series = tables.flow_series
+    flow = series["flow_id"].to_numpy(np.int64)
+    # every cell's flow has a row (-1: ends unknown), and the cell columns are worked in place: each temporary
+    # is a copy of the cells (23 MB at 512 hosts)
+    src_of = np.full(int(max(flow_ids.max(initial=0), flow.max(initial=0))) + 1, -1, np.int64)
     dst_of = src_of.copy()
     for column, table in (("src_host", src_of), ("dst_host", dst_of)):
         ends = fh[column].to_numpy().astype(str)
         code_of = np.searchsorted(names, ends).clip(0, len(names) - 1)
         table[flow_ids] = np.where(names[code_of] == ends, code_of, -1)
-    series = tables.flow_series
-    flow = series["flow_id"].to_numpy(np.int64)
-    inside = flow < len(src_of)
-    code = np.where(inside, src_of[np.where(inside, flow, 0)], -1)
-    to = np.where(inside, dst_of[np.where(inside, flow, 0)], -1)
+    code, to = src_of[flow], dst_of[flow]
     known = (code >= 0) & (to >= 0) & (code != to)
     if not known.any():
         return None
     code, to = code[known], to[known]
-    t = series["t_ns"].to_numpy(np.int64)[known] - clock_shift(result, order)[code]
-    nbytes = series["bytes"].to_numpy(np.float64)[known]
+    t = series["t_ns"].to_numpy(np.int64)[known]
+    t -= clock_shift(result, order)[code]
+    nbytes = series["bytes"].to_numpy()[known].astype(np.float64)
     first = int(t.min()) // bin_ns
-    cell = t // bin_ns - first
+    cell = t // bin_ns
+    cell -= first
+    del t
     length = int(cell.max()) + 1
     senders = np.unique(code)
     chosen = senders[np.unique(np.linspace(0, len(senders) - 1, min(MAX_HOSTS, len(senders))).astype(np.int64))]
