@@ -15,7 +15,7 @@ from analyze.read.work import Progress
 from analyze.model.result import Given, Result
 from analyze.read.reading import ReadOptions, Reading
 from analyze.source import open_source
-from analyze.read.bin_choice import choose as choose_width, coarsen, given as given_width
+from analyze.read.bin_choice import choose as choose_width, coarsen_each, given as given_width
 from analyze.read.heap import give_back
 from analyze.model.findings import WhatIf
 from analyze.model.saved import read_result
@@ -90,9 +90,7 @@ def finish(
 
     scans = reading.collect()
     width = given_width(reading.bin_ns) if reading.bin_given else choose_width(scans, reading.bin_ns)
-    for i in range(len(scans)):  # each host's cells at the read bin go as its coarse ones are made
-        scans[i] = coarsen(scans[i], width.bin_ns // reading.bin_ns)
-    give_back()
+    coarsen_each(scans, width.bin_ns // reading.bin_ns)
     result = build_result(  # empties `scans`: the analyses below need memory of their own
         reading.run_input,
         scans,

@@ -25,9 +25,11 @@ import numpy as np
 
 from analyze.read import layouts as L
 from analyze.read.fold import sum_cells
+from analyze.read.heap import give_back
 from analyze.read.scan import StreamScan
 
 BASE_BIN_NS = 1_000_000
+TRIM_HOSTS = 64  # coarsen_each gives the heap back after this many hosts
 LADDER_NS = (1_000_000, 2_000_000, 5_000_000, 10_000_000)
 BURST_BINS = 10  # bins per short burst at the chosen width
 SPLIT_GAPS = 4
@@ -124,3 +126,17 @@ def coarsen(scan: StreamScan, factor: int) -> StreamScan:
         return scan
     flow, wide, nbytes = sum_cells(scan.cell_flow, scan.cell_bin // factor, scan.cell_bytes)
     return replace(scan, cell_flow=flow.astype(scan.cell_flow.dtype), cell_bin=wide, cell_bytes=nbytes)
+
+
+def coarsen_each(scans: list[StreamScan], factor: int) -> None:
+    """Every scan of SCANS coarsened in place (coarsen), each host's cells at the read bin going as its coarse
+    ones are made, and the heap given back every TRIM_HOSTS hosts.
+
+    Why the trims: the received cells sit in glibc's heap (its mmap threshold rose past their size as the first
+    were freed), and freed there they stayed resident while the coarse cells took new pages: at 512 hosts the
+    process grew by 140 MB through the loop (409 -> 549 MB) before one trim at its end gave it back; trimmed
+    every 64 hosts it shrinks all the way (409 -> 333 MB)."""
+    for i in range(len(scans)):
+        scans[i] = coarsen(scans[i], factor)
+        if i % TRIM_HOSTS == TRIM_HOSTS - 1 or i == len(scans) - 1:
+            give_back()
