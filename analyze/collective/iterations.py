@@ -86,7 +86,7 @@ def _edge_codes(
     PAIRS every row's pair is an edge. Dense codes keep the (iteration, edge) sums a counted key space: over
     every (source, destination) pair it was hashed (512 hosts: 0.1 s and 100 MB more)."""
     nd = len(dst_names)
-    key = src * nd
+    key = np.multiply(src, nd, dtype=np.int64)
     key += dst
     if not pairs:
         keys = np.unique(key)
@@ -129,6 +129,7 @@ def per_iteration(
     src, src_names = pd.factorize(series["src_host"], sort=True)
     dst, dst_names = pd.factorize(series["dst_host"], sort=True)
     src_names, dst_names = list(src_names), list(dst_names)
+    src, dst = src.astype(np.int32), dst.astype(np.int32)  # host codes: every copy below half the size
     # coded before the cells in windows are copied out, one column at a time: less held at once
     edge, keys = _edge_codes(src, src_names, dst, dst_names, edges)
     src = src[keep]
