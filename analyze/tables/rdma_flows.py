@@ -121,7 +121,11 @@ def _events(hf: HostFlows, rows: np.ndarray, reverse: np.ndarray, sent: np.ndarr
     own = event & ((code == L.ROCE_EV_RESENT) | ((code >= L.ROCE_EV_CHUNK_START) & (code != L.ROCE_EV_CTS)))
     wanted = np.zeros(len(hf.keys), dtype=bool)
     wanted[rows] = True
-    own &= wanted[flow]
+    # a queue pair's chunk marks matter only beside the grants that clear it (analyze.wire.clear_to_send)
+    chunk = (code == L.ROCE_EV_CHUNK_START) | (code == L.ROCE_EV_CHUNK_END)
+    granted = np.zeros(len(hf.keys), dtype=bool)
+    granted[of[told & (code == L.ROCE_EV_CTS)]] = True
+    own &= wanted[flow] & (~chunk | granted[flow])
     return (
         np.concatenate([both["f"].to_numpy(np.int64), of[told], flow[own]]),
         np.concatenate([both["t"].to_numpy(np.int64), ns[told], ns[own]]),
