@@ -156,11 +156,13 @@ def _slow_link(run: Path, truth: dict, clean: dict) -> bool | str:
 
 def test_a_slow_rank_beside_a_slow_link_is_named_unsure(tmp_path, netns_cluster):  # noqa: F811
     """Rank 0 computes 150 ms more per step while h3's link runs at a fifth of the others', on 6 hosts (on 4, the
-    edges behind the slow link leave too few entries to judge by). The link is named, sure; the late rank unsure,
-    as late as it enters (210 ms on a capture), at least its extra compute. No one else is named with confidence.
-    A capture whose link reads unsure (a CI run loaded beside it left it at 0.0 once), whose late rank is not named
-    (once in CI), or that names another host late, unsure (once in CI), gets another, up to two, one of which must
-    be right and sure."""
+    edges behind the slow link leave too few entries to judge by). The link is named, sure; the late rank, where
+    named, unsure, as late as it enters (210 ms on a capture), at least its extra compute. No one else is named
+    with confidence. A capture whose link reads unsure (a CI run loaded beside it left it at 0.0 once) or that
+    names another host late, unsure (once in CI), gets another, up to two, one of which must be right and sure.
+    Silence on the late rank is not wrong here: on two captures of 2026-11-29 its first sends of each iteration led
+    the others' by 22 ms (median): the ring's tail through the slow link hid its 150 ms; the committed capture
+    where it showed is held by the test below."""
     job = Job(**{**BASE, "hosts": 6}, slow_rank=0, extra_compute_ms=150, slow_host=3, slow_host_rate="200mbit")
 
     def check(run: Path, truth: dict) -> bool | str:
@@ -175,10 +177,9 @@ def test_a_slow_rank_beside_a_slow_link_is_named_unsure(tmp_path, netns_cluster)
             return f"the slow link unsure: {r.stragglers}"
         if [s.host for s in late] not in ([], [late_host]):  # unsure (held to 0.5 above), and wrong: not a pass
             return f"another host named late, unsure: {r.stragglers}"  # once in CI (2026-11-28): h6 for h1
-        if not late:  # silent, not wrong: the entries it judges by are few beside the slow link (one CI run)
-            return f"the late rank not named: {r.stragglers}"
-        assert any("at most what the ring loses" in e for e in late[0].evidence)
-        assert late[0].lost_ns_per_iteration >= 0.8 * _extra_ns(truth, 0), late[0]
+        if late:
+            assert any("at most what the ring loses" in e for e in late[0].evidence)
+            assert late[0].lost_ns_per_iteration >= 0.8 * _extra_ns(truth, 0), late[0]
         return True
 
     sure_in_one_of_two(tmp_path, netns_cluster, job, check)
@@ -188,7 +189,8 @@ def test_a_link_fed_by_the_slow_one_does_not_hide_it():
     """A committed capture of the test above (fixtures/real-training/ddp-slow-rank-slow-link) where the slow link
     was not named: the edge after it in the ring forwards what it brings and read 473 Mbit/s, under SLOW of the
     usual 793 too, so the slow edges shared no host and no one edge alone held the ring. The edge runs at over
-    twice the slow ones' pace (209, 238 Mbit/s): it waits on them, and h3's link is named, sure."""
+    twice the slow ones' pace (209, 238 Mbit/s): it waits on them, and h3's link is named, sure. The late rank
+    entered 210 ms after the others there: named, unsure, beside the link (both findings)."""
     case = ROOT / "fixtures" / "real-training" / "ddp-slow-rank-slow-link"
     truth = json.loads((case / "truth.json").read_text())
     slow, late_host = truth["launch_order"][truth["job"]["slow_host"] - 1], truth["launch_order"][0]
