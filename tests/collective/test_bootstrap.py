@@ -17,7 +17,7 @@ import pytest
 
 from analyze.api import analyze
 from reports.text import summary_text
-from tests.support import ncclboot, rocegen as R
+from tests.support import ncclboot, rasgen, rocegen as R
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((ROOT / "analyze" / "model" / "result.schema.json").read_text())
@@ -82,3 +82,18 @@ def test_a_store_that_answers_is_no_bootstrap() -> None:
     """torch's TCP store answers each rank on the same connection: a real gloo capture holds no bootstrap."""
     result = analyze([ROOT / "fixtures" / "example-ddp" / "run"], workers=1)
     assert result.bootstrap is None
+
+
+def test_ras_and_the_bootstrap_beside_the_data_at_once(tmp_path: Path, data_alone) -> None:  # type: ignore[no-untyped-def]
+    """The issue's capture: NCCL's bootstrap at init and its RAS keep-alives through the run, both beside the RoCE
+    data; node2 hangs 26 s. Both are set apart (the data's answers as alone), the ranks counted, the gap named."""
+    addresses = [SPEC.address(h) for h in range(SPEC.hosts)]
+    frames = ncclboot.bootstrap(addresses, [2, 2, 2, 2], R.BASE_NS - 25 * 10**9)
+    ras = rasgen.keepalives(addresses, R.BASE_NS - 20 * 10**9, 70, (rasgen.Hang(host=2, from_s=30, seconds=26),))
+    gen = R.with_frames(R.with_frames(R.generate(SPEC), frames), ras)
+    result = analyze([R.write_run(tmp_path / "run", gen)], workers=1)
+    assert _answers(result) == _answers(data_alone)
+    assert result.bootstrap is not None and result.bootstrap.ranks_per_host == {f"node{h}": 2 for h in (1, 2, 3)}
+    assert result.iterations.ring_size == 8
+    (silence,) = result.keepalives.silences
+    assert silence.host == "node2" and "20 s" in silence.meaning and silence.seconds == pytest.approx(26, abs=1.1)
