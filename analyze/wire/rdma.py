@@ -45,6 +45,7 @@ from analyze.wire.transport import (
     edge_rates,
     line_rate_unknown,
     rate_fields,
+    series_shown,
     set_aside_light,
     thin,
 )
@@ -169,15 +170,13 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     cells_of = dict(tuple(series[series["flow_id"].isin(judged["flow_id"])].groupby("flow_id")))  # one pass
     events_of = _events_by_edge(ev, code_of_flow)  # one pass too: per-edge filters cost edges x events
     by_edge = {int(k): g for k, g in judged.groupby(code)}
-    edges = []
+    edges, drawn = [], {}
     for i, (s, d) in enumerate(pairs):
         mine = by_edge[i].sort_values("data_bytes", ascending=False)
         busy_ns = float(busy.bins[i] * bin_ns)
         on_edge = e_code == i
         row = _edge_row(s, d, mine, busy_ns, _median_ns(events_of.get(i)), rate_fields(busy, sending, link, i))
-        row.series = _series(
-            (e_t[on_edge], e_util[on_edge]), mine, cells_of, events_of.get(i), float(link[i]), bin_ns, str(s)
-        )
+        drawn[id(row)] = ((e_t[on_edge], e_util[on_edge]), mine, events_of.get(i), float(link[i]), str(s))
         row.limiter, confidence, row.evidence = _judge(row, busy_ns, int(mine["stall_ns"].sum()), bin_ns)
         _add_grants(row, grant_waits(events_of.get(i), str(s)))
         row.confidence = round(float(confidence), 3)
@@ -195,6 +194,9 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     out.notes.extend(shared_paths([e for e in edges if e.limiter is not None]))
     out.edges = edges
     _verdict(out, [e for e in edges if e.limiter is not None])
+    for row in series_shown(sorted(edges, key=lambda e: -e.payload_bytes), out.limiter):  # as many as TCP's
+        edge, mine, events, link_bps, sender = drawn[id(row)]
+        row.series = _series(edge, mine, cells_of, events, link_bps, bin_ns, sender)
     return out
 
 

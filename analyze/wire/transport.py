@@ -469,7 +469,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     out.edges = edges
     _verdict(out, [row for row in edges if row.limiter is not None])
     index = {pair: i for i, pair in enumerate(e.pairs)}
-    for row in _shown(edges, out.limiter):
+    for row in series_shown(edges, out.limiter):
         row.series = e.series_of(index[(row.src, row.dst)])
     for kind in SLOWEST_EDGE:
         _slowest_edge_verdict(out, kind, [row for row in edges if row.limiter == kind])
@@ -600,10 +600,10 @@ def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], as
     return row
 
 
-def _shown(edges: list[TransportEdge], limiter: Optional[str]) -> list[TransportEdge]:
-    """The edges whose series the JSON carries, at most SERIES_EDGES: the heaviest half of them (the report draws
-    the heaviest judged ones), then those judged otherwise than the job (a slow or lossy edge among link-bound
-    ones), then the rest by their bytes (EDGES come heaviest first)."""
+def series_shown(edges: list[Edge], limiter: Optional[str]) -> list[Edge]:
+    """The edges whose series the JSON carries, at most SERIES_EDGES (TCP's and RDMA's): the heaviest half of them
+    (the report draws the heaviest judged ones), then those judged otherwise than the job (a slow or lossy edge
+    among link-bound ones), then the rest by their bytes (EDGES come heaviest first)."""
     heavy = edges[: SERIES_EDGES // 2]
     odd = [row for row in edges[SERIES_EDGES // 2 :] if row.limiter is not None and row.limiter != limiter]
     return list({id(row): row for row in heavy + odd + edges}.values())[:SERIES_EDGES]

@@ -12,8 +12,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from analyze.api import analyze
-from analyze.wire.transport import SERIES_EDGES, _shown
+from analyze.wire import transport
+from analyze.wire.transport import SERIES_EDGES, series_shown
 from tests.benchmarks.many_hosts import ring_folder
+from tests.support import rocegen as R
 
 
 def test_a_ring_of_more_edges_keeps_the_series_of_sixty_four(tmp_path: Path) -> None:
@@ -30,9 +32,19 @@ def test_an_odd_edge_keeps_its_series_among_many() -> None:
     rows: list[Any] = [SimpleNamespace(limiter="link") for _ in range(200)]
     rows[150].limiter = "loss"
     rows[199].limiter = None  # too light to judge: never odd
-    shown = _shown(rows, "link")
+    shown = series_shown(rows, "link")
     assert len(shown) == SERIES_EDGES
     assert shown[: SERIES_EDGES // 2] == rows[: SERIES_EDGES // 2] and shown[SERIES_EDGES // 2] is rows[150]
     assert rows[199] not in shown
     few = rows[:10]
-    assert _shown(few, "link") == few  # up to SERIES_EDGES, every edge's
+    assert series_shown(few, "link") == few  # up to SERIES_EDGES, every edge's
+
+
+def test_rdma_edges_keep_as_many_series(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """RDMA edges' series are chosen the same way (every edge's was written): with room for two, the two heaviest
+    judged edges of a generated RoCEv2 ring carry theirs and the rest none."""
+    monkeypatch.setattr(transport, "SERIES_EDGES", 2)
+    ring = R.RoceRing(hosts=4, iterations=8)
+    rdma = analyze([R.write_run(tmp_path / "run", R.generate(ring))], workers=1).rdma
+    drawn = [e for e in rdma.edges if e.series.t_ns]
+    assert len(rdma.edges) == 8 and len(drawn) == 2 and all(e.limiter is not None for e in drawn), rdma.edges
