@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analyze.wire.transport import LOSS_FRACTION
 from tests.support.netns import netns_cluster  # noqa: F401  (pytest fixture)
 from tests.support.requirements import require
-from tests.support.training_capture import Job, live_capture
+from tests.support.training_capture import Job, live_capture, sure_in_one_of_two_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures" / "real-training"
@@ -127,14 +128,46 @@ SENDER_LIMITED = {
 @pytest.mark.parametrize("name", SENDER_LIMITED)
 def test_live_sender(tmp_path: Path, netns_cluster, name: str) -> None:  # noqa: F811
     """Small all-reduces with compute between them: the link idles between sends, the window is far from full
-    and nothing is lost, so the application is what holds the link back."""
+    and nothing is lost, so the application is what holds the link back.
+
+    Nothing is lost unless the machine drops packets itself: a loaded 2-core CI machine once lost enough on one
+    of DDP's ring edges for the kernel to re-send 0.5 % of its bytes (CI, 2026-11-29), and ringscope rightly
+    called that edge loss-limited and the job sender-limited at 0.33. Such a capture no longer has one cause, so
+    where tshark's own analysis finds the re-sent bytes on every edge ringscope calls lossy, it gets one more
+    capture (counted, tests/support/tries.py); any other answer fails."""
     job, max_rate = SENDER_LIMITED[name]
-    run, _ = live_capture(tmp_path, netns_cluster, job)
-    t = _transport(run)
-    _named(t, "sender", 3)
-    for e in _ring_edges(t, 3):
-        assert e.rate_while_busy < max_rate and e.retransmitted_fraction < 0.005
-        assert e.inflight_mean_bytes < e.window_mean_bytes / 4
+
+    def attempt(folder: Path) -> bool | str:
+        run, _ = live_capture(folder, netns_cluster, job)
+        t = _transport(run)
+        lossy = [e for e in _ring_edges(t, 3) if e.limiter == "loss"]
+        if lossy and t.limiter == "sender":
+            shares = {f"{e.src} -> {e.dst}": _resent_share(run, e.src, e.dst) for e in lossy}
+            assert all(s >= LOSS_FRACTION for s in shares.values()), shares  # tshark saw no such loss
+            return f"the machine lost packets: tshark's re-sent shares {shares}"
+        _named(t, "sender", 3)
+        for e in _ring_edges(t, 3):
+            assert e.rate_while_busy < max_rate and e.retransmitted_fraction < LOSS_FRACTION
+            assert e.inflight_mean_bytes < e.window_mean_bytes / 4
+        return True
+
+    sure_in_one_of_two_runs(tmp_path, attempt)
+
+
+def _resent_share(run: Path, src: str, dst: str) -> float:
+    """The share of SRC's TCP payload bytes to DST that tshark flags re-sent, in SRC's capture."""
+    require(shutil.which("tshark") is not None, "needs tshark (apt-get install tshark)")
+    to = json.loads((run / dst / "meta.json").read_text())["addresses"][0]
+    (pcap,) = sorted((run / src).glob("eth0.pcap*"))
+    argv = ["tshark", "-r", str(pcap), "-Y", f"tcp.len > 0 && ip.dst == {to}", "-T", "fields", "-E", "occurrence=f"]
+    argv += ["-e", "tcp.len", "-e", "tcp.analysis.retransmission", "-e", "tcp.analysis.fast_retransmission"]
+    lines = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True).stdout.splitlines()
+    sent = resent = 0
+    for line in lines:
+        n, rtx, frtx = (line.split("\t") + ["", ""])[:3]
+        sent += int(n)
+        resent += int(n) if (rtx or frtx) else 0
+    return resent / max(sent, 1)
 
 
 # ---- the audit: tshark's TCP analysis of the same files
