@@ -16,10 +16,12 @@ single host's counters: everyone's step grows and every link idles part of it. T
   is left unsure; there the late host's own edge showed its entry in 6 of 13 iterations once (late in 5).
 * compute, over RDMA: where the data moves over RDMA only, NCCL's clear-to-send grants tell a rank late on every
   chunk, as its receiver or its sender (analyze.wire.clear_to_send).
-* link: edges whose pace (the 90th percentile of their bins' rates) is under SLOW of the usual one (the edges'
-  75th percentile: one slow host slows two edges of a ring) and within FED of the slowest edge's (the next edge of
-  the ring forwards what the slow one brings and can read under SLOW too, at twice its pace: 473 against 209 and
-  238 Mbit/s on a real 200 Mbit/s link, 793 usual); where they all touch one host, its link.
+* link: edges whose rate while sending (from packet times, analyze.wire.send_rate: the same at any bin) is under
+  SLOW of the usual one (the edges' USUAL_PERCENTILE: one slow host slows two edges of a ring) and within FED of
+  the slowest edge's (an edge fed by a slow one waits on it); where they all touch one host, its link. The bins'
+  pace (the 90th percentile of an edge's bins' rates) read the edge after a real 200 Mbit/s link at 473 Mbit/s,
+  under SLOW of the usual 793, and the slow ones' sureness moved with the bin (0.92 at 10 ms, 0.67 at 20); packet
+  times read 206-217 against 996, and that edge 997, at every bin. The bins' pace still prices the time lost.
 
 The per-link what-if (at line rate, and at the others' usual pace): what each edge needs per iteration is its
 span where it is slow (it sends through all of it) and its bytes at line rate elsewhere (the others wait on it
@@ -297,6 +299,20 @@ def _clock_uncertainty(result: Result, host: str) -> Optional[float]:
     return None
 
 
+def _speeds(
+    paced: list[TransportEdge], pace: dict[tuple[str, str], float]
+) -> tuple[dict[tuple[str, str], float], float]:
+    """Each edge's rate while it sends and the usual one (USUAL_PERCENTILE), from packet times where every edge has
+    them (analyze.wire.send_rate: the same at any bin), else PACE, the bins'. Which edges are slow and how sure
+    hang on these: on a real 200 Mbit/s link among 1 Gbit/s ones the bins' pace read the slow edge at 0.25-0.31 of
+    the usual at 5, 10 and 20 ms bins (named at 0.92, then 0.67), the bursts 206 against 996 Mbit/s at each; the
+    edge it feeds 473 in bins, 997 in bursts."""
+    if any(e.burst_rate is None for e in paced):
+        return pace, float(np.percentile(list(pace.values()), USUAL_PERCENTILE))
+    speed = {(e.src, e.dst): float(e.burst_rate or 0.0) * e.link_speed_bps for e in paced}
+    return speed, float(np.percentile(list(speed.values()), USUAL_PERCENTILE))
+
+
 def _slow_links(
     result: Result, edges: list[TransportEdge], period: float, sure: float
 ) -> tuple[list[Straggler], list[LinkFix]]:
@@ -310,10 +326,11 @@ def _slow_links(
     pace = {(e.src, e.dst): float(e.pace_bps or 0.0) for e in paced}
     line = {(e.src, e.dst): 8e9 * e.payload_bytes / its.count / e.link_speed_bps for e in paced}
     usual = float(np.percentile(list(pace.values()), USUAL_PERCENTILE))
+    speed, usual_speed = _speeds(paced, pace)
     # a ring runs at its slowest edge's pace: an edge much faster than that one waits on it (an edge fed by a slow
     # link forwards at its pace), slowed but not a cause
-    slowest = min(pace.values())
-    slow = {k for k in pace if pace[k] < SLOW * usual and pace[k] <= FED * slowest}
+    slowest = min(speed.values())
+    slow = {k for k in speed if speed[k] < SLOW * usual_speed and speed[k] <= FED * slowest}
     comm = float(np.median([r.comm_ns for r in its.per_iteration])) if its.per_iteration else period
     # what each edge needs per iteration: a slow edge sends through all of it (its span: first to last busy bin,
     # slow starts and queue included); the others wait on it between ring steps, their own need hidden: their
@@ -363,9 +380,9 @@ def _slow_links(
         lost = saving(mine, as_usual)
         if lost < max(LATE_SHARE * period, LATE_BINS * float(result.bin_ns)):
             continue  # slower, but the ring does not wait for it
-        worst = min(mine, key=lambda k: pace[k])
+        worst = min(mine, key=lambda k: speed[k])
         names = ", ".join(f"{s} → {d}" for s, d in sorted(mine))
-        confidence = min(sure, float(np.clip((1 - pace[worst] / usual) / (1 - SLOW) * 0.5, 0.5, 1.0)))
+        confidence = min(sure, float(np.clip((1 - speed[worst] / usual_speed) / (1 - SLOW) * 0.5, 0.5, 1.0)))
         out.append(
             _named(
                 result,
@@ -374,9 +391,12 @@ def _slow_links(
                 lost,
                 its.count,
                 [
-                    f"{names} carr{'y' if len(mine) > 1 else 'ies'} each ring step at "
-                    f"{pace[worst] / 1e6:,.0f} Mbit/s while the other edges run at {usual / 1e6:,.0f} Mbit/s "
-                    f"(75th percentile): {'its' if len(mine) > 1 else 'the'} link, not {host}'s compute",
+                    f"{names} send{'' if len(mine) > 1 else 's'} at {speed[worst] / 1e6:,.0f} Mbit/s "
+                    f"{'from packet times' if speed is not pace else 'in its busy bins'} while the other edges "
+                    f"run at {usual_speed / 1e6:,.0f} Mbit/s (75th percentile): "
+                    f"{'its' if len(mine) > 1 else 'the'} link, not {host}'s compute",
+                    f"each ring step at {pace[worst] / 1e6:,.0f} Mbit/s over its busy bins against the others' "
+                    f"{usual / 1e6:,.0f} Mbit/s: the time lost is priced at that usual pace",
                 ],
                 confidence,
             )
