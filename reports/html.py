@@ -22,7 +22,7 @@ from analyze.confidence.thresholds import CONFIDENT
 from analyze.model.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Topology, Transport, WhatIf
 from analyze.model.result import SCHEMA_VERSION, CaptureSummary, HostSummary, Result, Tables
 from capture.layout import RunManifest
-from analyze.tables.capture_holes import GAPPED
+from analyze.tables.capture_holes import GAPPED, when_missing
 from analyze.verdict import judge
 from reports import figures as F
 from reports import host_spread
@@ -292,10 +292,11 @@ def _held(c: CaptureSummary) -> float:
 def _incomplete(captures: list[CaptureSummary]) -> str:
     """The hosts whose capture missed more than GAPPED of their flows' payload, each with its share held."""
     short = {c.host: c.coverage for c in captures if c.coverage is not None and c.coverage.fraction < 1 - GAPPED}
+    start = min((c.first_ns for c in captures if c.packets), default=0)
     if not short:
         return "none: every capture holds its flows' payload (sequence numbers, PSNs, tcpdump's counters)"
     return e(
-        "; ".join(f"{h}: {pct(v.fraction)} held ({v.source})" for h, v in sorted(short.items()))
+        "; ".join(f"{h}: {pct(v.fraction)} held ({v.source}){when_missing(v, start)}" for h, v in sorted(short.items()))
         + ": their flows are read from the other end's capture"
     )
 

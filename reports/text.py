@@ -64,7 +64,8 @@ def summary_text(result: Result) -> str:
     for problem in result.capture_problems or []:
         lines.append(f"CAPTURE PROBLEM: {problem}")
     held = {c.host: c.coverage for c in result.captures if c.coverage is not None}
-    lines.extend(f"CAPTURE INCOMPLETE: {line}" for line in incomplete_lines(list(held), list(held.values())))
+    start = min((c.first_ns for c in result.captures if c.packets), default=0)
+    lines.extend(f"CAPTURE INCOMPLETE: {line}" for line in incomplete_lines(list(held), list(held.values()), start))
     lines.append("")
     lines.extend(host_lines(result.hosts, {host: c.fraction for host, c in held.items()}))
     lines.append("")

@@ -139,6 +139,11 @@ class Coverage:
     missing_payload_bytes: int
     dropped_by_tcpdump: int | None
     source: str  # "sequence numbers" or "tcpdump's drop counters": whichever shows more missing
+    # when: each stretch of the capture's span whose windows held under 1 - GAPPED of their payload, as
+    # [start_ns, end_ns, share held] on its own clock (capture_holes.hole_stretches), and the missing payload no
+    # other capture of the same flows could place in time
+    holes: list[list[float]] | None = optional()
+    untimed_missing_bytes: int | None = optional()
 
 
 @dataclass

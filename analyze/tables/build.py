@@ -23,6 +23,7 @@ from analyze.read.outliers import set_aside
 from analyze.tables.flows import address_key, address_text, infer_local, key_ports, local_mask, proto_name
 from analyze.read.inputs import HostInput, RunInput
 from analyze.tables.capture_holes import GAPPED, host_coverage, missing_payload, view_shortfall
+from analyze.tables.hole_times import hole_stretches
 from analyze.tables.markers import load_markers
 from analyze.model.findings import Clock
 from analyze.model.result import CaptureSummary, FlowRecord, HostSummary, Result, Tables
@@ -87,6 +88,7 @@ def build_result(
     views = _views_table(run_input.hosts, host_flows, locals_, col)
     names = [h.name for h in run_input.hosts]
     held = host_coverage(names, [h.meta for h in run_input.hosts], views)
+    hole_stretches(host_flows, views, bin_ns, held)
     for capture in captures:
         capture.coverage = held[names.index(capture.host)]
     flows_df, chosen = _choose_views(views)

@@ -13,6 +13,7 @@ out short with nothing to say so. Two things the traffic carries tell what was n
 A capture's coverage is the payload it holds over that plus what it missed, the weaker of that and the share
 tcpdump's own counters say it kept (meta.json). The flows of a capture short by more than GAPPED are taken from
 another capture that saw them (analyze.api), and the summary says so first.
+When it missed them: analyze.tables.hole_times.
 """
 
 from __future__ import annotations
@@ -69,14 +70,28 @@ def host_coverage(names: Sequence[str], metas: Sequence[HostMeta | None], views:
     return out
 
 
-def incomplete_lines(names: Sequence[str], holes: Sequence[Coverage]) -> list[str]:
-    """One line per capture short by more than GAPPED, for the summary's first lines."""
+def incomplete_lines(names: Sequence[str], holes: Sequence[Coverage], start_ns: int = 0) -> list[str]:
+    """One line per capture short by more than GAPPED, for the summary's first lines; where its holes could be
+    placed in time, when (seconds from START_NS, the run's first record)."""
     return [
         f"{name}: its capture holds {h.fraction:.1%} of what it should ({h.source}: "
         f"{h.missing_payload_bytes:,} payload bytes of its flows never captured"
         + (f", {h.dropped_by_tcpdump:,} packets dropped by tcpdump's count" if h.dropped_by_tcpdump else "")
-        + "); its flows are read from their other end's capture where one saw them, and no loss, limit or "
+        + ")"
+        + when_missing(h, start_ns)
+        + "; its flows are read from their other end's capture where one saw them, and no loss, limit or "
         "straggler is judged from its holes"
         for name, h in zip(names, holes)
         if h.fraction < 1 - GAPPED
     ]
+
+
+def when_missing(h: Coverage, start_ns: int) -> str:
+    """Where a capture's holes fell, in words: its stretches in seconds from START_NS."""
+    if not h.holes:
+        return ""
+    shown = ", ".join(
+        f"{(a - start_ns) / 1e9:.3f}-{(b - start_ns) / 1e9:.3f} s ({held:.0%} held)" for a, b, held in h.holes[:4]
+    )
+    more = f" and {len(h.holes) - 4} more" if len(h.holes) > 4 else ""
+    return f"; missing in {shown}{more} into the run (where the flows' other ends hold more)"

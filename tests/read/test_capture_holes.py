@@ -20,7 +20,7 @@ from analyze.confidence.thresholds import CONFIDENT
 from reports.html import render_html
 from reports.text import summary_text
 from tests.support import rocegen as R
-from tests.support.capture_loss import keep_mask, remove_in_bursts
+from tests.support.capture_loss import keep_mask, remove_in_bursts, tcp_payload_between
 
 ROOT = Path(__file__).resolve().parents[2]
 COVERAGE_POINTS = 0.02  # the issue's bound: coverage within 2 points of the share removed
@@ -241,3 +241,60 @@ def test_a_flow_both_captures_missed_is_marked(tmp_path: Path) -> None:
         assert f"which holds {flow.held:.0%} of it" in summary_text(result) or flow not in result.flows[:10]
     whole_end = [f for f in result.flows if f.qp in [qp for qp, _ in R._qp_numbers(SPEC, 0)] and f.payload_bytes]
     assert whole_end and all(f.held is None and f.short_in == ["node1"] for f in whole_end), whole_end
+
+
+# ---- when: the holes placed in time (issue 47 item 1, per time window)
+
+STRETCH_POINTS = 0.03  # a stretch's share held against the records kept in it
+
+
+def test_the_holes_of_a_roce_capture_are_placed_in_time(tmp_path: Path) -> None:
+    """node1's sniffer drops half its records in bursts, only between 40 % and 60 % of the run: the capture's holes
+    are placed there (within a window, a hundredth of the span), their share held within 3 points of the
+    generator's frames kept in them, every missing byte placed (each queue pair's other end was captured), and the
+    summary says when. The whole captures carry no holes."""
+    gen = R.generate(SPEC)
+    records = gen.captures["node1"].records
+    t = np.array([ts for ts, _, _ in records])
+    lo, hi = t.min() + 0.4 * np.ptp(t), t.min() + 0.6 * np.ptp(t)
+    inside = (t >= lo) & (t < hi)
+    keep = keep_mask(len(records), 0.5, burst=200, seed=3) | ~inside
+    gen.captures["node1"].records = [r for r, k in zip(records, keep) if k]
+    result = analyze([R.write_run(tmp_path / "run", gen)], workers=1)
+    (cov,) = [c.coverage for c in result.captures if c.host == "node1"]
+    assert cov.holes and cov.untimed_missing_bytes == 0, cov
+    window = np.ptp(t) / 100 + result.bin_ns
+    data = np.array([wire > DATA_FRAME for _, _, wire in records])
+    wire = np.array([w for _, _, w in records])
+    for a, b, held in cov.holes:
+        assert lo - window <= a < b <= hi + window, ((a - lo) / 1e6, (b - hi) / 1e6)
+        span = (t >= a) & (t < b) & data
+        assert held == pytest.approx(wire[span & keep].sum() / wire[span].sum(), abs=STRETCH_POINTS)
+    assert all(c.coverage.holes is None for c in result.captures if c.host != "node1")
+    start = min(c.first_ns for c in result.captures)
+    first = f"{(cov.holes[0][0] - start) / 1e9:.3f}-"
+    assert f"; missing in {first}" in summary_text(result).splitlines()[1], summary_text(result)
+
+
+@pytest.mark.parametrize("case, host", [("example-ddp/run", "h2"), ("real-training/ddp-8h/run", "h3")])
+def test_the_holes_of_a_ddp_capture_are_placed_in_time(case: str, host: str, tmp_path: Path) -> None:
+    """Real DDP with half of one host's records removed in bursts, only from those carrying the file's 30th to
+    50th percent of TCP payload: the holes fall in that stretch of time (within a window, a hundredth of the span),
+    each stretch's share held within 3 points of the payload dpkt counts kept in it against the whole file's."""
+    run = tmp_path / "run"
+    shutil.copytree(ROOT / "fixtures" / case, run)
+    pcap = run / host / "eth0.pcap.gz"
+    removed = remove_in_bursts(pcap, 0.5, burst=100, seed=3, between=(0.3, 0.5))
+    assert removed.between_ns and 0.3 <= removed.payload_share <= 0.7, removed
+    result = analyze([run], workers=1)
+    (cov,) = [c.coverage for c in result.captures if c.host == host]
+    lo, hi = removed.between_ns
+    (mine,) = [c for c in result.captures if c.host == host]
+    window = (mine.last_ns - mine.first_ns) / 100 + 2 * result.bin_ns
+    assert cov.holes and cov.untimed_missing_bytes == 0, cov
+    whole = ROOT / "fixtures" / case / host / "eth0.pcap.gz"
+    for a, b, held in cov.holes:
+        assert lo - window <= a < b <= hi + window, ((a - lo) / 1e6, (b - hi) / 1e6)
+        kept = tcp_payload_between(pcap, int(a), int(b)) / tcp_payload_between(whole, int(a), int(b))
+        assert held == pytest.approx(kept, abs=STRETCH_POINTS), (held, kept)
+    assert all(c.coverage.holes is None for c in result.captures if c.host != host)

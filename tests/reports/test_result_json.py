@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 
 import pytest
@@ -22,9 +22,15 @@ def result():  # noqa: ANN201 - analyze.model.result.Result
 
 
 def _as_written(x: object) -> dict:
-    """asdict, less the optional fields (jsonform.optional: metadata set) that are None: JSON leaves those out."""
+    """asdict, less the optional fields (jsonform.optional: metadata set) that are None: JSON leaves those out, in
+    nested records too (a capture's coverage)."""
     omitted = {f.name for f in fields(x) if f.metadata and getattr(x, f.name) is None}  # type: ignore[arg-type]
-    return {k: v for k, v in asdict(x).items() if k not in omitted}  # type: ignore[call-overload]
+    out = {k: v for k, v in asdict(x).items() if k not in omitted}  # type: ignore[call-overload]
+    for f in fields(x):  # type: ignore[arg-type]
+        inner = getattr(x, f.name)
+        if f.name in out and is_dataclass(inner) and not isinstance(inner, type):
+            out[f.name] = _as_written(inner)
+    return out
 
 
 def test_plain_gives_what_asdict_gives(result) -> None:  # noqa: ANN001
