@@ -44,11 +44,12 @@ from analyze.model.findings import LinkFix, Straggler, TransportEdge
 from analyze.model.result import Result
 from capture.layout import RunManifest
 from analyze.wire.clear_to_send import LATE_FACTOR, late_by_grants
-from analyze.wire.transport import RUN_GAP
+from analyze.wire.transport import PAUSE_SHARE, pause_ns
 
 __all__ = ["add_stragglers", "find_stragglers", "LATE_SHARE", "SLOW"]
 
-LATE_SHARE = 0.05  # a host entering this share of the period after the others is late ...
+# a host entering this share of the period after the others is late (an idle as long starts an entry) ...
+LATE_SHARE = PAUSE_SHARE
 LATE_BINS = 2  # ... and at least this many bins (what the bins resolve)
 MOST = 0.6  # late in this share of the iterations its entry shows in, or more: a straggler; fewer is noise
 MIN_JUDGED = 3  # a host whose entry shows in fewer iterations is not judged
@@ -158,7 +159,7 @@ def _late(
         if len({src for src, _ in seen}) < 3:
             continue
         rounds += 1
-        entry = _entries(seen, float(result.bin_ns))
+        entry = _entries(seen, float(result.bin_ns), pause_ns(result.bin_ns, period))
         late: dict[str, tuple[float, float]] = {}  # host: (its lag, the others' entry)
         for host, first, ref in _against_the_others(entry):
             judged[host] = judged.get(host, 0) + 1
@@ -244,20 +245,21 @@ def _against_the_others(entry: dict[tuple[str, str], float]) -> list[tuple[str, 
 
 
 def _entries(
-    seen: dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...]]], bin_ns: float
+    seen: dict[tuple[str, str], tuple[tuple[Any, ...], tuple[Any, ...]]], bin_ns: float, gap_ns: float
 ) -> dict[tuple[str, str], float]:
     """Each edge's first send of an iteration, from its (previous, this) iteration's (start, end, last run after a
-    pause), where it is seen: after a pause. An on-time edge sends a first part, then waits for the late rank; the
-    iterations are cut at the longest pause, which is often that wait, so its first part may end its previous
-    window as a last run: that run counts where it began after the first edge finished the previous iteration (a
-    last run before that is the previous iteration's own, resumed after a wait). An edge busy from one iteration
-    into the next (a slow link's queue draining, the ring waiting on it) shows no entry and is left out."""
+    pause), where it is seen: after a pause (an idle of GAP_NS, pause_ns). An on-time edge sends a first part,
+    then waits for the late rank; the iterations are cut at the longest pause, which is often that wait, so its
+    first part may end its previous window as a last run: that run counts where it began after the first edge
+    finished the previous iteration (a last run before that is the previous iteration's own, resumed after a
+    wait). An edge busy from one iteration into the next (a slow link's queue draining, the ring waiting on it)
+    shows no entry and is left out."""
     first = min(before[1] for before, _ in seen.values()) - bin_ns
     entry = {}
     for pair, (before, now) in seen.items():
         if before[2] is not None and before[2] >= first:
             entry[pair] = float(before[2])
-        elif now[0] - before[1] >= RUN_GAP * bin_ns:
+        elif now[0] - before[1] >= gap_ns:
             entry[pair] = float(now[0])
     return entry
 

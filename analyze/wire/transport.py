@@ -57,6 +57,9 @@ LINE_RATE_LIMITERS = ("link", "latency", "sender", "congestion")
 UNKNOWN_LINE_RATE_CONFIDENCE = 0.5
 SOCKET_LAG = 0.5  # a data socket sending below this share of its edge's others' pace (median) lags
 RUN_GAP = 2  # bins between two runs of an edge's busy bins: a pause, not a bin the sends straddled
+# ... and at least this share of the iteration period: shorter idles are the ring's own waits between its steps and
+# buckets, which fine bins resolve and coarse ones do not (pause_ns)
+PAUSE_SHARE = 0.05
 PACE_PERCENTILE = 90  # an edge's pace: this percentile of its bins' rates (bins it began or ended in read low)
 SERIES_POINTS = 400  # per edge and series in the JSON, at most
 # edges whose series the JSON carries: the heaviest, those judged otherwise than the job, the rest. The report
@@ -150,7 +153,8 @@ def _per_iteration(
     use = busy & (it >= 0)
     key = code[use] * k + it[use]
     size = n * k
-    tail = _last_runs(key, t[use], size, bin_ns)
+    period = float(np.median(windows[:, 1] - windows[:, 0])) if len(windows) else 0.0
+    tail = _last_runs(key, t[use], size, pause_ns(bin_ns, period))
     count = np.bincount(key, minlength=size)
     squares = np.bincount(key, weights=util[use] * util[use], minlength=size)
     total = np.bincount(key, weights=util[use], minlength=size)
@@ -186,13 +190,22 @@ def _per_iteration(
     return out
 
 
-def _last_runs(key: np.ndarray, t: np.ndarray, size: int, bin_ns: int) -> np.ndarray:
-    """Per key (edge x iteration), the start of its last run of bins: the last bin that follows RUN_GAP empty bins
-    or more (or its first bin)."""
+def pause_ns(bin_ns: int, period_ns: float) -> float:
+    """The shortest idle that parts two runs of an edge's sends: RUN_GAP bins, and PAUSE_SHARE of the iteration
+    PERIOD_NS. In time, not bins alone, so that an edge's last run (where a late rank's entry shows) is the same at
+    any bin: on a real 6-host ring with a late rank (fixtures/real-training/ddp-slow-rank-slow-link) two bins
+    alone made 10 ms idles between buckets runs at 5 ms bins, and the late rank, 210 ms late at 10 and 20 ms, read
+    as leading by 20 ms; with the period's share it reads 209-215 ms at 2, 5, 10 and 20 ms."""
+    return max(RUN_GAP * bin_ns, PAUSE_SHARE * period_ns)
+
+
+def _last_runs(key: np.ndarray, t: np.ndarray, size: int, gap_ns: float) -> np.ndarray:
+    """Per key (edge x iteration), the start of its last run of bins: the last bin that follows an idle of more
+    than GAP_NS (pause_ns), or its first bin."""
     order = np.lexsort((t, key))
     k, ts = key[order], t[order]
     onset = np.ones(len(k), bool)
-    onset[1:] = (k[1:] != k[:-1]) | (ts[1:] - ts[:-1] > RUN_GAP * bin_ns)
+    onset[1:] = (k[1:] != k[:-1]) | (ts[1:] - ts[:-1] > gap_ns)
     out = np.full(size, -1, dtype=np.int64)
     np.maximum.at(out, k[onset], ts[onset])
     return out

@@ -127,13 +127,15 @@ def _stragglers(result):  # type: ignore[no-untyped-def]
     return {(s.host, s.kind) for s in result.stragglers or [] if s.confidence >= CONFIDENT}, named
 
 
-def test_a_slow_link_is_named_alike_at_any_bin_and_without_a_capture(tmp_path: Path) -> None:
+def test_a_slow_link_and_a_late_rank_are_named_alike_at_any_bin(tmp_path: Path) -> None:
     """A real 6-host DDP ring with h3's link shaped to 200 Mbit/s among 1 Gbit/s ones and rank 0 computing 150 ms
     more a step (fixtures/real-training/ddp-slow-rank-slow-link, truth.json: slow_host 3, slow_rank 0). The link is
     named as fact at the chosen bin, at its half and double, and with another host's capture (h6's) left out: which
     edges are slow and how sure comes from their rates in packet times (206-217 Mbit/s against 996), not from bins
-    (the bins' pace left it at 0.67, unsure, at 20 ms and with h6 missing). No one else is named as fact; the late
-    rank, named unsure at some bins, never more."""
+    (the bins' pace left it at 0.67, unsure, at 20 ms and with h6 missing). No one else is named as fact. The late
+    rank is named, unsure (beside the slow link), at every bin with all captures: its entry is the first send
+    after an idle of a twentieth of the period, whatever the bin (at 5 ms bins, 10 ms idles between buckets once
+    made it read as leading and go unnamed); without h6's capture its entry shows too rarely to judge."""
     case = ROOT / "fixtures" / "real-training" / "ddp-slow-rank-slow-link"
     chosen = analyze([case / "run"], workers=1)
     runs = {f"{ms} ms": analyze([case / "run"], bin_ns=ms * 1_000_000, workers=1) for ms in (5, 20)}
@@ -144,4 +146,5 @@ def test_a_slow_link_is_named_alike_at_any_bin_and_without_a_capture(tmp_path: P
     for name, r in runs.items():
         sure, named = _stragglers(r)
         assert sure == {("h3", "link")}, (name, r.stragglers)
-        assert named <= {("h3", "link"), ("h1", "compute")}, (name, r.stragglers)
+        whole = {("h3", "link"), ("h1", "compute")}
+        assert named == whole if name != "without h6" else named <= whole, (name, r.stragglers)
