@@ -29,6 +29,7 @@ from analyze.model.findings import Bootstrap, Clock, Group, IterationRecord, Ite
 from analyze.read.bin_choice import LADDER_NS, from_traffic
 from analyze.model.result import Given, Result
 from analyze.collective.staircase import EdgeSeries, Staircase, infer, widened
+from analyze.collective.stalls import STALL_CONFIDENCE, STALL_SHARE, stall_share
 from analyze.collective.halving import cube_sends, cube_step, settled
 from analyze.collective.groups import find_groups, per_iteration_bytes, ring_sends
 from analyze.collective.microbatches import boundary_cells, boundary_schedule
@@ -327,6 +328,7 @@ def _windows(
             stairs = _check_anchors(stairs, infer(edges, bin_ns, step=step), count_given, gradient_bytes, hint)
         if not count_given:
             stairs = _checked_at_double_bin(stairs, edges, bin_ns, hint, step)
+            stairs = _checked_for_stalls(stairs, result, flows, addr_host)
         out.notes.extend(stairs.notes)
         if stairs.count < 1:
             out.notes.append("no repeating iterations found in the collective's traffic")
@@ -542,6 +544,25 @@ def _checked_at_double_bin(
         stairs,
         confidence=min(stairs.confidence, COUNT_DISAGREES),
         evidence={**stairs.evidence, "count_at_double_bin": float(other.count)},
+        notes=[*stairs.notes, note],
+    )
+
+
+def _checked_for_stalls(stairs: Staircase, result: Result, flows: pd.DataFrame, addr_host: dict[str, str]) -> Staircase:
+    """STAIRS, unsure where its cuts end in retransmissions as often as a lossy link's stalls would
+    (analyze.collective.stalls)."""
+    samples = result.tables.transport_samples if result.tables is not None else None
+    share = stall_share(stairs, samples, flow_hosts(flows, addr_host), int(result.bin_ns))
+    if share < STALL_SHARE or stairs.confidence < CONFIDENT:
+        return stairs
+    note = (
+        f"UNSURE: {share:.0%} of the cuts (median edge) end where the edge sends a lost segment again: pauses a "
+        "retransmission timeout made look like the pauses between steps (a finer --bin, or markers, tells)"
+    )
+    return replace(
+        stairs,
+        confidence=min(stairs.confidence, STALL_CONFIDENCE),
+        evidence={**stairs.evidence, "cuts_ending_in_a_resend": round(share, 3)},
         notes=[*stairs.notes, note],
     )
 
