@@ -37,9 +37,14 @@ def stall_share(stairs: Staircase, samples: Any, flow_hosts: pd.DataFrame, bin_n
     pairs = edge_of.reindex(resent["flow_id"].to_numpy())
     key = pairs["src_host"].astype(str).to_numpy() + " -> " + pairs["dst_host"].astype(str).to_numpy()
     times = resent["t_ns"].to_numpy(np.int64)
+    order = np.lexsort((times, key))  # each edge's re-sent times in one sorted run: no pass over all per edge
+    key, times = key[order], times[order]
+    names, first = np.unique(key, return_index=True)
+    bounds = dict(zip(names.tolist(), zip(first.tolist(), [*first[1:].tolist(), len(key)])))
     shares = []
     for e in stairs.edges:
-        t = np.sort(times[key == f"{e.src} -> {e.dst}"])
+        lo, hi = bounds.get(f"{e.src} -> {e.dst}", (0, 0))
+        t = times[lo:hi]
         cuts = np.asarray(e.cut_ns[1:-1], dtype=np.int64)
         if not len(cuts):
             continue
