@@ -25,6 +25,7 @@ from capture.units import ns_of
 from analyze.collective.inference import add_collective
 from analyze.collective.jobs import split_jobs
 from analyze.collective.bootstrap import find_bootstrap
+from analyze.collective.proxies import add_proxies
 from analyze.collective.keepalives import find_keepalives
 from analyze.confidence.coverage import capture_problems
 from analyze.model.findings import ImpliedBytes, Iterations, Job, OtherConnection, OtherTraffic, SharedLink
@@ -51,6 +52,8 @@ def analyze_jobs(result: Result, metas: Mapping[str, HostMeta | None], given: Gi
         return
     result.keepalives, ras = find_keepalives(result)
     result.bootstrap, boot = find_bootstrap(result)
+    if result.bootstrap is not None:
+        boot = np.concatenate([boot, add_proxies(result, result.bootstrap, boot)])
     own = np.concatenate([ras, boot])
     if len(own):  # NCCL's own keep-alive ring and bootstrap are no job's traffic: the analyses run without them
         result.tables = _tables_of(whole, ~whole.flows["flow_id"].isin(own).to_numpy(), None, whole.markers)

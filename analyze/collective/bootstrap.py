@@ -28,7 +28,7 @@ from analyze.model.result import Result
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
 
-__all__ = ["find_bootstrap"]
+__all__ = ["connections", "find_bootstrap"]
 
 ROOT_INFO = (32, 1024)  # bytes a rank sends the root: socket magic and type, rank, nranks, two addresses (76)
 CALLBACK = (16, 512)  # bytes the root sends each rank back: magic and type, its successor's address (40)
@@ -50,7 +50,7 @@ def find_bootstrap(result: Result) -> tuple[Optional[Bootstrap], np.ndarray]:
         return None, none
     lo, hi = connection_ends(flows["src"], flows["sport"], flows["dst"], flows["dport"])
     flows = flows.assign(key=lo + "|" + hi)
-    conn = _connections(flows)
+    conn = connections(flows)
     one_way = conn["back"] == 0
     info = conn[one_way & conn["sent"].between(*ROOT_INFO)]
     if info.empty:
@@ -82,7 +82,7 @@ def find_bootstrap(result: Result) -> tuple[Optional[Bootstrap], np.ndarray]:
         & (conn["start"] > last)
         & (conn["start"] <= ring_end)
         & (conn[["sent", "back"]].max(axis=1) <= RING_BYTES_PER_RANK * world)
-    ]
+    ].drop(calls.index, errors="ignore")  # the call-backs opened in that window too: counted once, as call-backs
     keys = set(reached.index) | set(calls.index) | set(ring.index)
     chosen = flows[np.isin(flows["key"].to_numpy(object), list(keys))]
     found = Bootstrap(
@@ -99,7 +99,7 @@ def find_bootstrap(result: Result) -> tuple[Optional[Bootstrap], np.ndarray]:
     return found, chosen["flow_id"].to_numpy(np.int64)
 
 
-def _connections(flows: pd.DataFrame) -> pd.DataFrame:
+def connections(flows: pd.DataFrame) -> pd.DataFrame:
     """Per TCP connection of FLOWS (by their `key`, its two ends as text): the client (the end whose direction began
     first) and its host, the server end and its host, the bytes each way, its first packet."""
     flows = flows.assign(end=flows["src"].astype(str) + ":" + flows["sport"].astype(str))

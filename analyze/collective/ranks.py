@@ -193,11 +193,21 @@ def _from_traffic(t: TrafficRanks) -> RingRanks:
 
 def _from_bootstrap(b: Bootstrap, launched: Optional[int]) -> RingRanks:
     """W from NCCL's bootstrap: each other host's connections to the root. The root's host reaches it over
-    loopback: its ranks are the others' where they agree, sure only where the launch command (LAUNCHED ranks per
-    host) says so too."""
+    loopback: its ranks are counted by its NCCL proxies where its capture holds its loopback (sure where the other
+    hosts' proxies agree with their connections), else the others' where they agree, sure only where the launch
+    command (LAUNCHED ranks per host) says so too."""
     others = ", ".join(f"{n} from {h}" for h, n in sorted(b.ranks_per_host.items()))
     source = f"NCCL's bootstrap: ranks reached its root {b.root} ({others})"
     per_host = dict(b.ranks_per_host)
+    proxies = b.proxies or {}
+    if b.root_host in proxies:  # a capture of its loopback holds its ranks' proxies: counted, not assumed
+        agree = all(proxies[h] == n for h, n in per_host.items() if h in proxies)
+        per_host[b.root_host] = proxies[b.root_host]
+        counted = f"{source}; {proxies[b.root_host]} NCCL proxies on the root's host {b.root_host}"
+        if agree:
+            return RingRanks(sum(per_host.values()), None, counted, per_host=per_host)
+        note = "the hosts' proxy listeners and their connections to the root count different ranks"
+        return RingRanks(sum(per_host.values()), None, counted, note, per_host=per_host, sure=False)
     if b.root_host_ranks is None:
         note = f"the root's host {b.root_host} reaches it over loopback: its ranks are not counted (one assumed)"
         return RingRanks(sum(per_host.values()) + 1, None, source, note, sure=False)

@@ -788,6 +788,10 @@ class Bootstrap:
     root_host_ranks: int | None  # taken as the others' where two or more agree; None: not known
     connections: int
     notes: list[str] = field(default_factory=list)
+    # each host's NCCL proxies (analyze.collective.proxies): one listener per rank, seen only by a capture that
+    # holds the host's loopback; and their connections, set apart with the bootstrap
+    proxies: dict[str, int] | None = optional()
+    proxy_connections: int | None = optional()
 
 
 # ---- the answer (analyze.verdict) -------------------------------------------------------------------------------

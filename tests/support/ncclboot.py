@@ -59,3 +59,27 @@ def bootstrap(addresses: list[str], ranks_per_host: list[int], start_ns: int) ->
     for frames in out.values():
         frames.sort(key=lambda f: f.ts_ns)
     return out
+
+
+PROXY_PORT = 47_000  # rank r's proxy listens at PROXY_PORT + r (an ephemeral port in NCCL)
+# a transport connection's set-up through the proxy (src/proxy.cc): init request and response, setup, connect
+PROXY_MESSAGES = [(MAGIC_AND_TYPE, True), (24, True), (16, False), (40, True), (300, False), (300, True), (40, False)]
+
+
+def proxies(addresses: list[str], ranks_per_host: list[int], start_ns: int) -> dict[int, list[Frame]]:
+    """Each host's loopback frames (by host index) of its ranks' connections to their own NCCL proxies, as a
+    capture on `lo` or `any` holds them (a NIC's does not): rank r's proxy listens at the host's bootstrap address,
+    and the rank connects to it once and sets up its transports through it. Ranks placed host by host."""
+    out: dict[int, list[Frame]] = {}
+    t, rank = start_ns, 0
+    for h, (address, n) in enumerate(zip(addresses, ranks_per_host)):
+        out[h] = []
+        for _ in range(n):
+            conn = TcpConn(ETHERNET, address, address, 48_000 + rank, PROXY_PORT + rank)
+            out[h] += conn.handshake(t)
+            for size, forward in PROXY_MESSAGES:
+                t += STEP_NS // 4
+                out[h] += [conn.data(t, size, forward=forward), conn.ack(t + 10_000, forward=not forward)]
+            rank += 1
+            t += STEP_NS
+    return out
