@@ -32,7 +32,17 @@ def hole_stretches(host_flows: Sequence[HostFlows], views: pd.DataFrame, bin_ns:
         return
     host = views["host_index"].to_numpy()
     missing = views["missing_payload"].to_numpy(np.float64)
-    short = view_shortfall(views)
+    local_index = views["local_index"].to_numpy()
+    flow = views["flow_id"].to_numpy()
+    # each flow's fullest view and the next: another capture's is the first whose host is not the gapped one
+    order = np.lexsort((-views["bytes"].to_numpy(), view_shortfall(views), flow))
+    starts = np.flatnonzero(np.r_[True, flow[order][1:] != flow[order][:-1]])
+    fullest = np.full(int(flow.max()) + 1, -1, np.int64)
+    second = np.full_like(fullest, -1)
+    fullest[flow[order][starts]] = order[starts]
+    more = starts[(starts + 1 < len(order))]
+    more = more[flow[order][np.minimum(more + 1, len(order) - 1)] == flow[order][more]]
+    second[flow[order][more]] = order[more + 1]
     for h, cov in enumerate(held):
         if cov.fraction >= 1 - GAPPED or cov.missing_payload_bytes <= 0 or not len(host_flows[h].cell_bin):
             continue
@@ -41,17 +51,14 @@ def hole_stretches(host_flows: Sequence[HostFlows], views: pd.DataFrame, bin_ns:
         width = max(1, -(-(last - first + 1) // HOLE_WINDOWS))  # bins per window
         n_windows = (last - first) // width + 1
         rows = np.flatnonzero((host == h) & (missing > 0))
-        here = _window_bytes(hf, views["local_index"].to_numpy()[rows], first, width, n_windows)
+        here = _window_bytes(hf, local_index[rows], first, width, n_windows)
         there = np.zeros_like(here)
-        others = views.iloc[np.flatnonzero(host != h)]
-        others = others.assign(_short=short[host != h]).sort_values(["_short", "bytes"], ascending=[True, False])
-        best = others.drop_duplicates("flow_id").set_index("flow_id")
-        ref = best.reindex(views["flow_id"].to_numpy()[rows])
-        have = ref["host_index"].notna().to_numpy()
-        for g in np.unique(ref["host_index"].to_numpy()[have]).astype(np.int64):
-            mine = np.flatnonzero(have & (ref["host_index"].to_numpy() == g))
-            local = ref["local_index"].to_numpy()[mine].astype(np.int64)
-            there[mine] = _window_bytes(host_flows[g], local, first, width, n_windows)
+        ref = fullest[flow[rows]]
+        ref = np.where((ref >= 0) & (host[np.maximum(ref, 0)] == h), second[flow[rows]], ref)
+        have = ref >= 0
+        for g in np.unique(host[ref[have]]):
+            mine = np.flatnonzero(have & (host[np.maximum(ref, 0)] == g))
+            there[mine] = _window_bytes(host_flows[g], local_index[ref[mine]], first, width, n_windows)
         gap = np.maximum(there - here, 0.0)
         total = gap.sum(axis=1)
         timed = total > 0
