@@ -569,8 +569,10 @@ def _checked_for_stalls(stairs: Staircase, result: Result, flows: pd.DataFrame, 
     """STAIRS, unsure where its cuts end in retransmissions as often as a lossy link's stalls would
     (analyze.collective.stalls)."""
     samples = result.tables.transport_samples if result.tables is not None else None
+    if stairs.confidence < CONFIDENT or samples is None or not len(samples):
+        return stairs  # nothing stated as fact to doubt, or no re-sent segment to doubt it by
     share = stall_share(stairs, samples, flow_hosts(flows, addr_host), int(result.bin_ns))
-    if share < STALL_SHARE or stairs.confidence < CONFIDENT:
+    if share < STALL_SHARE:
         return stairs
     note = (
         f"UNSURE: {share:.0%} of the cuts (median edge) end where the edge sends a lost segment again: pauses a "
