@@ -45,6 +45,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.support.clirun import ringscope
@@ -240,8 +241,15 @@ def test_unthrottled_link_is_not_the_bottleneck(tmp_path, netns_cluster):  # noq
     from analyze.confidence.thresholds import FILLS_LINK
 
     eff = m["transport_efficiency"]
-    # the rate while communicating, from the bytes and the communication time, agrees with the busy bins
-    assert m["achieved_rate_bps"] == pytest.approx(eff * link_bps, rel=0.5)
+    # the rate over the communication time, from the bytes, is the busy bins' rate less the time the link idled
+    # between ring steps (CPU-bound gloo reduces each chunk before it sends the next). Held to the busy bins'
+    # alone, it failed two CI runs of 2026-11-29 by a factor of 2 (2.29 against 4.61 Gbit/s at 1 ms bins, the ring
+    # edges idle 37-47 % of the communication): never faster than while busy, and within 50 % of that less idle
+    busy = eff * link_bps
+    ring = sorted(result["transport"]["edges"], key=lambda e: -e["payload_bytes"])[:N]
+    idle = float(np.median([e["idle_in_communication"] or 0.0 for e in ring]))
+    assert m["achieved_rate_bps"] <= 1.1 * busy, (m["achieved_rate_bps"], busy)
+    assert m["achieved_rate_bps"] == pytest.approx(busy * (1 - idle), rel=0.5), (busy, idle)
     if eff < FILLS_LINK:  # CPU-bound gloo on a fast veth: say the transport does not fill the link
         assert "does not fill the link" in verdict and "not the network" in verdict
     else:  # a machine fast enough to fill the veth
