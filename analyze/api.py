@@ -7,6 +7,7 @@ analyze.tables.build, each job analyzed in analyze.each_job, the verdict judged 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -89,13 +90,15 @@ def finish(
     from analyze.verdict import judge
 
     scans = reading.collect()
-    width = given_width(reading.bin_ns) if reading.bin_given else choose_width(scans, reading.bin_ns)
-    coarsen_each(scans, width.bin_ns // reading.bin_ns)
+    judged = choose_width(scans, reading.bin_ns)  # the links' fill is judged at it whatever --bin says
+    width = judged if reading.given_ns is None else given_width(reading.given_ns)
+    coarsen_each(scans, math.gcd(width.bin_ns, judged.bin_ns) // reading.bin_ns)
     result = build_result(  # empties `scans`: the analyses below need memory of their own
         reading.run_input,
         scans,
         link_speed_bps=link_speed_bps,
         bin_ns=width.bin_ns,
+        judged_bin_ns=judged.bin_ns,
         byte_mode=reading.byte_mode,
         busy_threshold=busy_threshold,
     )

@@ -161,6 +161,7 @@ def _tables_of(t: Tables, mask: np.ndarray, hosts: Optional[list[str]], markers:
         flows=flows,
         flow_views=of_flows(t.flow_views),
         flow_series=of_flows(t.flow_series),
+        judged_series=of_flows(t.judged_series),
         host_series=series[series["host"].isin(hosts)] if hosts is not None and len(series) else series,
         markers=markers,
         transport=of_flows(t.transport),

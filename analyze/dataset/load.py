@@ -55,9 +55,7 @@ def read_dataset(root: Path, *, bin_ns: Optional[int], byte_mode: Optional[str])
     def collect() -> list[StreamScan]:
         return [_scan(root, h, own_bin) for h in entries]
 
-    return Reading(
-        run_input=run_input, collect=collect, bin_ns=own_bin, byte_mode=own_bytes, bin_given=bin_ns is not None
-    )
+    return Reading(run_input=run_input, collect=collect, bin_ns=own_bin, byte_mode=own_bytes, given_ns=bin_ns)
 
 
 def _scan(root: Path, entry: dict[str, Any], bin_ns: int) -> StreamScan:

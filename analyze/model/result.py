@@ -176,6 +176,17 @@ class Tables:
     transport_samples: "pd.DataFrame | None" = None  # (flow_id, t_ns, what, value): round trips, in flight, re-sent
     rdma: "pd.DataFrame | None" = None  # per RDMA queue pair and capture: its counters (analyze.wire.rdma)
     rdma_events: "pd.DataFrame | None" = None  # (flow_id, host, t_ns, what, value): ACK rtts, NAKs, CNPs, resends
+    # the flow series at the width chosen from the traffic where --bin gave another (analyze.read.bin_choice):
+    # the links' fill is judged at it (flow_id, t_ns, bytes); None where flow_series is at that width
+    judged_series: "pd.DataFrame | None" = None
+    judged_bin_ns: int | None = None
+
+    def fill_series(self, bin_ns: int) -> tuple["pd.DataFrame", int]:
+        """The flow series the links' fill is judged from and its width: judged_series where there is one, else
+        flow_series at BIN_NS (the result's)."""
+        if self.judged_series is not None and self.judged_bin_ns:
+            return self.judged_series, self.judged_bin_ns
+        return self.flow_series, bin_ns
 
 
 @dataclass

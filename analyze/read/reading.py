@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from analyze.read import layouts as L
-from analyze.read.bin_choice import BASE_BIN_NS
+from analyze.read.bin_choice import read_width
 from analyze.read.engine import ScanOptions, start_host_scans
 from analyze.read.work import Progress
 from analyze.read.inputs import RunInput, discover
@@ -26,7 +26,7 @@ class Reading:
     collect: Callable[[], list[StreamScan]]
     bin_ns: int  # the width the scans were read at
     byte_mode: str
-    bin_given: bool = True  # False: the analysis chooses its width from the traffic (analyze.read.bin_choice)
+    given_ns: Optional[int] = None  # --bin: the analyses' width; None: chosen from the traffic (bin_choice)
 
 
 @dataclass(frozen=True)
@@ -60,21 +60,21 @@ def start_reading(
 ) -> Reading:
     """Find the captures under `paths` and start scanning them as OPTIONS say (see analyze.api.analyze).
 
-    Without a bin width the captures are read at BASE_BIN_NS and the analysis picks its width from the traffic
-    (analyze.read.bin_choice); the byte mode defaults to "ip". A Parquet dataset (`ringscope convert`) is read
-    back instead, one layer up (analyze.source).
+    The captures are read at BASE_BIN_NS (bin_choice.read_width) and the analysis picks its width from the traffic
+    unless one is given (analyze.read.bin_choice); the byte mode defaults to "ip". A Parquet dataset (`ringscope
+    convert`) is read back instead, one layer up (analyze.source).
     busy_bytes: how much a worker reads while the caller does its own work meanwhile (engine.start_host_scans).
 
     Raises analyze.read.formats.FileError when the input cannot be found.
     """
-    bin_ns = BASE_BIN_NS if options.bin_ns is None else options.bin_ns
+    bin_ns = read_width(options.bin_ns)
     byte_mode = options.byte_mode or "ip"
     run_input = discover([Path(p) for p in paths])
     opts = ScanOptions(bin_ns=bin_ns, byte_mode=L.BYTE_MODES[byte_mode], mtu=common_mtu(run_input))
     collect = start_host_scans(
         [h.files for h in run_input.hosts], opts, options.workers, progress, options.scheduler, busy_bytes
     )
-    return Reading(run_input, collect, bin_ns, byte_mode, bin_given=options.bin_ns is not None)
+    return Reading(run_input, collect, bin_ns, byte_mode, given_ns=options.bin_ns)
 
 
 def common_mtu(run_input: RunInput) -> int:

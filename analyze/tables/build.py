@@ -9,6 +9,7 @@ is noted, not corrected.
 
 from __future__ import annotations
 
+import math
 from dataclasses import fields, replace
 from typing import Optional
 import numpy as np
@@ -19,6 +20,7 @@ from analyze.tables.clocks import estimate_clocks
 from analyze.read.groupsum import group_sum
 from analyze.read.heap import give_back
 from analyze.read.fold import HostFlows, merge_host, unique_rows
+from analyze.read.bin_choice import coarsen
 from analyze.read.outliers import set_aside
 from analyze.tables.flows import address_key, address_text, infer_local, key_ports, local_mask, proto_name
 from analyze.read.inputs import HostInput, RunInput
@@ -52,8 +54,11 @@ def build_result(
     bin_ns: int,
     byte_mode: str,
     busy_threshold: float,
+    judged_bin_ns: Optional[int] = None,
 ) -> Result:
-    """Assemble the Result from the hosts' stream scans, one per host in order (pure: no file access).
+    """Assemble the Result from the hosts' stream scans, one per host in order (pure: no file access): the tables
+    at BIN_NS, and where JUDGED_BIN_NS (the width chosen from the traffic, analyze.read.bin_choice) differs, the
+    flow series at it too (Tables.judged_series). The scans' cells are at the finer width both are made of.
 
     SCANS is emptied: its cells go once the series hold them, before the transport tables and the clocks are
     built (a caller still holding the list kept 140 MB of cells through them at 512 hosts)."""
@@ -61,7 +66,9 @@ def build_result(
     assumptions: list[str] = []
     captures: list[CaptureSummary] = []
     host_flows: list[HostFlows] = []
-    aside = [set_aside(s, bin_ns) for s in scans]
+    judged_bin_ns = judged_bin_ns or bin_ns
+    fine = math.gcd(bin_ns, judged_bin_ns)
+    aside = [set_aside(s, fine) for s in scans]
     scans.clear()
     files = [s.files for s in aside]
     for h, stream in zip(run_input.hosts, aside):
@@ -88,10 +95,14 @@ def build_result(
     views = _views_table(run_input.hosts, host_flows, locals_, col)
     names = [h.name for h in run_input.hosts]
     held = host_coverage(names, [h.meta for h in run_input.hosts], views)
+    flows_df, chosen = _choose_views(views)
+    judged_series = None
+    if judged_bin_ns != bin_ns:
+        judged_series = coarser_series(_flow_series(host_flows, chosen, views, fine), judged_bin_ns)
+        host_flows = [coarsen(hf, bin_ns // fine) for hf in host_flows]
     hole_stretches(host_flows, views, bin_ns, held)
     for capture in captures:
         capture.coverage = held[names.index(capture.host)]
-    flows_df, chosen = _choose_views(views)
     flow_series = _flow_series(host_flows, chosen, views, bin_ns)
     hosts, host_series = _hosts(
         run_input.hosts, host_flows, locals_, files, col, bin_ns, link_speed_bps, busy_threshold, warnings, assumptions
@@ -131,6 +142,8 @@ def build_result(
             flows=flows_df,
             flow_views=views,
             flow_series=flow_series,
+            judged_series=judged_series,
+            judged_bin_ns=judged_bin_ns,
             host_series=host_series,
             markers=markers,
             transport=transport,
@@ -326,6 +339,18 @@ def _flow_series(
         "bps": nbytes.astype(np.float64) * 8e9 / bin_ns,
     }
     return pd.DataFrame(columns, copy=False)
+
+
+def coarser_series(series: pd.DataFrame, bin_ns: int) -> pd.DataFrame:
+    """SERIES (flow_id, t_ns, bytes in (flow, time) order, at a width BIN_NS is a multiple of) summed into bins of
+    BIN_NS: flooring keeps that order, so each new cell is a run of old ones."""
+    flow = series["flow_id"].to_numpy(np.int64)
+    t = series["t_ns"].to_numpy(np.int64) // bin_ns * bin_ns
+    if not len(flow):
+        return pd.DataFrame({"flow_id": flow, "t_ns": t, "bytes": series["bytes"].to_numpy()})
+    starts = np.flatnonzero(np.r_[True, (flow[1:] != flow[:-1]) | (t[1:] != t[:-1])])
+    nbytes = np.add.reduceat(series["bytes"].to_numpy(), starts)
+    return pd.DataFrame({"flow_id": flow[starts], "t_ns": t[starts], "bytes": nbytes}, copy=False)
 
 
 def _cells_dropped(hf: HostFlows) -> HostFlows:

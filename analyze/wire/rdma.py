@@ -41,7 +41,7 @@ from analyze.wire.send_rate import (
 )
 from analyze.wire.transport import (
     EdgeRates,
-    busy_bins,
+    judged_busy,
     edge_rates,
     line_rate_unknown,
     rate_fields,
@@ -162,7 +162,9 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     code_of_flow[judged["flow_id"].to_numpy(np.int64)] = code
     bin_ns = int(result.bin_ns)
     e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
-    busy = busy_bins(e_code, e_t, e_util, e_busy, n, bin_ns)
+    busy = judged_busy(
+        tables, code_of_flow, link, (bin_ns, result.busy_threshold), (e_code, e_t, e_util, e_busy), out.notes
+    )
     sending = edge_send_rates(
         code, judged["send_rate_bps"].to_numpy(np.float64), judged["data_bytes"].to_numpy(np.int64), n, at_once=False
     )
@@ -173,11 +175,11 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     edges, drawn = [], {}
     for i, (s, d) in enumerate(pairs):
         mine = by_edge[i].sort_values("data_bytes", ascending=False)
-        busy_ns = float(busy.bins[i] * bin_ns)
+        busy_ns = float(busy.bins[i] * busy.bin_ns)
         on_edge = e_code == i
         row = _edge_row(s, d, mine, busy_ns, _median_ns(events_of.get(i)), rate_fields(busy, sending, link, i))
         drawn[id(row)] = ((e_t[on_edge], e_util[on_edge]), mine, events_of.get(i), float(link[i]), str(s))
-        row.limiter, confidence, row.evidence = _judge(row, busy_ns, int(mine["stall_ns"].sum()), bin_ns)
+        row.limiter, confidence, row.evidence = _judge(row, busy_ns, int(mine["stall_ns"].sum()), busy.bin_ns)
         _add_grants(row, grant_waits(events_of.get(i), str(s)))
         row.confidence = round(float(confidence), 3)
         line_rate_unknown(row, row.src in assumed)

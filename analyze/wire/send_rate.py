@@ -40,6 +40,7 @@ from analyze.confidence.thresholds import FILLS_LINK
 
 __all__ = [
     "edge_send_rates",
+    "fill_note",
     "fills_link",
     "unresolved_evidence",
     "DATA_SHARE",
@@ -87,4 +88,12 @@ def unresolved_evidence(in_bursts: float, in_bins: Optional[float], bin_ns: int)
         f"bursts leave at {in_bursts:.0%} of line rate (packet times) while its {bin_ns / 1e6:g} ms busy bins are "
         f"{bins} full: whether the link idles between ring steps or only between iterations is finer than a bin; "
         f"a finer --bin tells"
+    )
+
+
+def fill_note(fill_ns: int, bin_ns: int) -> str:
+    """Why the links' fill reads other bins than --bin's: the width is the traffic's (analyze.read.bin_choice)."""
+    return (
+        f"each link's fill is judged in the {fill_ns / 1e6:g} ms bins chosen from the traffic, not --bin's "
+        f"{bin_ns / 1e6:g} ms: a limiter and its sureness do not move with the display's bin"
     )

@@ -34,7 +34,7 @@ import pandas as pd
 
 from analyze.confidence.thresholds import FILLS_LINK
 from analyze.model.findings import EdgeIterations, EdgeSeries, Iterations, RdmaEdge, Socket, Transport, TransportEdge
-from analyze.model.result import Result
+from analyze.model.result import Result, Tables
 from analyze.tables.capture_holes import GAPPED
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.tables.tcp_flows import ANSWERS, IN_FLIGHT, OWN, RESENT, ROUND_TRIP
@@ -42,6 +42,7 @@ from analyze.wire.send_rate import (
     DATA_SHARE,
     UNRESOLVED_CONFIDENCE,
     edge_send_rates,
+    fill_note,
     fills_link,
     unresolved_evidence,
 )
@@ -373,6 +374,7 @@ class BusyBins:
     util: np.ndarray  # sum of utilization x weight over busy bins
     weight: np.ndarray  # sum of weights over busy bins
     span_bins: int
+    bin_ns: int  # their width: the one chosen from the traffic (analyze.read.bin_choice), whatever --bin says
 
 
 def busy_bins(
@@ -385,7 +387,27 @@ def busy_bins(
         util=np.bincount(e_code, weights=weights * e_util, minlength=n),
         weight=np.bincount(e_code, weights=weights, minlength=n),
         span_bins=int((e_t[e_busy].max() - e_t[e_busy].min()) // bin_ns + 1) if e_busy.any() else 0,
+        bin_ns=bin_ns,
     )
+
+
+def judged_busy(
+    tables: Tables,
+    code_of_flow: np.ndarray,
+    link: np.ndarray,
+    widths: tuple[int, float],
+    at_bin: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    notes: list[str],
+) -> BusyBins:
+    """Each of the LINK edges' busy bins at the width chosen from the traffic (Tables.fill_series), so that a
+    limiter and its sureness are the same at any --bin; AT_BIN, its edge_rates at the result's bin, where that is
+    the width. WIDTHS: the result's bin and busy threshold. Where --bin gave another width, NOTES say so."""
+    bin_ns, threshold = widths
+    fill, fill_ns = tables.fill_series(bin_ns)
+    if fill_ns == bin_ns:
+        return busy_bins(*at_bin, len(link), bin_ns)
+    notes.append(fill_note(fill_ns, bin_ns))
+    return busy_bins(*edge_rates(fill, code_of_flow, link, fill_ns, threshold), len(link), fill_ns)
 
 
 class EdgeRates(TypedDict):
@@ -440,7 +462,6 @@ class _Edges:
     series_of: Callable[[int], EdgeSeries]  # edge i's series, thinned for the report (made for the edges shown)
     count: int  # iterations, where they are sure
     ring_n: int
-    bin_ns: int
 
 
 def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]]] = None) -> Optional[Transport]:
@@ -510,6 +531,9 @@ def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray,
     link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
     bin_ns = int(result.bin_ns)
     e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
+    busy = judged_busy(
+        tables, code_of_flow, link, (bin_ns, result.busy_threshold), (e_code, e_t, e_util, e_busy), notes
+    )
     iterations = result.iterations or Iterations()
     if not (ft["window_scale"] >= 0).any():
         notes.append(
@@ -533,7 +557,7 @@ def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray,
         inflight_max=inflight_max,
         rtt=_per_edge_rtt(s_code[trips], s_value[trips], n),
         link=link,
-        busy=busy_bins(e_code, e_t, e_util, e_busy, n, bin_ns),
+        busy=busy,
         sending=edge_send_rates(
             code, ft["send_rate_bps"].to_numpy(np.float64), ft["payload_bytes"].to_numpy(np.int64), n
         ),
@@ -557,7 +581,6 @@ def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray,
         ),
         count=iterations.count if iterations.confident else 0,
         ring_n=len(result.topology.order) if result.topology else 0,
-        bin_ns=bin_ns,
     )
 
 
@@ -565,7 +588,7 @@ def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], as
     """Edge I's row: its counters, round trips and rates, and the limiter they point to (a lagging socket or a
     link others took overrides what the edge's own evidence reads)."""
     s, d = e.pairs[i]
-    per, stats, link, bin_ns = e.per, e.rtt, e.link, e.bin_ns
+    per, stats, link = e.per, e.rtt, e.link
     payload = int(per["payload_bytes"][i])
     known = int(per["window_n"][i])
     zero_ns = float(per["zero_window_ns"][i])
@@ -582,7 +605,7 @@ def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], as
         sack_acks=int(per["sack_acks"][i]),
         zero_windows=int(per["zero_windows"][i]),
         zero_window_ns=_ns(zero_ns),
-        zero_window_share=zero_ns / (e.busy.bins[i] * bin_ns) if e.busy.bins[i] else None,
+        zero_window_share=zero_ns / (e.busy.bins[i] * e.busy.bin_ns) if e.busy.bins[i] else None,
         inflight_mean_bytes=int(per["inflight_sum"][i] / max(1.0, per["inflight_n"][i])),
         inflight_max_bytes=int(e.inflight_max[i]),
         window_scale_known=known > 0,
@@ -605,7 +628,7 @@ def _edge_row(e: _Edges, i: int, shared: dict[str, tuple[float, float, str]], as
     if e.count and e.ring_n > 1 and stats["samples"][i]:
         step_bytes = payload / e.count / (2 * (e.ring_n - 1))
         step_bdps = step_bytes / (link[i] / 8 * stats["min"][i] / 1e9)
-    row.limiter, confidence, row.evidence = _judge(row, step_bdps, bin_ns)
+    row.limiter, confidence, row.evidence = _judge(row, step_bdps, e.busy.bin_ns)
     confidence = _overridden(row, confidence, bool(e.lag_closed[i] == 0), shared)
     row.confidence = round(confidence, 3)
     row.pace_bps = float(e.pace[i] * link[i]) if e.pace[i] > 0 else None

@@ -4,10 +4,12 @@ one flow sending BURST_MS-long bursts every PERIOD_MS, PACKETS_PER_MS packets (o
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from analyze.read import layouts as L
-from analyze.read.bin_choice import BASE_BIN_NS, choose, coarsen
+from analyze.read.bin_choice import BASE_BIN_NS, choose, coarsen, read_width
+from analyze.tables.build import coarser_series
 from analyze.read.fold import fold_scans
 from analyze.read.scan import StreamScan
 
@@ -62,3 +64,28 @@ def test_coarsening_keeps_every_byte_and_sums_per_wider_bin() -> None:
     expect = np.bincount(scan.cell_bin // 5 - (scan.cell_bin // 5).min(), weights=scan.cell_bytes)
     assert np.array_equal(wide.cell_bytes, expect[expect > 0].astype(np.int64))
     assert np.all(np.diff(wide.cell_bin) > 0)
+
+
+@pytest.mark.parametrize(
+    "given_ns, read_ns", [(None, 1_000_000), (10_000_000, 1_000_000), (250_000, 250_000), (1_500_000, 500_000)]
+)
+def test_captures_are_read_finer_than_both_widths(given_ns: int | None, read_ns: int) -> None:
+    """Read at 1 ms whatever --bin says, or at the widest divisor of 1 ms that --bin is a multiple of: both the
+    given width and the chosen one (1, 2, 5 or 10 ms) are sums of the cells read."""
+    assert read_width(given_ns) == read_ns
+
+
+def test_a_series_summed_into_wider_bins_keeps_its_bytes_and_order() -> None:
+    """coarser_series: two flows' 1 ms cells summed into 5 ms ones, in (flow, time) order, by hand."""
+    ms = 1_000_000
+    fine = pd.DataFrame(
+        {
+            "flow_id": [0, 0, 0, 0, 1, 1],
+            "t_ns": [0, 3 * ms, 5 * ms, 11 * ms, 4 * ms, 9 * ms],
+            "bytes": [1, 2, 4, 8, 16, 32],
+        }
+    )
+    wide = coarser_series(fine, 5 * ms)
+    assert wide["flow_id"].tolist() == [0, 0, 0, 1, 1]
+    assert wide["t_ns"].tolist() == [0, 5 * ms, 10 * ms, 0, 5 * ms]
+    assert wide["bytes"].tolist() == [3, 4, 8, 16, 32]

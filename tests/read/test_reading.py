@@ -114,9 +114,11 @@ def test_a_whole_stream_is_folded_where_it_is_read(tmp_path: Path) -> None:
     ring_capture(rot[0], packets=20_000, seed=1)
     ring_capture(rot[1], packets=20_000, seed=2, start_ns=1_763_000_100_000_000_000)
     with mock.patch.object(engine, "POOL_MIN_BYTES", 0):
-        pooled = start_reading([tmp_path], ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=2)).collect()
+        reading = start_reading([tmp_path], ReadOptions(bin_ns=10_000_000, byte_mode="ip", workers=2))
+        pooled = reading.collect()
     assert [s.folded for s in pooled] == [True]
-    got, want = merge_host("h", pooled), merge_host("h", [scan_stream(rot, bin_ns=10_000_000, byte_mode=0)])
+    assert reading.bin_ns == 1_000_000  # read at 1 ms whatever --bin says (analyze.read.bin_choice.read_width)
+    got, want = merge_host("h", pooled), merge_host("h", [scan_stream(rot, bin_ns=reading.bin_ns, byte_mode=0)])
     for field in ("keys", "agg", "cell_flow", "cell_bin", "cell_bytes"):
         assert np.array_equal(getattr(got, field), getattr(want, field)), field
     assert got.agg[:, L.AGG_PACKETS].sum() == 40_000
