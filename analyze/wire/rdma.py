@@ -41,7 +41,8 @@ from analyze.wire.send_rate import (
 )
 from analyze.wire.transport import (
     EdgeRates,
-    judged_busy,
+    busy_bins,
+    judged_rates,
     edge_rates,
     line_rate_unknown,
     rate_fields,
@@ -162,9 +163,10 @@ def diagnose_rdma(result: Result) -> Optional[Rdma]:
     code_of_flow[judged["flow_id"].to_numpy(np.int64)] = code
     bin_ns = int(result.bin_ns)
     e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
-    busy = judged_busy(
+    fill_rates, _, fill_ns = judged_rates(
         tables, code_of_flow, link, (bin_ns, result.busy_threshold), (e_code, e_t, e_util, e_busy), out.notes
     )
+    busy = busy_bins(*fill_rates, n, fill_ns)
     sending = edge_send_rates(
         code, judged["send_rate_bps"].to_numpy(np.float64), judged["data_bytes"].to_numpy(np.int64), n, at_once=False
     )

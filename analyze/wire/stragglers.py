@@ -148,7 +148,7 @@ def _late(
     assert its is not None
     if its.pattern is not None and its.pattern.kind not in ENTER_TOGETHER:
         return []  # a pipeline stage sends once the stage before it has: a late first send is its turn
-    late_ns = max(LATE_SHARE * period, LATE_BINS * float(result.bin_ns))
+    late_ns = max(LATE_SHARE * period, LATE_BINS * _width(result))
     per = [(e.src, e.dst, _by_iteration(e)) for e in edges]
     lags: dict[str, list[float]] = {}
     waits: dict[str, list[list[int]]] = {}
@@ -159,7 +159,7 @@ def _late(
         if len({src for src, _ in seen}) < 3:
             continue
         rounds += 1
-        entry = _entries(seen, float(result.bin_ns), pause_ns(result.bin_ns, period))
+        entry = _entries(seen, _width(result), pause_ns(int(_width(result)), period))
         late: dict[str, tuple[float, float]] = {}  # host: (its lag, the others' entry)
         for host, first, ref in _against_the_others(entry):
             judged[host] = judged.get(host, 0) + 1
@@ -185,7 +185,7 @@ def _late(
         evidence = [
             f"{host} enters the collective {lost / 1e6:.0f} ms after the others (median) in {len(found)} of "
             f"{judged[host]} iterations ({quoted} ms ...): its first bytes of the iteration follow theirs, sent "
-            f"while it was still computing (bins of {result.bin_ns / 1e6:g} ms on the reference clock): compute, "
+            f"while it was still computing (bins of {_width(result) / 1e6:g} ms on the reference clock): compute, "
             "not the network"
         ]
         if clock is None:
@@ -285,6 +285,13 @@ def _named(
     return Straggler(host, rank, kind, round(float(lost), 1), affected, evidence, round(float(confidence), 3), waits)
 
 
+def _width(result: Result) -> float:
+    """The width of the bins the edges' per-iteration figures are in: the one chosen from the traffic, whatever
+    --bin says (analyze.wire.transport.judged_rates), so that who is late and by how much does not move with it."""
+    t = result.tables
+    return float(t.judged_bin_ns if t is not None and t.judged_bin_ns else result.bin_ns)
+
+
 def _span(edge: TransportEdge) -> float:
     """The edge's median time from its first to the end of its last busy bin per iteration."""
     x = edge.per_iteration
@@ -380,7 +387,7 @@ def _slow_links(
         groups = [(k[0], {k}) for k in sorted(slow)]
     for host, mine in groups:
         lost = saving(mine, as_usual)
-        if lost < max(LATE_SHARE * period, LATE_BINS * float(result.bin_ns)):
+        if lost < max(LATE_SHARE * period, LATE_BINS * _width(result)):
             continue  # slower, but the ring does not wait for it
         worst = min(mine, key=lambda k: speed[k])
         names = ", ".join(f"{s} → {d}" for s, d in sorted(mine))

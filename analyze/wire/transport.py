@@ -391,23 +391,24 @@ def busy_bins(
     )
 
 
-def judged_busy(
+def judged_rates(
     tables: Tables,
     code_of_flow: np.ndarray,
     link: np.ndarray,
     widths: tuple[int, float],
     at_bin: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     notes: list[str],
-) -> BusyBins:
-    """Each of the LINK edges' busy bins at the width chosen from the traffic (Tables.fill_series), so that a
-    limiter and its sureness are the same at any --bin; AT_BIN, its edge_rates at the result's bin, where that is
-    the width. WIDTHS: the result's bin and busy threshold. Where --bin gave another width, NOTES say so."""
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], pd.DataFrame, int]:
+    """The LINK edges' edge_rates at the width chosen from the traffic (Tables.fill_series), the series they were
+    summed from and that width, so that a limiter, its sureness and the per-iteration figures the stragglers read
+    are the same at any --bin; AT_BIN, the edge_rates at the result's bin, where that is the width. WIDTHS: the
+    result's bin and busy threshold. Where --bin gave another width, NOTES say so."""
     bin_ns, threshold = widths
     fill, fill_ns = tables.fill_series(bin_ns)
     if fill_ns == bin_ns:
-        return busy_bins(*at_bin, len(link), bin_ns)
+        return at_bin, fill, bin_ns
     notes.append(fill_note(fill_ns, bin_ns))
-    return busy_bins(*edge_rates(fill, code_of_flow, link, fill_ns, threshold), len(link), fill_ns)
+    return edge_rates(fill, code_of_flow, link, fill_ns, threshold), fill, fill_ns
 
 
 class EdgeRates(TypedDict):
@@ -531,9 +532,10 @@ def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray,
     link = np.array([speeds[s] for s, _ in pairs], dtype=np.float64)
     bin_ns = int(result.bin_ns)
     e_code, e_t, e_util, e_busy = edge_rates(tables.flow_series, code_of_flow, link, bin_ns, result.busy_threshold)
-    busy = judged_busy(
+    judged, fill, fill_ns = judged_rates(
         tables, code_of_flow, link, (bin_ns, result.busy_threshold), (e_code, e_t, e_util, e_busy), notes
     )
+    j_code, j_t, j_util, _ = judged
     iterations = result.iterations or Iterations()
     if not (ft["window_scale"] >= 0).any():
         notes.append(
@@ -544,8 +546,8 @@ def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray,
         notes.append("iterations are not known for sure: ring steps, and so latency, are not judged")
     shift = clock_shift(result, [s for s, _ in pairs])  # each edge's sender clock against the reference
     resent = (s_code >= 0) & (s_what == RESENT)
-    pace = edge_pace(e_code, e_util, n)
-    sockets, lag_closed = _sockets(ft, code, n, tables.flows, tables.flow_series, link, bin_ns)
+    pace = edge_pace(j_code, j_util, n)
+    sockets, lag_closed = _sockets(ft, code, n, tables.flows, fill, link, fill_ns)
     bins_of = _split(e_code, np.ones(len(e_code), bool), n)
     trips_of = _split(s_code, trips, n)
     flight_of = _split(s_code, (s_code >= 0) & (s_what == IN_FLIGHT), n)
@@ -557,18 +559,18 @@ def _prepare(result: Result, ft: pd.DataFrame, src: np.ndarray, dst: np.ndarray,
         inflight_max=inflight_max,
         rtt=_per_edge_rtt(s_code[trips], s_value[trips], n),
         link=link,
-        busy=busy,
+        busy=busy_bins(*judged, n, fill_ns),
         sending=edge_send_rates(
             code, ft["send_rate_bps"].to_numpy(np.float64), ft["payload_bytes"].to_numpy(np.int64), n
         ),
         pace=pace,
         per_it=_per_iteration(
-            (e_code, e_t - shift[e_code], e_util, sending_bins(e_code, e_util, pace, result.busy_threshold)),
+            (j_code, j_t - shift[j_code], j_util, sending_bins(j_code, j_util, pace, result.busy_threshold)),
             (s_code[trips], s_t[trips] - shift[s_code[trips]], s_value[trips]),
             (s_code[resent], s_t[resent] - shift[s_code[resent]], s_value[resent]),
             iteration_windows(result, iterations),
             n,
-            bin_ns,
+            fill_ns,
         ),
         sockets=sockets,
         lag_closed=lag_closed,
