@@ -127,6 +127,14 @@ def test_gloo_ring_in_netns(tmp_path, netns_cluster):  # noqa: F811
     # IP and TCP headers ride on top: veth hands tcpdump GSO segments (one header per up to 64 KB), so
     # ip bytes add well under 1% here (on a 1500-byte MTU NIC they would add ~3.5%)
     assert 1.0 <= its.theory_ratio <= 1.01
+
+    # 3. the same judgment at half and twice the bin chosen from the traffic (issue 45): on this new capture,
+    # every edge's limiter and confidence alike, and no count but the ranks' own stated as fact
+    around = [analyze([run], byte_mode="ip", workers=1, gradient_bytes=S, bin_ns=int(res.bin_ns * f)) for f in (0.5, 2)]
+    judged = {(e.src, e.dst): (e.limiter, e.confidence) for e in res.transport.edges}
+    for other in around:
+        assert {(e.src, e.dst): (e.limiter, e.confidence) for e in other.transport.edges} == judged, other.bin_ns
+        assert other.iterations.count == ITERS or not other.iterations.confident, other.iterations.evidence
     print(
         json.dumps(
             {
