@@ -22,6 +22,8 @@ single host's counters: everyone's step grows and every link idles part of it. T
   pace (the 90th percentile of an edge's bins' rates) read the edge after a real 200 Mbit/s link at 473 Mbit/s,
   under SLOW of the usual 793, and the slow ones' sureness moved with the bin (0.92 at 10 ms, 0.67 at 20); packet
   times read 206-217 against 996, and that edge 997, at every bin. The bins' pace still prices the time lost.
+  The edges a named slow link slows are then link-limited in the transport finding, and the job with them
+  (_link_limited): judged against the line rate their hosts state, they read as the sender's.
 
 The per-link what-if (at line rate, and at the others' usual pace): what each edge needs per iteration is its
 span where it is slow (it sends through all of it) and its bytes at line rate elsewhere (the others wait on it
@@ -40,11 +42,11 @@ from typing import Any, Optional
 
 import numpy as np
 
-from analyze.model.findings import LinkFix, Straggler, TransportEdge
+from analyze.model.findings import LinkFix, Straggler, Transport, TransportEdge
 from analyze.model.result import Result
 from capture.layout import RunManifest
 from analyze.wire.clear_to_send import LATE_FACTOR, late_by_grants
-from analyze.wire.transport import PAUSE_SHARE, pause_ns
+from analyze.wire.transport import PAUSE_SHARE, pause_ns, slowest_edge_verdict
 
 __all__ = ["add_stragglers", "find_stragglers", "LATE_SHARE", "SLOW"]
 
@@ -68,22 +70,41 @@ def add_stragglers(result: Result) -> None:
     link bounds), its per-link rows."""
     if result.transport is None or result.iterations is None or not result.iterations.count:
         return
-    found, fixes = find_stragglers(result)
+    found, fixes, through = find_stragglers(result)
     result.stragglers = found
+    _link_limited(result.transport, found, through)
     if result.scaling is not None and fixes:
         result.scaling.per_edge = fixes
     elif result.link_bound is not None and fixes:  # a sharded or pipeline job: beside its link bounds
         result.link_bound.per_edge = fixes
 
 
-def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix]]:
-    """(who holds the ring back, each host's link what-if ranked by its saving); empty where the capture cannot say
-    (no transport, no sure iterations, fewer than two hosts sending)."""
+def _link_limited(transport: Transport, found: list[Straggler], through: Through) -> None:
+    """The edges a slow link named as a straggler slows are link-limited, as sure as that finding, and so is the
+    job (a collective runs at its slowest edge's pace). Why: the transport judges an edge against the line rate
+    its sender states, which a slow link does not reach: a real 200 Mbit/s shaper on a 1 Gbit/s port
+    (fixtures/real-training/ddp-slow-rank-slow-link) read `sender, 1.00` on both edges through it, and the job
+    `sender` (0.67), while the stragglers named the link at 0.92."""
+    slowed = []
+    for s in found:
+        if s.kind != "link":
+            continue
+        for e in transport.edges:
+            if (e.src, e.dst) in through.get(s.host, ()) and e.limiter is not None:
+                was = f"judged against its stated line rate it read {e.limiter} ({e.confidence:.2f})"
+                e.limiter, e.confidence, e.evidence = "link", s.confidence, [*s.evidence[:1], was]
+                slowed.append(e)
+    slowest_edge_verdict(transport, "link", slowed, "send through a link slower than its hosts state")
+
+
+def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix], Through]:
+    """(who holds the ring back, each host's link what-if ranked by its saving, the edges each slow link named
+    slows); empty where the capture cannot say (no transport, no sure iterations, fewer than two hosts sending)."""
     its, transport = result.iterations, result.transport
     if its is None or transport is None or not its.count or not its.period_ns:
-        return [], []
+        return [], [], {}
     if not transport.edges and result.rdma is not None:  # data over RDMA only: the grants tell who is late
-        return _late_by_grants(result, its.confidence if its.source != "markers" else 1.0), []
+        return _late_by_grants(result, its.confidence if its.source != "markers" else 1.0), [], {}
     heaviest = max((e.payload_bytes for e in transport.edges), default=0)
     edges = [  # the collective's own edges: data in most iterations, not the set-up's broadcast or a control mesh
         e
@@ -92,11 +113,11 @@ def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix]]:
     ]
     hosts = sorted({e.src for e in edges})
     if len(hosts) < 2:
-        return [], []
+        return [], [], {}
     sure = its.confidence if its.source != "markers" else 1.0
     period = float(its.period_ns)
-    slow, fixes = _slow_links(result, edges, period, sure)
-    return _late(result, edges, hosts, period, sure, [s.host for s in slow]) + slow, fixes
+    slow, fixes, through = _slow_links(result, edges, period, sure)
+    return _late(result, edges, hosts, period, sure, [s.host for s in slow]) + slow, fixes, through
 
 
 def _late_by_grants(result: Result, sure: float) -> list[Straggler]:
@@ -322,16 +343,19 @@ def _speeds(
     return speed, float(np.percentile(list(speed.values()), USUAL_PERCENTILE))
 
 
+Through = dict[str, set[tuple[str, str]]]  # a slow link's host: the (src, dst) edges it slows
+
+
 def _slow_links(
     result: Result, edges: list[TransportEdge], period: float, sure: float
-) -> tuple[list[Straggler], list[LinkFix]]:
-    """Edges whose pace is under SLOW of the usual one, named by the host they share (module doc); and the
-    per-host-link what-if."""
+) -> tuple[list[Straggler], list[LinkFix], Through]:
+    """Edges whose pace is under SLOW of the usual one, named by the host they share (module doc); the
+    per-host-link what-if; and the edges each named link slows."""
     its = result.iterations
     assert its is not None
     paced = [e for e in edges if e.pace_bps]
     if len(paced) < 2:
-        return [], []
+        return [], [], {}
     pace = {(e.src, e.dst): float(e.pace_bps or 0.0) for e in paced}
     line = {(e.src, e.dst): 8e9 * e.payload_bytes / its.count / e.link_speed_bps for e in paced}
     usual = float(np.percentile(list(pace.values()), USUAL_PERCENTILE))
@@ -378,9 +402,9 @@ def _slow_links(
         )
     fixes.sort(key=lambda f: (-f.saving_ns, f.host))
     if not slow:
-        return [], fixes
+        return [], fixes, {}
     shared = set.intersection(*({*k} for k in slow))
-    out = []
+    out, through = [], {}
     if shared and (len(slow) > 1 or len(hosts) == 2):
         groups = [(sorted(shared)[0], slow)]
     else:
@@ -410,4 +434,5 @@ def _slow_links(
                 confidence,
             )
         )
-    return out, fixes
+        through[host] = mine
+    return out, fixes, through

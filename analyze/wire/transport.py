@@ -507,7 +507,7 @@ def diagnose(result: Result, shared: Optional[dict[str, tuple[float, float, str]
     for row in series_shown(edges, out.limiter):
         row.series = e.series_of(index[(row.src, row.dst)])
     for kind in SLOWEST_EDGE:
-        _slowest_edge_verdict(out, kind, [row for row in edges if row.limiter == kind])
+        slowest_edge_verdict(out, kind, [row for row in edges if row.limiter == kind], SLOWEST_EDGE[kind])
     return out
 
 
@@ -749,17 +749,18 @@ SLOWEST_EDGE = {  # edge limiters that hold the whole collective back, and how t
 }
 
 
-def _slowest_edge_verdict(out: Transport, kind: str, edges: list[TransportEdge]) -> None:
-    """A job with an edge limited by KIND (SLOWEST_EDGE) is limited by that, whatever most bytes say: a ring (and
-    any collective) runs at the pace of its slowest edge, so a copy on one host's link, or one lagging socket of
-    one edge, slows every step. The bytes-weighted limiter of the rest is kept as a note."""
+def slowest_edge_verdict(out: Transport, kind: str, edges: list[TransportEdge], why: str) -> None:
+    """A job with an edge limited by KIND (SLOWEST_EDGE's, or a slow link the stragglers name) is limited by that,
+    whatever most bytes say: a ring (and any collective) runs at the pace of its slowest edge, so a copy on one
+    host's link, or one lagging socket of one edge, slows every step. WHY: what the edges do, in words. The
+    bytes-weighted limiter of the rest is kept as a note."""
     if not edges or out.limiter == kind:
         return
     worst = max(edges, key=lambda e: e.confidence)
     out.notes.append(f"apart from that, the edges are {out.limiter}-limited ({out.confidence:.2f})")
     out.limiter, out.confidence = kind, worst.confidence
     out.evidence = [
-        f"{len(edges)} edge(s) {SLOWEST_EDGE[kind]}; the collective runs at its slowest edge's pace",
+        f"{len(edges)} edge(s) {why}; the collective runs at its slowest edge's pace",
         *(f"{worst.src} -> {worst.dst}: {text}" for text in worst.evidence),
     ]
 

@@ -146,6 +146,7 @@ def _slow_link(run: Path, truth: dict, clean: dict) -> bool | str:
     assert usual is not None and usual <= fixes[0].saving_ns and abs(usual / measured - 1) <= 0.15, usual / 1e6
     assert abs(found.lost_ns_per_iteration / measured - 1) <= 0.2
     assert f"{slow_host}'s link" in summary_text(r) or slow_host in summary_text(r)
+    _link_limited_through(r, slow_host)
     # the hosts' clocks moved apart by up to 100 ms and 50 ppm: the same link, the same saving within a bin a step
     skewed = _found(reclocked(run, run.parent / "reclocked"))
     assert [(s.host, s.kind) for s in skewed.stragglers] == [(slow_host, "link")], skewed.stragglers
@@ -200,6 +201,17 @@ def test_a_link_fed_by_the_slow_one_does_not_hide_it():
     (late,) = [s for s in r.stragglers if s.kind == "compute"]
     assert (late.host, late.confidence <= 0.5) == (late_host, True), r.stragglers
     assert late.lost_ns_per_iteration >= 0.8 * _extra_ns(truth, truth["job"]["slow_rank"]), late
+    _link_limited_through(r, slow)
+
+
+def _link_limited_through(r, slow: str) -> None:  # type: ignore[no-untyped-def]
+    """The ring edges through the slow link are link-limited as surely as the link is named, and so is the job: the
+    transport alone, judging them against the 1 Gbit/s their hosts state, read `sender, 1.00` on both."""
+    (link,) = [s for s in r.stragglers if s.kind == "link"]
+    through = [e for e in r.transport.edges if e.limiter is not None and slow in (e.src, e.dst)]
+    ring = [e for e in through if e.payload_bytes >= 0.5 * max(x.payload_bytes for x in r.transport.edges)]
+    assert len(ring) == 2 and all((e.limiter, e.confidence) == ("link", link.confidence) for e in ring), ring
+    assert (r.transport.limiter, r.transport.confidence) == ("link", link.confidence), r.transport.evidence
 
 
 def test_the_ranks_profiles_check_the_split(tmp_path, netns_cluster):  # noqa: F811
