@@ -90,7 +90,7 @@ def analyze(
     bin_: Optional[str] = typer.Option(
         None,
         "--bin",
-        help="Bin width of the throughput series and the iterations, e.g. 1ms, 10ms, 0.5s. Default: a tenth of the traffic's short bursts, 1-10 ms (the summary says which and why); a dataset's bins are never finer than it was converted with. The limiters and stragglers are judged at the width chosen from the traffic whatever this says.",
+        help="Bin width of the throughput series and the iterations, e.g. 1ms, 10ms, 0.5s. Default: a tenth of the traffic's short bursts, 1-10 ms (the summary says which and why); a dataset's bins are never finer than it was converted with. The limiters, stragglers and what-if are judged at the width chosen from the traffic whatever this says.",
     ),
     byte_mode: Optional[str] = typer.Option(
         None,

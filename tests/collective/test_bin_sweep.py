@@ -37,6 +37,7 @@ from tests.support import rocegen as R
 ROOT = Path(__file__).resolve().parents[2]
 BINS_MS = (5, 10, 20)  # the default, halved and doubled
 LOST_TOLERANCE = 0.02  # a straggler's lost time around the chosen bin: the iterations' windows still take --bin's
+WHATIF_TOLERANCE = 0.01  # T (relative) and the scaling factor (absolute) around the chosen bin
 RATE_TOLERANCE = 1e-9  # the burst rate is read from the same counters at every bin: equal but for float order
 
 
@@ -86,6 +87,12 @@ def test_real_captures_judge_alike_at_half_and_double_the_bin(case: str) -> None
         assert len(judged) == 1, (key, {ms: edges[ms][key] for ms in BINS_MS})  # limiter and confidence alike
     # at 20 ms, wider than any chosen width (1-10 ms): the summary says where the fill was judged
     assert any("chosen from the traffic" in note for note in results[20].transport.notes), results[20].transport.notes
+    # the what-if reads the wire at the traffic's width too: its T and scaling factor alike (0.6 % on ddp-8h,
+    # whose iterations' windows still take --bin's; 55-56 ms and 0.72-0.74 on the example when it took --bin's)
+    t = {ms: r.scaling.single_iteration_time_ns for ms, r in results.items()}
+    assert all(x == pytest.approx(t[10], rel=WHATIF_TOLERANCE) for x in t.values()), t
+    factors = {ms: r.scaling.scaling_factor for ms, r in results.items()}
+    assert all(x == pytest.approx(factors[10], abs=WHATIF_TOLERANCE) for x in factors.values()), factors
     jobs = {(r.transport.limiter, r.transport.confidence) for r in results.values()}
     assert len(jobs) == 1, {ms: (r.transport.limiter, r.transport.confidence) for ms, r in results.items()}
     if "ddp-8h" not in case:  # links shaped to line rate and filled while the ring sends (their READMEs)
