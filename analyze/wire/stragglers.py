@@ -62,6 +62,8 @@ EDGE_SHARE = 0.1  # an edge carrying under this share of the heaviest edge's byt
 # the patterns whose ranks all send at the collective's start (a pipeline's stages take turns)
 ENTER_TOGETHER = ("ring_allreduce", "sharded_data_parallel", "sharded_grad_op")
 SHOWN_LATE = 3  # iterations' lags quoted in the evidence
+# the limiters an edge reads when judged against a line rate its link does not reach (_link_limited)
+UNDER_STATED = ("sender", "latency")
 CLOCK_MARGIN = 2.0  # a lag under this many times the host's clock uncertainty is not told from clock error
 
 
@@ -80,21 +82,23 @@ def add_stragglers(result: Result) -> None:
 
 
 def _link_limited(transport: Transport, found: list[Straggler], through: Through) -> None:
-    """The edges a slow link named as a straggler slows are link-limited, as sure as that finding, and so is the
-    job (a collective runs at its slowest edge's pace). Why: the transport judges an edge against the line rate
-    its sender states, which a slow link does not reach: a real 200 Mbit/s shaper on a 1 Gbit/s port
-    (fixtures/real-training/ddp-slow-rank-slow-link) read `sender, 1.00` on both edges through it, and the job
-    `sender` (0.67), while the stragglers named the link at 0.92."""
+    """The edges a slow link named as a straggler slows, judged `sender` (UNDER_STATED), are link-limited, as sure
+    as that finding, and so is a job judged so (a collective runs at its slowest edge's pace). Why: the transport
+    judges an edge against the line rate its sender states, which a slow link does not reach: a real 200 Mbit/s
+    shaper on a 1 Gbit/s port (fixtures/real-training/ddp-slow-rank-slow-link) read `sender, 1.00` on both edges
+    through it, and the job `sender` (0.67), while the stragglers named the link at 0.92. Loss, a receive window,
+    a lagging socket or a shared link stay as they were read: those the edge's own counters show."""
     slowed = []
     for s in found:
         if s.kind != "link":
             continue
         for e in transport.edges:
-            if (e.src, e.dst) in through.get(s.host, ()) and e.limiter is not None:
+            if (e.src, e.dst) in through.get(s.host, ()) and e.limiter in UNDER_STATED:
                 was = f"judged against its stated line rate it read {e.limiter} ({e.confidence:.2f})"
                 e.limiter, e.confidence, e.evidence = "link", s.confidence, [*s.evidence[:1], was]
                 slowed.append(e)
-    slowest_edge_verdict(transport, "link", slowed, "send through a link slower than its hosts state")
+    if transport.limiter in UNDER_STATED:
+        slowest_edge_verdict(transport, "link", slowed, "send through a link slower than its hosts state")
 
 
 def find_stragglers(result: Result) -> tuple[list[Straggler], list[LinkFix], Through]:

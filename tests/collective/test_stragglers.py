@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from analyze.api import analyze
-from analyze.wire.stragglers import MIN_JUDGED
+from analyze.wire.stragglers import MIN_JUDGED, _link_limited, find_stragglers
 from reports.html import render_html
 from reports.text import summary_text
 from reports.trace import trace_events
@@ -202,6 +202,20 @@ def test_a_link_fed_by_the_slow_one_does_not_hide_it():
     assert (late.host, late.confidence <= 0.5) == (late_host, True), r.stragglers
     assert late.lost_ns_per_iteration >= 0.8 * _extra_ns(truth, truth["job"]["slow_rank"]), late
     _link_limited_through(r, slow)
+
+
+def test_a_slow_link_leaves_what_the_edges_own_counters_show() -> None:
+    """Only `sender` and `latency` readings (judged against a line rate the slow link does not reach) become the
+    link: an edge through it that lost packets stays `loss`, and so does a job read as loss."""
+    case = ROOT / "fixtures" / "real-training" / "ddp-slow-rank-slow-link"
+    r = analyze([case / "run"], workers=1)
+    found, _, through = find_stragglers(r)
+    (host,) = [s.host for s in found if s.kind == "link"]
+    lossy, other = sorted((e for e in r.transport.edges if (e.src, e.dst) in through[host]), key=lambda e: e.src)
+    lossy.limiter, lossy.confidence, other.limiter, other.confidence = "loss", 0.9, "sender", 1.0
+    r.transport.limiter, r.transport.confidence = "loss", 0.9
+    _link_limited(r.transport, found, through)
+    assert (lossy.limiter, other.limiter, r.transport.limiter) == ("loss", "link", "loss"), r.transport
 
 
 def _link_limited_through(r, slow: str) -> None:  # type: ignore[no-untyped-def]
