@@ -48,8 +48,11 @@ def stall_share(stairs: Staircase, samples: Any, flow_hosts: pd.DataFrame, bin_n
         cuts = np.asarray(e.cut_ns[1:-1], dtype=np.int64)
         if not len(cuts):
             continue
+        if not len(t):  # the edge re-sent nothing: no cut of it ends in a resend
+            shares.append(0.0)
+            continue
         width = e.bin_ns or bin_ns
         k = np.searchsorted(t, cuts - width)
-        hit = (k < len(t)) & (t[np.minimum(k, max(len(t) - 1, 0))] <= cuts + 2 * width) if len(t) else k < 0
+        hit = (k < len(t)) & (t[np.minimum(k, len(t) - 1)] <= cuts + 2 * width)
         shares.append(float(np.mean(hit)))
     return float(np.median(shares)) if shares else 0.0
