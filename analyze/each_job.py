@@ -32,6 +32,7 @@ from analyze.model.findings import ImpliedBytes, Iterations, Job, OtherConnectio
 from analyze.collective.resent import leave_out_resent
 from analyze.model.result import Given, Result, Tables
 from analyze.whatif.attach import add_whatif
+from analyze.whatif.link_fixes import hosts_to_price, price_link_fixes
 from analyze.tables.flows import connection_ends
 from analyze.tables.hosts import address_hosts, flow_hosts
 from analyze.wire.rank_profiles import backward_spans, check_with_profiles
@@ -119,6 +120,8 @@ def _analyze(
             timeline.profiled_backward_ns = [ns_of(x) for x in backward_spans(given.profiles)] or None
     add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
     add_stragglers(result)
+    priced = hosts_to_price(result)  # the per-link what-if, by the wire model from the fixed hosts' own timelines
+    price_link_fixes(result, wire_timeline(result, only=priced) if priced else None)
     check_with_profiles(result, given.profiles)
 
 

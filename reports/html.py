@@ -19,7 +19,7 @@ import numpy as np
 
 from analyze import __version__
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.model.findings import Group, Iterations, Job, LinkBound, OtherTraffic, Topology, Transport, WhatIf
+from analyze.model.findings import Group, Iterations, Job, LinkBound, LinkFix, OtherTraffic, Topology, Transport, WhatIf
 from analyze.model.result import SCHEMA_VERSION, CaptureSummary, HostSummary, Result, Tables
 from capture.layout import RunManifest
 from analyze.tables.capture_holes import GAPPED, when_missing
@@ -837,6 +837,13 @@ def _assumed_html(assumptions: list[str] | None) -> str:
 STRAGGLER_ROWS = 20  # stragglers and link fixes in the report's tables; all are in the JSON
 
 
+def _fix_interval(fix: LinkFix) -> str:
+    """A per-link row's saving interval where the wire model priced it, else a dash."""
+    if fix.saving_ns_low is None or fix.saving_ns_high is None:
+        return "-"
+    return f"{duration(fix.saving_ns_low)} - {duration(fix.saving_ns_high)}"
+
+
 def _stragglers_html(result: Result) -> str:
     """Who holds the ring back (analyze.wire.stragglers), each edge's rate and each late rank's wait per iteration,
     and the per-link what-if's rows, the largest saving first."""
@@ -867,7 +874,8 @@ def _stragglers_html(result: Result) -> str:
         rows = "".join(
             f'<tr><td>{e(f.host or f"{f.src} → {f.dst}")}</td><td class="n">{e(duration(f.saving_ns))}</td>'
             f'<td class="n">{f.saving_share:.1%}</td><td class="n">{e(duration(f.iteration_ns_if_fixed))}</td>'
-            f'<td class="n">{e(duration(f.saving_ns_if_usual)) if f.saving_ns_if_usual is not None else "-"}</td></tr>'
+            f'<td class="n">{e(duration(f.saving_ns_if_usual)) if f.saving_ns_if_usual is not None else "-"}</td>'
+            f'<td class="n">{e(_fix_interval(f))}</td><td>{e(f.priced_by or "-")}</td></tr>'
             for f in fixes[:STRAGGLER_ROWS]
         )
         usual = next((f.usual_bps for f in fixes if f.usual_bps), None)
@@ -876,7 +884,7 @@ def _stragglers_html(result: Result) -> str:
             "<h3>Per-link what-if: each host's link at line rate</h3>"
             '<table data-table="per-edge"><thead><tr><th>link</th><th class="n">saves per iteration</th>'
             '<th class="n">share</th><th class="n">iteration if fixed</th>'
-            f'<th class="n">saves at {e(pace)}</th></tr></thead>'
+            f'<th class="n">saves at {e(pace)}</th><th class="n">interval</th><th>priced by</th></tr></thead>'
             f"<tbody>{rows}</tbody></table>"
         )
     return "".join(out)

@@ -154,11 +154,30 @@ def straggler_lines(found: list[Straggler], fixes: list[LinkFix] | None, sure: b
             )
             lines.append(
                 f"per-link what-if: {names} link at line rate saves {best.saving_ns / 1e6:.0f} ms per "
-                f"iteration ({best.saving_share:.0%}){usual}; no other single link saves more than {other:.0%}"
+                f"iteration ({best.saving_share:.0%}{_fix_range(best)}){usual}; no other single link saves more "
+                f"than {other:.0%}"
             )
+            lines.append(f"  {_fix_pricing(best)}")
         else:
             lines.append(f"per-link what-if: no single link saves {NOTABLE_SAVING:.0%} of the iteration")
     return lines
+
+
+def _fix_range(fix: LinkFix) -> str:
+    """The saving's interval where the wire model priced it ("" where the edges' sums did)."""
+    if fix.saving_ns_low is None or fix.saving_ns_high is None:
+        return ""
+    return f"; {fix.saving_ns_low / 1e6:.0f}-{fix.saving_ns_high / 1e6:.0f} ms with what the capture cannot tell"
+
+
+def _fix_pricing(fix: LinkFix) -> str:
+    """How the per-link what-if priced FIX, in words."""
+    if fix.priced_by == "wire model" and fix.ring_speedup:
+        return (
+            f"priced by the what-if's wire model: {fix.host}'s own iterations replayed with the ring's slowest edge "
+            f"{fix.ring_speedup:.3g}x as fast (no faster than line rate)"
+        )
+    return "priced by the edges' own needs per iteration (the wire model could not replay this host)"
 
 
 def job_lines(job: Job, of: int) -> list[str]:

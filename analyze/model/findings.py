@@ -482,6 +482,15 @@ class LinkFix:
     iteration_ns_if_usual: float | None = None
     saving_ns_if_usual: float | None = None
     usual_bps: float | None = None
+    # how much faster the ring's slowest edge runs with the fix (at line rate; at the usual pace): what the wire
+    # model replays (analyze.whatif.link_fixes)
+    ring_speedup: float | None = None
+    ring_speedup_if_usual: float | None = None
+    # the saving's interval where the wire model priced it (what the capture cannot tell), and who priced it:
+    # "wire model" or "edge sums" (the edges' own needs per iteration, analyze.wire.stragglers)
+    saving_ns_low: float | None = None
+    saving_ns_high: float | None = None
+    priced_by: str | None = None
 
 
 # ---- the what-if (analyze.whatif) -----------------------------------------------------------------------------

@@ -25,15 +25,17 @@ single host's counters: everyone's step grows and every link idles part of it. T
   The edges a named slow link slows are then link-limited in the transport finding, and the job with them
   (_link_limited): judged against the line rate their hosts state, they read as the sender's.
 
-The per-link what-if (at line rate, and at the others' usual pace): what each edge needs per iteration is its
-span where it is slow (it sends through all of it) and its bytes at line rate elsewhere (the others wait on it
-between ring steps; their bins, shorter than a burst, read a pace under line rate); the ring needs the most of
-them. Fixing a host's link gives its slow edges line rate (or their bytes at the usual pace), where the slowness is
-at its end (every edge of the host slow; one slow edge alone: either end), and saves what the ring then needs
-less, never more than the communication time per iteration. A slow link's lost time is what its fix to the others'
-usual pace saves: measured on the wire, so it is the same whether or not the line rate is known (the saving at line
-rate, a what-if, is in the per-link rows; on a real slow link 513 ms lost at the usual pace against 528 ms measured
-by rerunning without it, 570 ms at line rate). Unsure where the iterations or the clocks are.
+The per-link what-if (at line rate, and at the others' usual pace): fixing a host's link gives its slow edges line
+rate (or the usual pace), where the slowness is at its end (every edge of the host slow; one slow edge alone:
+either end); the ring then runs as fast as its slowest edge after the fix, RING_SPEEDUP times as fast as now (from
+packet times), and the what-if's wire model prices that from the host's own timeline (analyze.whatif.link_fixes).
+The edge sums here price the rows where it cannot: what each edge needs per iteration is its span where it is slow
+(it sends through all of it) and its bytes at line rate elsewhere (the others wait on it between ring steps; their
+bins, shorter than a burst, read a pace under line rate); the ring needs the most of them, and a fix saves what
+the ring then needs less, never more than the communication time per iteration. A slow link's lost time is what
+its fix to the others' usual pace saves by those sums: measured on the wire, so it is the same whether or not the
+line rate is known (on a real slow link 513 ms lost against 528 ms measured by rerunning without it). Unsure where
+the iterations or the clocks are.
 """
 
 from __future__ import annotations
@@ -387,6 +389,13 @@ def _slow_links(
     hosts = sorted({h for k in pace for h in k})
     # a slow edge is slowed at an end all of whose edges are slow (its link), else at either end (one edge alone)
     culprits = {k: {h for h in k if all(x in slow for x in pace if h in x)} or {*k} for k in slow}
+    link_bps = {(e.src, e.dst): e.link_speed_bps for e in paced}
+
+    def speedup(fixed: set[tuple[str, str]], to: dict[tuple[str, str], float]) -> float:
+        """How much faster the ring's slowest edge runs with the FIXED edges at the speeds TO gives them (never
+        slower than now): the what-if replays the ring at that pace (analyze.whatif.link_fixes)."""
+        return min(max(speed[k], to[k]) if k in fixed else speed[k] for k in speed) / slowest
+
     fixes = []
     for h in hosts:
         mine = {k for k in pace if h in k and (k not in slow or h in culprits[k])}
@@ -402,6 +411,9 @@ def _slow_links(
                 iteration_ns_if_usual=round(period - usual_save, 1),
                 saving_ns_if_usual=round(usual_save, 1),
                 usual_bps=round(usual, 1),
+                ring_speedup=round(speedup(mine, link_bps), 4),
+                ring_speedup_if_usual=round(speedup(mine, dict.fromkeys(speed, usual_speed)), 4),
+                priced_by="edge sums",
             )
         )
     fixes.sort(key=lambda f: (-f.saving_ns, f.host))

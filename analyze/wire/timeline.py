@@ -16,7 +16,7 @@ the link never idles, at that boundary.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Collection, Optional
 
 import numpy as np
 
@@ -33,9 +33,10 @@ ACTIVE_SHARE = 0.01  # a bin with under this share of the host's usual busy bin 
 PEAK_PERCENTILE = 99  # the job's peak rate: the sampled hosts' busy bins' 99th percentile
 
 
-def wire_timeline(result: Result) -> Optional[WireTimeline]:
-    """The sampled iterations of RESULT's job on its sampled hosts as the wire shows them (None without
-    iterations, tables or link speeds)."""
+def wire_timeline(result: Result, only: Optional[Collection[str]] = None) -> Optional[WireTimeline]:
+    """The sampled iterations of RESULT's job on its sampled hosts, or on the hosts named ONLY (the per-link
+    what-if replays the host whose link it speeds up), as the wire shows them (None without iterations, tables,
+    link speeds or any of those hosts sending)."""
     its, tables = result.iterations, result.tables
     if its is None or tables is None or its.count < 2 or tables.flow_series.empty:
         return None
@@ -73,7 +74,10 @@ def wire_timeline(result: Result) -> Optional[WireTimeline]:
     del t
     length = int(cell.max()) + 1
     senders = np.unique(code)
-    chosen = senders[np.unique(np.linspace(0, len(senders) - 1, min(MAX_HOSTS, len(senders))).astype(np.int64))]
+    if only is not None:
+        chosen = senders[np.isin(names[senders], list(only))]
+    else:
+        chosen = senders[np.unique(np.linspace(0, len(senders) - 1, min(MAX_HOSTS, len(senders))).astype(np.int64))]
     windows = iteration_windows(result, its)
     kept = _sample(len(windows))
     wanted = sorted({b for k in kept for b in (k, k + 1)})

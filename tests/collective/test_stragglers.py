@@ -140,10 +140,19 @@ def _slow_link(run: Path, truth: dict, clean: dict) -> bool | str:
     fixes = r.scaling.per_edge
     assert fixes[0].host == slow_host and all(f.saving_share < 0.05 for f in fixes[1:]), fixes
     measured = _step_ns(truth) - _step_ns(clean)
-    assert abs(fixes[0].saving_ns / measured - 1) <= 0.15, (fixes[0].saving_ns / 1e6, measured / 1e6)
-    # at the others' pace (what the rerun's links really do): 513 ms against 528 measured, line rate's 570 ms
-    usual = fixes[0].saving_ns_if_usual
-    assert usual is not None and usual <= fixes[0].saving_ns and abs(usual / measured - 1) <= 0.15, usual / 1e6
+    # priced by the what-if's wire model from h3's own timeline (analyze.whatif.link_fixes): 532 ms against 533
+    # measured by rerunning without the shaper, the interval 0-550 ms (the compute under the slow link is hidden);
+    # the edges' own sums read 552 ms, the four hosts' mean timeline 326 ms
+    best = fixes[0]
+    low, high = best.saving_ns_low, best.saving_ns_high
+    print(f"per-link what-if: {best.saving_ns / 1e6:.0f} ms ({low / 1e6:.0f}-{high / 1e6:.0f}), the ring "
+          f"{best.ring_speedup:.2f}x; rerun without it: {measured / 1e6:.0f} ms")  # fmt: skip
+    assert best.priced_by == "wire model" and best.ring_speedup > 3, best
+    assert abs(best.saving_ns / measured - 1) <= 0.15, (best.saving_ns / 1e6, measured / 1e6)
+    assert low <= measured <= high, (low / 1e6, measured / 1e6, high / 1e6)
+    # at the others' pace (what the rerun's links really do): no more than at line rate
+    usual = best.saving_ns_if_usual
+    assert usual is not None and usual <= best.saving_ns and abs(usual / measured - 1) <= 0.15, usual / 1e6
     assert abs(found.lost_ns_per_iteration / measured - 1) <= 0.2
     assert f"{slow_host}'s link" in summary_text(r) or slow_host in summary_text(r)
     _link_limited_through(r, slow_host)
