@@ -79,7 +79,7 @@ def analyze(
         help="Capture directory (run.json + one folder per host), folders of pcaps (searched recursively) or pcap/pcapng files, optionally gzip- or zstd-compressed; or a Parquet dataset from `ringscope convert`.",
     ),
     json_out: Optional[Path] = typer.Option(
-        None, "--json", help="Write the result object (JSON, schema 1) to FILE; '-' for stdout."
+        None, "--json", help="Write the result object (JSON, schema 2) to FILE; '-' for stdout."
     ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Write the tables (flows, hosts, series) as CSV and Parquet into DIR."

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from analyze.model.jsonform import plain
-from analyze.model.result import SCHEMA_PATH
+from analyze.model.result import SCHEMA_PATH, SCHEMA_VERSION
 from cli import app
 from tests.support.clirun import one_line_error, ringscope
 from tests.support.expect import FIXTURES, flows_by_key, run, wire_truth
@@ -377,3 +377,10 @@ def test_the_python_api_refuses_a_gradient_of_no_bytes() -> None:
 
     with pytest.raises(ValueError, match=r"^bad --gradient-bytes 0\.0: must be positive$"):
         analyze([FIXTURES / "formats/pcap-us-le.pcap"], workers=1, gradient_bytes=0.0)
+
+
+def test_help_names_the_schema_the_json_is_written_in() -> None:
+    """`analyze --help` said "schema 1" after the JSON moved to schema 2 (integer ns): the words kept with the code."""
+    out = ringscope("analyze", "--help")
+    words = " ".join(out.stdout.replace("│", " ").split())  # the help's box, wrapped at any width
+    assert f"(JSON, schema {SCHEMA_VERSION})" in words, out.stdout
