@@ -8,6 +8,12 @@ of the time points at the network; a transport that fills a small share of the l
 transport, not the link's capacity. A what-if resting on an inferred iteration count, ring, world size or gradient
 size below the confidence stated as fact (its `unsure`), or captures that missed the job (`capture_problems`),
 answers "unclear" and says why.
+
+A sure slow link among the stragglers (analyze.wire.stragglers) answers first, where its fix saves SLOW_LINK_SHARE
+of the iteration or more: the ring runs at that link's pace, so no overall link speed or transport says more to a
+user than which link to fix and what fixing it saves (the per-link what-if, analyze.whatif.link_fixes). On the real
+slow-link ring the what-if's own paragraph read "the transport also reached only 19 % of line rate" and its busy
+link made the answer "unclear", while one 200 Mbit/s link among 1 Gbit/s ones cost 533 ms of a 690 ms step.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from dataclasses import dataclass
 from analyze.model.findings import Verdict
 from analyze.model.result import Result
 from analyze.confidence.doubt import UNMODELLED
+from analyze.confidence.thresholds import CONFIDENT
+from analyze.whatif.link_fixes import fixes_of
 from analyze.whatif.link_bound import answer as bound_answer
 from analyze.whatif.verdict import BOTTLENECK_SF
 from capture.units import format_rate
@@ -26,6 +34,7 @@ NEAR_LINE_RATE = 0.7  # tx while busy at or above this share of line rate: the l
 LOW_FILL = 0.5  # below it while busy: the transport leaves most of the link unused
 MOSTLY_BUSY = 0.5  # busy in at least this share of the bins: the job communicates most of the time
 NOTABLE_GAP = 0.02  # scaling factor lost to the measured transport efficiency that is worth naming
+SLOW_LINK_SHARE = 0.05  # a sure slow link whose fix saves this share of the iteration or more is the answer
 
 
 @dataclass
@@ -100,6 +109,9 @@ def judge(result: Result) -> Verdict:
             f"Unsure — the captures of {len(missed)} host(s) missed the job's traffic.",
             " ".join(missed) + " Every number below rests on those captures.",
         )
+    slow = _slow_link(result)
+    if slow is not None:
+        return slow
     if scaling is not None and sf_full is not None:
         if scaling.unsure:
             return Verdict(
@@ -153,3 +165,30 @@ def judge(result: Result) -> Verdict:
         f"`ringscope whatif` with a backward profile gives the measured and full-utilization scaling factor."
     )
     return Verdict(answer, head, text)
+
+
+def _slow_link(result: Result) -> Verdict | None:
+    """The answer where a sure slow link holds the ring back and its fix saves SLOW_LINK_SHARE or more (module
+    docstring); else None."""
+    found = [s for s in result.stragglers or [] if s.kind == "link" and s.confidence >= CONFIDENT]
+    if not found:
+        return None
+    worst = max(found, key=lambda s: s.lost_ns_per_iteration)
+    fix = next((f for f in fixes_of(result) if f.host == worst.host), None)
+    if fix is None or fix.saving_share < SLOW_LINK_SHARE:
+        return None
+    interval = (
+        f"; {fix.saving_ns_low / 1e6:.0f}-{fix.saving_ns_high / 1e6:.0f} ms with what the capture cannot tell"
+        if fix.saving_ns_low is not None and fix.saving_ns_high is not None
+        else ""
+    )
+    after = (
+        result.scaling.verdict if result.scaling is not None else result.link_bound.verdict if result.link_bound else ""
+    )
+    return Verdict(
+        "yes",
+        f"Yes — one link holds the ring back: {worst.host}'s.",
+        f"{worst.evidence[0]}. Fixed, the per-link what-if ({fix.priced_by}) saves {fix.saving_ns / 1e6:.0f} ms per "
+        f"iteration ({fix.saving_share:.0%}{interval}). The what-if below scales every link, that one included. "
+        f"{after}",
+    )

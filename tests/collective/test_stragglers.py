@@ -156,6 +156,7 @@ def _slow_link(run: Path, truth: dict, clean: dict) -> bool | str:
     assert abs(found.lost_ns_per_iteration / measured - 1) <= 0.2
     assert f"{slow_host}'s link" in summary_text(r) or slow_host in summary_text(r)
     _link_limited_through(r, slow_host)
+    _answered_by_the_link(r, slow_host)
     # the hosts' clocks moved apart by up to 100 ms and 50 ppm: the same link, the same saving within a bin a step
     skewed = _found(reclocked(run, run.parent / "reclocked"))
     assert [(s.host, s.kind) for s in skewed.stragglers] == [(slow_host, "link")], skewed.stragglers
@@ -211,6 +212,15 @@ def test_a_link_fed_by_the_slow_one_does_not_hide_it():
     assert (late.host, late.confidence <= 0.5) == (late_host, True), r.stragglers
     assert late.lost_ns_per_iteration >= 0.8 * _extra_ns(truth, truth["job"]["slow_rank"]), late
     _link_limited_through(r, slow)
+    _answered_by_the_link(r, slow)
+
+
+def _answered_by_the_link(r, slow_host: str) -> None:
+    """The verdict names the slow link and what its fix saves (analyze.verdict: a sure slow link answers first),
+    whatever the what-if below it says about every link's speed."""
+    fix = next(f for f in r.scaling.per_edge if f.host == slow_host)
+    assert r.verdict.answer == "yes" and r.verdict.headline.endswith(f"{slow_host}'s."), r.verdict
+    assert f"saves {fix.saving_ns / 1e6:.0f} ms per iteration" in r.verdict.text, r.verdict.text
 
 
 def test_a_slow_link_leaves_what_the_edges_own_counters_show() -> None:
