@@ -6,7 +6,7 @@ up the series cells two scans both hold for one (flow, bin). numpy only, like th
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Optional
 
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -110,9 +110,28 @@ def sum_cells(flow: np.ndarray, bins: np.ndarray, values: np.ndarray) -> tuple[n
     create such twins. Counted over (flow, bin offset), not sorted: a host's cells span few bins per flow."""
     if len(flow) == 0:
         return flow.astype(np.int64), bins, values
+    ordered = _by_flow(flow, bins, values)
+    if ordered is not None:
+        return ordered
     lo = int(bins.min())
     (f, b), v = group_sum([flow.astype(np.int64), bins - lo], [int(flow.max()) + 1, int(bins.max()) - lo + 1], values)
     return f, b + lo, v
+
+
+def _by_flow(
+    flow: np.ndarray, bins: np.ndarray, values: np.ndarray
+) -> Optional[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The cells in (flow, bin) order where they have no twins, else None. One file's cells come in time order,
+    so each flow's bins already ascend: a stable sort by flow alone orders them, and with fewer than 65,536
+    flows numpy sorts 16-bit keys by radix (linear). At 512 hosts the counted-or-hashed sum took 2.6 ms of a
+    host's 5 ms read, twice the kernel's time."""
+    if int(flow.max()) >= 1 << 16:
+        return None
+    order = np.argsort(flow.astype(np.uint16), kind="stable")
+    f, b = flow[order], bins[order]
+    if ((f[1:] == f[:-1]) & (b[1:] <= b[:-1])).any():
+        return None  # a twin or a bin out of order: summed by group_sum
+    return f.astype(np.int64), b.astype(np.int64, copy=False), values[order].astype(np.int64, copy=False)
 
 
 def merge_host(host: str, scans: list[StreamScan]) -> HostFlows:
