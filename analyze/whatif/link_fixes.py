@@ -11,7 +11,7 @@ Whose iterations: the fixed host's own. Its link paced the ring, so its windows 
 with no waits inside them; the other hosts' windows idle between ring steps while the slow edge sends, which the
 wire model reads as bytes not yet ready and keeps at any speed. On a real 4-host ring with one link shaped to a
 fifth of the others' rate, rerun without the shaper 533 ms faster a step: the slow host's timeline priced its
-fix at 527 ms, the four hosts' at 326 ms (tests/collective/test_stragglers.py checks it on every CI run).
+fix at 536 ms, the four hosts' at 326 ms (tests/collective/test_stragglers.py checks it on every CI run).
 
 What the capture cannot tell (the compute hidden under a link busy all through the step, the transport's
 efficiency at the faster rate) is the saving's interval: the wire replays' bounds, each replayed at the captured
