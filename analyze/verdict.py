@@ -25,7 +25,7 @@ from analyze.model.findings import Verdict
 from analyze.model.result import Result
 from analyze.confidence.doubt import UNMODELLED
 from analyze.confidence.thresholds import CONFIDENT
-from analyze.whatif.link_fixes import fixes_of
+from analyze.whatif.link_fixes import fixes_of, interval_words
 from analyze.whatif.link_bound import answer as bound_answer
 from analyze.whatif.verdict import BOTTLENECK_SF
 from capture.units import format_rate
@@ -177,11 +177,6 @@ def _slow_link(result: Result) -> Verdict | None:
     fix = next((f for f in fixes_of(result) if f.host == worst.host), None)
     if fix is None or fix.saving_share < SLOW_LINK_SHARE:
         return None
-    interval = (
-        f"; {fix.saving_ns_low / 1e6:.0f}-{fix.saving_ns_high / 1e6:.0f} ms with what the capture cannot tell"
-        if fix.saving_ns_low is not None and fix.saving_ns_high is not None
-        else ""
-    )
     after = (
         result.scaling.verdict if result.scaling is not None else result.link_bound.verdict if result.link_bound else ""
     )
@@ -189,6 +184,6 @@ def _slow_link(result: Result) -> Verdict | None:
         "yes",
         f"Yes — one link holds the ring back: {worst.host}'s.",
         f"{worst.evidence[0]}. Fixed, the per-link what-if ({fix.priced_by}) saves {fix.saving_ns / 1e6:.0f} ms per "
-        f"iteration ({fix.saving_share:.0%}{interval}). The what-if below scales every link, that one included. "
-        f"{after}",
+        f"iteration ({fix.saving_share:.0%}{interval_words(fix)}). The what-if below scales every link, that one "
+        f"included. {after}",
     )

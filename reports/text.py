@@ -32,6 +32,7 @@ from analyze.model.findings import (
 )
 from analyze.model.result import HostSummary, Result
 from analyze.tables.capture_holes import GAPPED, incomplete_lines
+from analyze.whatif.link_fixes import interval_words
 from capture.units import format_rate
 
 PATTERN_NAMES = {
@@ -154,20 +155,13 @@ def straggler_lines(found: list[Straggler], fixes: list[LinkFix] | None, sure: b
             )
             lines.append(
                 f"per-link what-if: {names} link at line rate saves {best.saving_ns / 1e6:.0f} ms per "
-                f"iteration ({best.saving_share:.0%}{_fix_range(best)}){usual}; no other single link saves more "
+                f"iteration ({best.saving_share:.0%}{interval_words(best)}){usual}; no other single link saves more "
                 f"than {other:.0%}"
             )
             lines.append(f"  {_fix_pricing(best)}")
         else:
             lines.append(f"per-link what-if: no single link saves {NOTABLE_SAVING:.0%} of the iteration")
     return lines
-
-
-def _fix_range(fix: LinkFix) -> str:
-    """The saving's interval where the wire model priced it ("" where the edges' sums did)."""
-    if fix.saving_ns_low is None or fix.saving_ns_high is None:
-        return ""
-    return f"; {fix.saving_ns_low / 1e6:.0f}-{fix.saving_ns_high / 1e6:.0f} ms with what the capture cannot tell"
 
 
 def _fix_pricing(fix: LinkFix) -> str:

@@ -107,7 +107,8 @@ def unique_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def sum_cells(flow: np.ndarray, bins: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Add up cells that share (flow, bin), in (flow, bin) order; out-of-order packets and file boundaries
-    create such twins. Counted over (flow, bin offset), not sorted: a host's cells span few bins per flow."""
+    create such twins. Where there are none and each flow's bins ascend (one file's cells), by a sort on the
+    flow alone (_by_flow); else counted or hashed over (flow, bin offset): a host's cells span few bins per flow."""
     if len(flow) == 0:
         return flow.astype(np.int64), bins, values
     ordered = _by_flow(flow, bins, values)

@@ -31,7 +31,7 @@ from analyze.model.result import Result
 from analyze.whatif.inputs import inputs_from_result
 from analyze.whatif.wire_replay import EFFICIENCY_BAND, WireReplays, wire_replays
 
-__all__ = ["fixes_of", "hosts_to_price", "price_link_fixes", "FASTER", "WHOLE"]
+__all__ = ["fixes_of", "hosts_to_price", "price_link_fixes", "interval_words", "FASTER", "WHOLE"]
 
 WHOLE = 0.1  # an iteration whose bytes are within this share of the host's median carries its own (_whole)
 FASTER = 1.01  # a fix whose ring runs under this many times faster changes nothing the bins resolve: it saves 0
@@ -42,6 +42,13 @@ def fixes_of(result: Result) -> list[LinkFix]:
     there are none)."""
     holder = result.scaling if result.scaling is not None else result.link_bound
     return holder.per_edge if holder is not None and holder.per_edge is not None else []
+
+
+def interval_words(fix: LinkFix) -> str:
+    """The saving's interval as the summary and the verdict quote it ("" where the edges' sums priced FIX)."""
+    if fix.saving_ns_low is None or fix.saving_ns_high is None:
+        return ""
+    return f"; {fix.saving_ns_low / 1e6:.0f}-{fix.saving_ns_high / 1e6:.0f} ms with what the capture cannot tell"
 
 
 def hosts_to_price(result: Result) -> set[str]:
