@@ -185,20 +185,26 @@ def _subgroups_joined(
             out[label == g] = home[0]
         else:
             kept.append(g)
-    # a subgroup of two ranks is one connection, no job of its own: the stages' groups of a pipeline of two
-    # replicas opened 54 ms and 151 ms after the global mesh under load (97 ms apart, past OPEN_GAP_NS), each a
-    # lone connection, and the job's all-reduces went to other traffic. Lone connections over a job's hosts,
-    # opened after its mesh within RENDEZVOUS_NS, are its subgroups where together they fall apart into
-    # several meshes, as a new_group per stage does; a lone copy between two of its hosts does not
+    # groups that open after a job's mesh, over its hosts, and together fall apart into several meshes are its
+    # subgroups, as a new_group per stage makes them: two stages of four ranks placed two to a host are each one
+    # mesh over two hosts, opened apart (a CI capture read each stage's all-reduce as a job of its own). First
+    # the groups that would be jobs (a second job over some of its hosts is one mesh: kept apart however soon it
+    # opens), then lone connections: a subgroup of two ranks is one connection, no job of its own (the stages'
+    # groups of a pipeline of two replicas opened 54 ms and 151 ms after the global mesh under load, 97 ms apart,
+    # each a lone connection, and the job's all-reduces went to other traffic); a lone copy between two of its
+    # hosts does not fall apart so
     size = pd.Series(label).value_counts()
     jobs = set(job_groups.tolist())
     lone = [g for g in size.index[size.to_numpy() == 1] if g not in jobs]
-    for h in kept:
-        near = [g for g in lone if members[g] <= members[h] and 0 <= first[g] - last[h] <= RENDEZVOUS_NS]
-        mine = pairs[pairs["g"].isin(near)]
-        if len(host_sets(list(zip(mine["a"], mine["b"])))) > 1:
-            out[np.isin(label, near)] = h
-            lone = [g for g in lone if g not in near]
+    for h in list(kept):
+        if h not in kept:
+            continue  # itself a subgroup of an older job
+        for pool in (kept, lone):
+            near = [g for g in pool if g != h and members[g] <= members[h] and 0 <= first[g] - last[h] <= RENDEZVOUS_NS]
+            mine = pairs[pairs["g"].isin(near)]
+            if len(host_sets(list(zip(mine["a"], mine["b"])))) > 1:
+                out[np.isin(label, near)] = h
+                pool[:] = [g for g in pool if g not in near]
     return out
 
 
@@ -214,8 +220,10 @@ def _pieces_joined(
     stop together with it; a second job over those hosts runs its collective over the same pairs (a ring is the
     shape of both), and one job's copy or another job stops at its own time. So a group whose heavy connections
     (at least HEAVY_CONNECTION of the heaviest's bytes; PAIRS: a, b, the hosts of each flow of FLOWS) join other
-    host pairs than a heavier group's, over hosts it shares, and whose last packets come within END_TOGETHER_NS of
-    that group's, is that group's. Flows without their last packet's time (a synthetic table) join nothing."""
+    host pairs than a heavier group's, over hosts of its connections, and whose last packets come within
+    END_TOGETHER_NS of that group's, is that group's (the hosts of all its connections: a pipeline's global mesh,
+    whose heavy pairs are one stage's all-reduce, is over the other stage's hosts too); taken heaviest first, over
+    and over until none joins. Flows without their last packet's time (a synthetic table) join nothing."""
     if "end_ns" not in flows:
         return label
     a, b = pairs["a"].astype(str), pairs["b"].astype(str)
@@ -237,23 +245,30 @@ def _pieces_joined(
     if heavy["g"].nunique() < 2:
         return label
     by = heavy.groupby("g").agg(pairs=("pair", set), end=("end", "median"), bytes=("bytes", "sum"))
-    hosts = {g: {h for p in x for h in p.split("\0")} for g, x in by["pairs"].items()}
+    hosts = _members(label[conn.flow_conn], pairs["a"].to_numpy(object), pairs["b"].to_numpy(object))
+    hosts = {g: set(hosts[g]) for g in by.index}
     out = label.copy()
-    kept: list[int] = []
-    for g in by.sort_values("bytes", ascending=False, kind="stable").index:
-        home = [
-            k
-            for k in kept
-            if not by.at[g, "pairs"] & by.at[k, "pairs"]
-            and hosts[g] & hosts[k]
-            and abs(by.at[g, "end"] - by.at[k, "end"]) <= END_TOGETHER_NS
-        ]
-        if home:
-            out[label == g] = home[0]
-            by.at[home[0], "pairs"] = by.at[home[0], "pairs"] | by.at[g, "pairs"]
-            hosts[home[0]] |= hosts[g]
-        else:
-            kept.append(g)
+    left = list(by.sort_values("bytes", ascending=False, kind="stable").index)
+    joined = True
+    while joined:  # until nothing joins: a piece sharing no host with a group may share one once another joined it
+        joined = False
+        kept: list[int] = []
+        for g in left:
+            home = [
+                k
+                for k in kept
+                if not by.at[g, "pairs"] & by.at[k, "pairs"]
+                and hosts[g] & hosts[k]
+                and abs(by.at[g, "end"] - by.at[k, "end"]) <= END_TOGETHER_NS
+            ]
+            if home:
+                out[out == g] = home[0]
+                by.at[home[0], "pairs"] = by.at[home[0], "pairs"] | by.at[g, "pairs"]
+                hosts[home[0]] |= hosts[g]
+                joined = True
+            else:
+                kept.append(g)
+        left = kept
     return out
 
 

@@ -12,6 +12,7 @@ import json
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 
@@ -164,6 +165,64 @@ def test_two_stage_groups_of_one_connection_each_are_the_jobs() -> None:
     flows, frame = _flows(rows + copy)
     split = split_jobs(flows, frame)
     assert (split.flow_job[-2:] == -1).all() and (split.flow_job[:-2] >= 0).all(), split
+
+
+def _stage(hosts: tuple[str, str], port: int, t: int) -> list[tuple[str, int, str, int, int, int, bool]]:
+    """One pipeline stage's data-parallel group of four ranks placed two to a host: the four connections between
+    its two hosts' ranks, opened a ms apart at T, each carrying its all-reduce."""
+    a, b = hosts
+    rows = []
+    for k in range(4):
+        rows += [(b, port + 100 + k, a, port + k // 2, 60_000_000, t + k * 1_000_000, True)]
+        rows += [(a, port + k // 2, b, port + 100 + k, 60_000_000, t + k * 1_000_000, True)]
+    return rows
+
+
+def _ends(rows: list, end_of: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """ROWS' tables with each flow's last packet at END_OF(row index)."""
+    flows, frame = _flows(rows)
+    flows["end_ns"] = [end_of(i) for i in range(len(rows))]
+    return flows, frame
+
+
+def test_stage_groups_of_one_mesh_each_are_the_jobs() -> None:
+    """Two stages of four ranks, two to a host placed host by host: each stage's group is one mesh over its two
+    hosts (a-b, c-d), opened 60 and 160 ms after the global mesh (100 ms apart: no group together). Each alone is
+    one mesh, as a second job would be; together they fall apart over the job's hosts: its subgroups (a CI capture
+    read each stage's all-reduce as a job of its own). A second job over two of its hosts, opened as soon after,
+    is one mesh: a job apart."""
+    hosts, ms = ["a", "b", "c", "d"], 1_000_000
+    rows = _mesh(hosts, 41000, 0, 29500)
+    last = max(r[5] for r in rows)
+    both = rows + _stage(("a", "b"), 43000, last + 60 * ms) + _stage(("c", "d"), 44000, last + 160 * ms)
+    split = split_jobs(*_flows(both))
+    assert split.jobs == 1 and (split.flow_job >= 0).all(), split
+    other = rows + _stage(("c", "d"), 44000, last + 60 * ms)
+    split = split_jobs(*_flows(other))
+    assert split.jobs == 2 and len(set(split.flow_job[len(rows) :])) == 1, split
+    assert split.flow_job[0] != split.flow_job[-1], split
+
+
+def test_stage_pieces_stopping_with_the_job_are_the_job() -> None:
+    """The same stages, each one piece of the job's collective over its own host pairs, stopping with it.
+    - The first stage opens with the global mesh (one group), the second 70 ms later, alone one mesh: the global
+      mesh's heavy pairs are the first stage's (a-b), its hosts all four; the second stage's (c-d) join it.
+    - The second stage opens 1.5 s late (past the rendezvous window), the boundaries' activations (a-c, b-d)
+      heavy: taken heaviest first, the second stage shares no host with the first until the global mesh joins
+      it; a single pass read two jobs.
+    A second stage that stops 5 s before the others is a job apart, both ways."""
+    hosts, ms = ["a", "b", "c", "d"], 1_000_000
+    light = [(s, p, d, q, 1_000_000, t, o) for s, p, d, q, _, t, o in _mesh(hosts, 41000, 0, 29500)]
+    last = max(r[5] for r in light)
+    together = light + _stage(("a", "b"), 43000, last + 10 * ms) + _stage(("c", "d"), 44000, last + 80 * ms)
+    boundary = [
+        (s, p, d, q, 40_000_000 if {s, d} in ({"a", "c"}, {"b", "d"}) else b, t, o) for s, p, d, q, b, t, o in light
+    ]
+    late = boundary + _stage(("a", "b"), 43000, last + 60 * ms) + _stage(("c", "d"), 44000, last + 1500 * ms)
+    for rows in (together, late):
+        second = len(rows) - 8
+        assert split_jobs(*_ends(rows, lambda i: 9_000 * ms)).jobs == 1
+        assert split_jobs(*_ends(rows, lambda i: (4_000 if i >= second else 9_000) * ms)).jobs == 2
 
 
 def test_one_job_without_its_opening_is_read_whole() -> None:

@@ -177,12 +177,9 @@ def test_two_ranks_per_host_in_each_stage(tmp_path, netns_cluster):  # noqa: F81
 def _two_per_host(run: Path, truth: dict, job: Job) -> bool | str:
     of = {int(rank): x for rank, x in truth["stage_of"].items()}
     alone = analyze([run], workers=1, byte_mode="payload")
-    if len(alone.jobs or []) > 1:
-        # a KNOWN DEFECT, spent as a try and printed, not passed: one CI capture (2026-11-29, the same with the
-        # code before that day) was split into two jobs on the same four hosts, each stage's all-reduce a job, so
-        # no pipeline groups and the top topology "unknown" at 0.00 (the groups are found on the whole capture's
-        # edges: analyze.collective.groups.find_groups). Three earlier CI runs read it as one job.
-        return f"read as {len(alone.jobs or [])} jobs (a known defect of the job split), topology {alone.topology.kind}"
+    # one job: a CI capture (2026-11-29) was split into two on the same hosts, each stage's all-reduce a job
+    # (tests/collective/test_jobs.py: test_stage_groups_of_one_mesh_each_are_the_jobs and the next)
+    assert len(alone.jobs or []) <= 1, [(j.name, j.hosts) for j in alone.jobs or []]
     assert all(g.confidence < CONFIDENT for g in alone.topology.groups if g.kind == "data_parallel"), alone.topology
     r = analyze([run], workers=1, byte_mode="payload", world_size=8)
     host = truth["launch_order"]
