@@ -118,10 +118,10 @@ def _analyze(
         timeline = result.iterations.timeline = wire_timeline(result)
         if timeline is not None and given.profiles:
             timeline.profiled_backward_ns = [ns_of(x) for x in backward_spans(given.profiles)] or None
+    fixes = add_stragglers(result)  # first: a slow link that paces the ring leaves the what-if's compute unsure
     add_whatif(result, single_iteration_time_s=given.single_iteration_time_s)
-    add_stragglers(result)
-    priced = hosts_to_price(result)  # the per-link what-if, by the wire model from the fixed hosts' own timelines
-    price_link_fixes(result, wire_timeline(result, only=priced) if priced else None)
+    priced = hosts_to_price(fixes)  # the per-link what-if, by the wire model from the fixed hosts' own timelines
+    price_link_fixes(result, fixes, wire_timeline(result, only=priced) if priced else None)
     check_with_profiles(result, given.profiles)
 
 

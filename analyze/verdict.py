@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from analyze.model.findings import Verdict
 from analyze.model.result import Result
-from analyze.confidence.doubt import UNMODELLED
-from analyze.confidence.thresholds import CONFIDENT
+from analyze.confidence.doubt import UNMODELLED, pacing_link
+from analyze.confidence.thresholds import SLOW_LINK_SHARE
 from analyze.whatif.link_fixes import fixes_of, interval_words
 from analyze.whatif.link_bound import answer as bound_answer
 from analyze.whatif.verdict import BOTTLENECK_SF
@@ -34,7 +34,6 @@ NEAR_LINE_RATE = 0.7  # tx while busy at or above this share of line rate: the l
 LOW_FILL = 0.5  # below it while busy: the transport leaves most of the link unused
 MOSTLY_BUSY = 0.5  # busy in at least this share of the bins: the job communicates most of the time
 NOTABLE_GAP = 0.02  # scaling factor lost to the measured transport efficiency that is worth naming
-SLOW_LINK_SHARE = 0.05  # a sure slow link whose fix saves this share of the iteration or more is the answer
 
 
 @dataclass
@@ -170,10 +169,9 @@ def judge(result: Result) -> Verdict:
 def _slow_link(result: Result) -> Verdict | None:
     """The answer where a sure slow link holds the ring back and its fix saves SLOW_LINK_SHARE or more (module
     docstring); else None."""
-    found = [s for s in result.stragglers or [] if s.kind == "link" and s.confidence >= CONFIDENT]
-    if not found:
+    worst = pacing_link(result)
+    if worst is None:
         return None
-    worst = max(found, key=lambda s: s.lost_ns_per_iteration)
     fix = next((f for f in fixes_of(result) if f.host == worst.host), None)
     if fix is None or fix.saving_share < SLOW_LINK_SHARE:
         return None

@@ -497,8 +497,8 @@ def schedule_text(g: Group) -> str:
 
 def scaling_lines(scaling: WhatIf) -> list[str]:
     """The summary's what-if: one line of numbers, then the verdict's first sentences (1–3 lines). When its
-    inputs are unsure the first line says so, the numbers are marked as resting on them, no conclusion is
-    printed, and the last line names what would make it sure."""
+    inputs are unsure the first line says so, the numbers are marked as resting on them, the replay and what the
+    wire read follow, no conclusion is printed, and the last line names what would make it sure."""
     m = scaling.measured
     numbers = [f"T {scaling.single_iteration_time_ns / 1e6:.4g} ms"]
     if m is not None:
@@ -515,6 +515,7 @@ def scaling_lines(scaling: WhatIf) -> list[str]:
             "",
             f"what-if ({scaling.model} model): {headline(unsure)}",
             "  no conclusion: these numbers rest on that guess: " + ", ".join(numbers),
+            *_wire_lines(scaling),  # the replay is shown whatever else is unsure (issue 44)
             "  to make it sure, give one of: " + "; ".join(unsure.would_make_sure),
         ]
     # the verdict's first sentence repeats the numbers above; then one line per sentence, at most three

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Optional
 
 from analyze.confidence.coverage import FIX
-from analyze.confidence.thresholds import CONFIDENT, SURE_STEP_BINS
-from analyze.model.findings import Unsure
+from analyze.confidence.thresholds import CONFIDENT, SLOW_LINK_SHARE, SURE_STEP_BINS
+from analyze.model.findings import Straggler, Unsure
 from analyze.model.result import Result
 
 MAKE_SURE = [
@@ -34,6 +34,7 @@ UNMODELLED = {  # patterns the ring model does not cover, and why (the wire mode
     "pipeline": "pipeline stages with a data-parallel group each (activations point to point per micro-batch, "
     "the pipeline's bubble, an all-reduce per stage): not modelled",
 }
+PACED_CONFIDENCE = 0.5  # a what-if whose compute a pacing link hid: either reading (module doc of _paced) may hold
 NOT_MODELLED = "nothing given would: the model does not cover this pattern (its bytes, S and transport above stand)"
 MAKE_W_SURE = "--world-size W or --ranks-per-host K: the job's ranks, which the capture could not count"
 
@@ -60,15 +61,22 @@ def doubt(result: Result) -> Optional[Unsure]:
         )
     if topo is not None and topo.kind and topo.confidence < CONFIDENT:
         because.append(f"the {topo.kind} topology was inferred with confidence {topo.confidence:.2f}")
+    worst = pacing_link(result)
+    if worst is not None and its is not None and its.period_ns:
+        because.append(_paced(worst, its.period_ns))
     missed = list(result.capture_problems or [])
     if missed:
         return Unsure(because=missed + because, confidence=0.0, would_make_sure=[FIX, *MAKE_SURE])
     if not because:
         return None
     confidences = [x.confidence for x in (its, topo) if x is not None] + ([s_conf] if s_conf is not None else [])
-    make_sure = list(MAKE_SURE) if len(because) > unmodelled else [NOT_MODELLED]
+    others = len(because) - unmodelled - (worst is not None)
+    make_sure = list(MAKE_SURE) if others else [NOT_MODELLED] if unmodelled else []
     if unmodelled:
         confidences.append(0.5)
+    if worst is not None:
+        confidences.append(PACED_CONFIDENCE)
+        make_sure.insert(0, f"a capture with {worst.host}'s link fixed (the per-link what-if prices that fix)")
     # a count unsure at under twice the bins trusted may have taken two short steps for one: a finer bin shows
     # them (two jobs on two cores: 39 steps of 8 bins found for 80 of 4.4)
     unsure_count = its is not None and its.source != "markers" and its.confidence < CONFIDENT
@@ -83,6 +91,31 @@ def doubt(result: Result) -> Optional[Unsure]:
         confidences.append(min(its.implied_gradient_bytes_confidence or 0.5, 0.5))
         make_sure.insert(0, MAKE_W_SURE)
     return Unsure(because=because, confidence=min(confidences), would_make_sure=make_sure)
+
+
+def pacing_link(result: Result) -> Optional[Straggler]:
+    """The sure slow link that holds the ring back by SLOW_LINK_SHARE of its step or more (the worst), else None:
+    the ring runs at its pace."""
+    its = result.iterations
+    found = [s for s in result.stragglers or [] if s.kind == "link" and s.confidence >= CONFIDENT]
+    if not found or its is None or not its.period_ns:
+        return None
+    worst = max(found, key=lambda s: s.lost_ns_per_iteration)
+    return worst if worst.lost_ns_per_iteration >= SLOW_LINK_SHARE * its.period_ns else None
+
+
+def _paced(worst: Straggler, period_ns: float) -> str:
+    """Why the what-if's compute is unsure where one link paces the ring (pacing_link, WORST): the other hosts wait
+    on it between ring steps, which their timelines read as compute, and its own busy link hides the compute under
+    it. On a real slow-link ring (fixtures/real-training/ddp-slow-rank-slow-link: one 200 Mbit/s link among 1 Gbit/s
+    ones, 799 ms steps) the hosts' mean timeline read T 437 ms and the slow host's own 21 ms, where the per-link
+    what-if (checked by rerunning such a ring without the slow link) leaves a 184 ms step once it is fixed."""
+    return (
+        f"one link paces the ring ({worst.host}'s, {worst.lost_ns_per_iteration / 1e6:.0f} ms of each "
+        f"{period_ns / 1e6:.0f} ms step): the other hosts wait on it between ring steps, which their timelines "
+        f"read as compute, and its own busy link hides the compute under it, so this capture does not tell the "
+        f"compute time T the what-if scales"
+    )
 
 
 def _count_doubts(result: Result) -> list[str]:

@@ -15,3 +15,6 @@ FILLS_LINK = 0.8  # rate while sending at or above this share of line rate: the 
 # iterations found in the traffic at fewer bins each are unsure: a pause and a send a bin or two long cannot be told
 # from a bucket shorter than a bin (the staircase's confidence; the doubt names the --bin that resolves them)
 SURE_STEP_BINS = 6
+# a sure slow link holding the ring back by this share of its step or more paces the ring: it answers the verdict
+# (analyze.verdict) and leaves the what-if's compute unsure (analyze.confidence.doubt)
+SLOW_LINK_SHARE = 0.05

@@ -51,17 +51,22 @@ def interval_words(fix: LinkFix) -> str:
     return f"; {fix.saving_ns_low / 1e6:.0f}-{fix.saving_ns_high / 1e6:.0f} ms with what the capture cannot tell"
 
 
-def hosts_to_price(result: Result) -> set[str]:
-    """The hosts whose fix runs the ring faster: the wire model replays their timelines."""
-    return {f.host for f in fixes_of(result) if f.host and (f.ring_speedup or 1.0) >= FASTER}
+def hosts_to_price(fixes: list[LinkFix]) -> set[str]:
+    """The hosts whose fix (of FIXES) runs the ring faster: the wire model replays their timelines."""
+    return {f.host for f in fixes if f.host and (f.ring_speedup or 1.0) >= FASTER}
 
 
-def price_link_fixes(result: Result, timeline: Optional[WireTimeline]) -> None:
-    """Re-price RESULT's per-link rows (in place, then re-ranked by saving) by the wire model, each from
-    TIMELINE's iterations of its host (wire_timeline of hosts_to_price), replayed as the job's what-if is (with
-    chained readiness for sharded and pipeline jobs)."""
-    fixes, its = fixes_of(result), result.iterations
-    if not fixes or its is None or not its.period_ns:
+def price_link_fixes(result: Result, fixes: list[LinkFix], timeline: Optional[WireTimeline]) -> None:
+    """Re-price the per-link rows FIXES (the stragglers', in place, then re-ranked by saving) by the wire model,
+    each from TIMELINE's iterations of its host (wire_timeline of hosts_to_price), replayed as the job's what-if is
+    (with chained readiness for sharded and pipeline jobs), and put them beside RESULT's what-if (the ring model's
+    or the link bounds)."""
+    holder = result.scaling if result.scaling is not None else result.link_bound
+    if not fixes or holder is None:
+        return
+    holder.per_edge = fixes
+    its = result.iterations
+    if its is None or not its.period_ns:
         return
     measured = inputs_from_result(result)
     workers, period_s = measured.workers or 0, float(its.period_ns) / 1e9

@@ -69,18 +69,15 @@ UNDER_STATED = ("sender", "latency")
 CLOCK_MARGIN = 2.0  # a lag under this many times the host's clock uncertainty is not told from clock error
 
 
-def add_stragglers(result: Result) -> None:
-    """Set result.stragglers (None where the capture cannot tell) and, beside the what-if (the ring model's or the
-    link bounds), its per-link rows."""
+def add_stragglers(result: Result) -> list[LinkFix]:
+    """Set result.stragglers (None where the capture cannot tell) and return the per-link what-if's rows, which
+    the what-if's record carries (analyze.whatif.link_fixes.price_link_fixes prices them and puts them there)."""
     if result.transport is None or result.iterations is None or not result.iterations.count:
-        return
+        return []
     found, fixes, through = find_stragglers(result)
     result.stragglers = found
     _link_limited(result.transport, found, through)
-    if result.scaling is not None and fixes:
-        result.scaling.per_edge = fixes
-    elif result.link_bound is not None and fixes:  # a sharded or pipeline job: beside its link bounds
-        result.link_bound.per_edge = fixes
+    return fixes
 
 
 def _link_limited(transport: Transport, found: list[Straggler], through: Through) -> None:
@@ -363,6 +360,7 @@ def _slow_links(
     if len(paced) < 2:
         return [], [], {}
     pace = {(e.src, e.dst): float(e.pace_bps or 0.0) for e in paced}
+    link_bps = {(e.src, e.dst): e.link_speed_bps for e in paced}
     line = {(e.src, e.dst): 8e9 * e.payload_bytes / its.count / e.link_speed_bps for e in paced}
     usual = float(np.percentile(list(pace.values()), USUAL_PERCENTILE))
     speed, usual_speed = _speeds(paced, pace)
@@ -376,9 +374,9 @@ def _slow_links(
     # bytes at line rate (their bins, shorter than a burst, read a pace under it)
     need = {(e.src, e.dst): _span(e) if (e.src, e.dst) in slow else line[(e.src, e.dst)] for e in paced}
     bound = max(need.values())
-
-    # at the others' pace instead: each edge's bytes at the usual pace, never slower than it is now
-    as_usual = {(e.src, e.dst): min(need[(e.src, e.dst)], 8e9 * e.payload_bytes / its.count / usual) for e in paced}
+    # at the others' pace instead: each edge's bytes at the usual pace (from packet times where every edge has
+    # them, as the wire model's price of the same fix), never slower than it is now
+    as_usual = {k: min(need[k], line[k] * link_bps[k] / usual_speed) for k in need}
 
     def saving(fixed: set[tuple[str, str]], to: dict[tuple[str, str], float] = line) -> float:
         """What the FIXED edges save per iteration sent in the time TO gives them (line rate, else the usual
@@ -389,7 +387,6 @@ def _slow_links(
     hosts = sorted({h for k in pace for h in k})
     # a slow edge is slowed at an end all of whose edges are slow (its link), else at either end (one edge alone)
     culprits = {k: {h for h in k if all(x in slow for x in pace if h in x)} or {*k} for k in slow}
-    link_bps = {(e.src, e.dst): e.link_speed_bps for e in paced}
 
     by_speed = sorted(speed, key=lambda k: speed[k])
 
@@ -414,7 +411,7 @@ def _slow_links(
                 saving_share=round(save / period, 4),
                 iteration_ns_if_usual=round(period - usual_save, 1),
                 saving_ns_if_usual=round(usual_save, 1),
-                usual_bps=round(usual, 1),
+                usual_bps=round(usual_speed, 1),
                 ring_speedup=round(speedup(mine, link_bps), 4),
                 ring_speedup_if_usual=round(speedup(mine, dict.fromkeys(speed, usual_speed)), 4),
                 priced_by="edge sums",
@@ -449,7 +446,8 @@ def _slow_links(
                     f"run at {usual_speed / 1e6:,.0f} Mbit/s (75th percentile): "
                     f"{'its' if len(mine) > 1 else 'the'} link, not {host}'s compute",
                     f"each ring step at {pace[worst] / 1e6:,.0f} Mbit/s over its busy bins against the others' "
-                    f"{usual / 1e6:,.0f} Mbit/s: the time lost is priced at that usual pace",
+                    f"{usual / 1e6:,.0f} Mbit/s; the time lost is priced at the others' usual pace, "
+                    f"{usual_speed / 1e6:,.0f} Mbit/s",
                 ],
                 confidence,
             )

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analyze.api import analyze
+from analyze.api import analyze, run_whatif
+from analyze.confidence.doubt import doubt
 from analyze.wire.stragglers import MIN_JUDGED, _link_limited, find_stragglers
 from reports.html import render_html
 from reports.text import summary_text
@@ -228,11 +229,36 @@ def test_a_link_fed_by_the_slow_one_does_not_hide_it():
 
 
 def _answered_by_the_link(r, slow_host: str) -> None:
-    """The verdict names the slow link and what its fix saves (analyze.verdict: a sure slow link answers first),
-    whatever the what-if below it says about every link's speed."""
+    """The verdict names the slow link and what its fix saves (analyze.verdict: a sure slow link answers first);
+    the what-if below it, which scales every link, is unsure: the link hid the compute T it scales (the hosts'
+    timelines read 437 ms and the slow host's 21 ms on the committed capture, for a 184 ms step once fixed). Its
+    replay is still shown, and so is what would make it sure."""
     fix = next(f for f in r.scaling.per_edge if f.host == slow_host)
     assert r.verdict.answer == "yes" and r.verdict.headline.endswith(f"{slow_host}'s."), r.verdict
     assert f"saves {fix.saving_ns / 1e6:.0f} ms per iteration" in r.verdict.text, r.verdict.text
+    unsure = r.scaling.unsure
+    assert unsure is not None and unsure.confidence <= 0.5, r.scaling.unsure
+    assert any(b.startswith(f"one link paces the ring ({slow_host}'s") for b in unsure.because), unsure.because
+    assert unsure.would_make_sure[0].startswith(f"a capture with {slow_host}'s link fixed"), unsure.would_make_sure
+    assert "replay of the measured iteration" in summary_text(r)
+
+
+def test_the_what_if_is_unsure_only_where_a_sure_link_paces_the_ring(tmp_path) -> None:
+    """`ringscope whatif RESULT.json` reads the same doubt back from the JSON. Where the link is named unsure, or
+    costs under SLOW_LINK_SHARE of the step, the what-if carries no such doubt."""
+    case = ROOT / "fixtures" / "real-training" / "ddp-slow-rank-slow-link"
+    r = analyze([case / "run"], workers=1)
+    saved = tmp_path / "result.json"
+    r.write_json(saved)
+    again = run_whatif(saved)
+    assert again.unsure is not None and again.unsure.because == r.scaling.unsure.because, again.unsure
+    (link,) = [s for s in r.stragglers if s.kind == "link"]
+    paced = [b for b in doubt(r).because if b.startswith("one link paces the ring")]
+    assert paced, doubt(r)
+    for confidence, lost in ((0.5, link.lost_ns_per_iteration), (link.confidence, 0.04 * r.iterations.period_ns)):
+        link.confidence, link.lost_ns_per_iteration = confidence, lost
+        left = doubt(r)
+        assert left is None or not any(b.startswith("one link paces the ring") for b in left.because), left
 
 
 def test_a_slow_link_leaves_what_the_edges_own_counters_show() -> None:
