@@ -182,6 +182,9 @@ def _late(
         seen = {(src, dst): (x[k - 1], x[k]) for src, dst, x in per if k - 1 in x and k in x}
         if len({src for src, _ in seen}) < 3:
             continue
+        to: dict[str, list[str]] = {}  # each sender's receivers this iteration
+        for a, b in seen:
+            to.setdefault(a, []).append(b)
         rounds += 1
         entry = _entries(seen, _width(result), pause_ns(int(_width(result)), period))
         late: dict[str, tuple[float, float]] = {}  # host: (its lag, the others' entry)
@@ -191,7 +194,7 @@ def _late(
                 late[host] = (first - ref, ref)
         for host, (lag, ref) in late.items():
             # a sender waits for its receiver: a host whose every edge leads to a late host waits on it
-            if all(b in late for (a, b) in seen if a == host):
+            if all(b in late for b in to.get(host, ())):
                 continue
             lags.setdefault(host, []).append(lag)
             waits.setdefault(host, []).append([k, int(ref), int(ref + lag)])
