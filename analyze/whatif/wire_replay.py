@@ -270,6 +270,11 @@ class WireReplay(Counterfactual):
         share = _ring_share(w) / float(_ring_share(np.array([self.workers]))[0])
         return 8.0 * share / (c * rate)
 
+    def saving_each_s(self, workers: int, bandwidth_bps: float) -> np.ndarray:
+        """Each sampled iteration's window as captured less its window replayed at one point (no compression)."""
+        y = self._seconds_per_byte(workers, bandwidth_bps, 1.0)
+        return np.array([it.window_s - float(it.finish_s(y)[0]) for it in self.iterations])
+
     def overhead_s(self, workers: Any, bandwidth_bps: Any, compression: Any = 1.0) -> np.ndarray:
         """The window's end after the backward's, averaged over the sampled iterations."""
         y = self._seconds_per_byte(workers, bandwidth_bps, compression)
