@@ -72,7 +72,8 @@ _SUMMED = [c for c in (*OWN, *ANSWERS) if c != "inflight_max"]  # added up per e
 def _per_edge_rtt(code: np.ndarray, rtt: np.ndarray, n: int) -> dict[str, np.ndarray]:
     """Per edge code 0..n-1: samples, min, median and p99 of the round trips (NaN where none)."""
     span = int(rtt.max()) + 1 if len(rtt) else 1
-    if len(rtt) and rtt.min() >= 0 and int(code.max()) < (1 << 62) // span:
+    exact = np.issubdtype(rtt.dtype, np.integer) and np.issubdtype(code.dtype, np.integer)  # ns, as read
+    if exact and len(rtt) and rtt.min() >= 0 and int(code.max()) < (1 << 62) // span:
         order = np.argsort(code * span + rtt)  # (edge, round trip) as one key: 3x a two-key lexsort (512 hosts)
     else:
         order = np.lexsort((rtt, code))
